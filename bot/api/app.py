@@ -1,0 +1,154 @@
+"""The Starlette app: routes of ``/api/v1`` and telemetry ingest, each a thin shell over ``RunService``.
+
+Service calls block (SQL, Ray), so they run on worker threads; errors become JSON once, in ``bot.api.errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from anyio import to_thread
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot.api.auth import bearer, require_admin
+from bot.api.body import read_limited
+from bot.api.errors import error_response, from_exception
+from storage.floats import encode_float
+from training.errors import BadRequest, LabbotError
+from training.service import RunService
+from training.specs import LaunchRequest
+from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
+
+T = TypeVar("T")
+Handler = Callable[[Request], Any]
+MAX_API_BODY = 64 * 1024
+
+
+async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0, hi: int = 100_000) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise BadRequest(f"query parameter {name}={raw!r} must be a whole number from {lo} to {hi}")
+    return int(raw)
+
+
+def create_app(service: RunService, *, admin_token: str, health: Callable[[], dict[str, Any]]) -> Starlette:
+    def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        async def wrapped(request: Request) -> Response:
+            try:
+                require_admin(request, admin_token)
+                result = await handler(request)
+            except Exception as e:
+                return from_exception(e)
+            return result if isinstance(result, Response) else JSONResponse(result)
+
+        return wrapped
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True, **health()})
+
+    async def jobs(request: Request) -> Any:
+        return {
+            "jobs": [
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "entrypoint": spec.entrypoint,
+                    "gpus": spec.gpus,
+                    "params": spec.params,
+                    "stall_after_s": spec.stall_after,
+                    "max_restarts": spec.max_restarts,
+                }
+                for spec in service.registry.all()
+            ]
+        }
+
+    async def list_runs(request: Request) -> Any:
+        limit = _int_query(request, "limit", 50, lo=1, hi=1000)
+        status = request.query_params.get("status") or None
+        return {"runs": await _blocking(service.list, status=status, limit=limit)}
+
+    async def launch(request: Request) -> Any:
+        body = await read_limited(request, MAX_API_BODY)
+        try:
+            doc = json.loads(body or b"{}")
+            if not isinstance(doc, dict):
+                raise ValueError("not an object")
+            if request.headers.get("idempotency-key"):
+                doc.setdefault("idempotency_key", request.headers["idempotency-key"])
+            req = LaunchRequest.model_validate(doc)
+        except (ValueError, ValidationError) as e:
+            raise BadRequest(f"bad launch request: {_first_error(e)}") from None
+        result = await _blocking(service.launch, req)
+        return JSONResponse({"run": result.run, "created": result.created}, status_code=201 if result.created else 200)
+
+    async def get_run(request: Request) -> Any:
+        refresh = request.query_params.get("refresh") in ("1", "true")
+        return {"run": await _blocking(service.get, request.path_params["run_id"], refresh=refresh)}
+
+    async def stop(request: Request) -> Any:
+        by = request.query_params.get("by") or "api"
+        return {"run": await _blocking(service.stop, request.path_params["run_id"], by=by)}
+
+    async def restart(request: Request) -> Any:
+        by = request.query_params.get("by") or "api"
+        return {"run": await _blocking(service.restart, request.path_params["run_id"], by=by)}
+
+    async def logs(request: Request) -> Any:
+        tail = _int_query(request, "tail", None)
+        text = await _blocking(service.logs, request.path_params["run_id"], tail=tail)
+        return PlainTextResponse(text)
+
+    async def metric(request: Request) -> Any:
+        points = await _blocking(service.metrics, request.path_params["run_id"], request.path_params["name"])
+        return {"name": request.path_params["name"], "points": [[s, encode_float(v)] for s, v in points]}
+
+    async def telemetry(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            token = bearer(request)
+            body = await read_limited(request, MAX_BODY_BYTES)
+
+            def work() -> int:
+                service.authenticate(run_id, token)  # 401 before the body is even looked at
+                return service.ingest(run_id, parse_batch(body))
+
+            accepted = await to_thread.run_sync(work)
+        except LabbotError as e:
+            return error_response(e.status, e.code, e.message)
+        except Exception as e:
+            return from_exception(e)
+        return JSONResponse({"accepted": accepted})
+
+    routes = [
+        Route("/healthz", healthz),
+        Route("/api/v1/jobs", admin(jobs)),
+        Route("/api/v1/runs", admin(list_runs), methods=["GET"]),
+        Route("/api/v1/runs", admin(launch), methods=["POST"]),
+        Route("/api/v1/runs/{run_id}", admin(get_run)),
+        Route("/api/v1/runs/{run_id}/stop", admin(stop), methods=["POST"]),
+        Route("/api/v1/runs/{run_id}/restart", admin(restart), methods=["POST"]),
+        Route("/api/v1/runs/{run_id}/logs", admin(logs)),
+        Route("/api/v1/runs/{run_id}/metrics/{name}", admin(metric)),
+        Route("/api/v1/runs/{run_id}/telemetry", telemetry, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _first_error(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        return f"{where}: {err['msg']}"
+    return str(e)

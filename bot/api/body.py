@@ -1,0 +1,26 @@
+"""Reading request bodies with a size limit: over the limit is 413 before anything is parsed."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from training.errors import LabbotError
+
+
+class BodyTooLarge(LabbotError):
+    status = 413
+    code = "too_large"
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"body of {declared} bytes is over the {limit}-byte limit; send smaller batches")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"body is over the {limit}-byte limit; send smaller batches")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,204 @@
+"""``labbot``: the command line. Subcommands and their contract are in DESIGN.md and the README.
+
+``serve`` and ``db upgrade`` run in this process; every other command is a client of the running control plane's
+``/api/v1``. ``--json`` prints one JSON document on stdout. Exit codes: 0 done, 1 it failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from bot.cli import render
+from bot.cli.client import ApiClient, CLIError
+from training.errors import LabbotError
+from training.params import parse_assignments
+
+WAITING = ("pending", "restarting")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise CLIError(f"{self.prog}: {message} (see `{self.prog} --help`)", exit_code=2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="labbot", description="labbot: launch, watch and discuss training runs.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler) in the foreground")
+
+    s = sub.add_parser("launch", help="launch a job on Ray: labbot launch tiny-lm steps=100")
+    s.add_argument("job", help="a job name from `labbot jobs`")
+    s.add_argument("params", nargs="*", metavar="KEY=VALUE", help="job parameters, e.g. steps=100 lr=3e-4")
+    s.add_argument("--name", help="a name for the run (default: JOB-ID)")
+    s.add_argument("--gpus", type=float, help="GPUs for the job's entrypoint (default: the job's)")
+    s.add_argument("--stall-after", metavar="DUR", help="no progress for this long is a stall, e.g. 30s, 10m")
+    s.add_argument("--max-restarts", type=int, metavar="N", help="automatic restarts before paging a human")
+    s.add_argument("--idempotency-key", help="the same key twice launches once (default: a fresh key)")
+    s.add_argument("--no-wait", action="store_true", help="return once submitted, without waiting for RUNNING")
+    s.add_argument("--wait-timeout", type=float, default=180.0, metavar="S", help="how long to wait for RUNNING")
+    s.add_argument("--json", action="store_true", help="print the run as JSON")
+
+    s = sub.add_parser("runs", help="list runs, newest first")
+    s.add_argument("--status", help="only runs in this status")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--json", action="store_true")
+
+    for name, text in (("run", "show one run"), ("stop", "stop a run"), ("restart", "restart from checkpoint")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("id", help="a run id from `labbot runs`")
+        s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("logs", help="a run's logs from Ray")
+    s.add_argument("id")
+    s.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+
+    s = sub.add_parser("jobs", help="the jobs that can be launched")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("db", help="database maintenance")
+    s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
+    return p
+
+
+def _print_json(doc: Any) -> None:
+    print(json.dumps(doc, indent=2))
+
+
+def _launch(api: ApiClient, a: argparse.Namespace) -> int:
+    body: dict[str, Any] = {
+        "job": a.job,
+        "params": parse_assignments(a.params),
+        "owner": getpass.getuser(),
+        "idempotency_key": a.idempotency_key or f"cli-{uuid.uuid4()}",
+    }
+    for key in ("name", "gpus", "stall_after", "max_restarts"):
+        if getattr(a, key) is not None:
+            body[key] = getattr(a, key)
+    try:
+        doc = api.json("POST", "/runs", json=body)
+    except CLIError as e:
+        if "Ray" in e.message:
+            e.message = f"launch failed: {e.message}"
+        raise
+    run = doc["run"]
+    say = (lambda *_: None) if a.json else lambda text: print(text, file=sys.stderr, flush=True)
+    verb = "launched" if doc["created"] else "already launched (same idempotency key)"
+    say(f"{verb} run {run['id']} ({run['job']}) as Ray job {run['ray_submission_id']}")
+    if not a.no_wait:
+        run = _wait_running(api, run, a.wait_timeout, say)
+    if a.json:
+        _print_json(run)
+    elif run["status"] == "failed":
+        raise CLIError(f"run {run['id']} failed: {run.get('error') or 'see `labbot logs ' + run['id'] + '`'}")
+    else:
+        say(f"follow it: labbot run {run['id']}   labbot logs {run['id']}   labbot stop {run['id']}")
+    return 0
+
+
+def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any) -> dict[str, Any]:
+    start = time.monotonic()
+    shown = None
+    interval = 0.05
+    while run["status"] in WAITING:
+        elapsed = time.monotonic() - start
+        if run["status"] != shown:
+            say(f"  waiting for Ray: {run['status']} ({elapsed:.1f}s)")
+            shown = run["status"]
+        if elapsed > timeout:
+            say(f"  still {run['status']} after {timeout:.0f}s; labbot keeps watching it (labbot run {run['id']})")
+            return run
+        time.sleep(interval)
+        interval = min(interval * 1.5, 1.0)
+        run = api.json("GET", f"/runs/{run['id']}", params={"refresh": "1"})["run"]
+    say(f"  {run['status']} after {time.monotonic() - start:.1f}s")
+    return run
+
+
+def _run_command(a: argparse.Namespace) -> int:
+    if a.command == "serve":
+        from bot.config import Settings
+        from bot.serve import serve
+
+        return serve(Settings.from_env())
+    if a.command == "db":
+        from bot.config import Settings
+        from storage.db import Database
+
+        settings = Settings.from_env()
+        settings.home.mkdir(parents=True, exist_ok=True)
+        Database(settings.database_url).upgrade()
+        print("database is at the latest migration", file=sys.stderr)
+        return 0
+
+    api = ApiClient()
+    try:
+        if a.command == "launch":
+            return _launch(api, a)
+        if a.command == "runs":
+            params: dict[str, Any] = {"limit": a.limit}
+            if a.status:
+                params["status"] = a.status
+            runs = api.json("GET", "/runs", params=params)["runs"]
+            _print_json(runs) if a.json else print(render.runs_table(runs))
+            return 0
+        if a.command in ("run", "stop", "restart"):
+            method, path = ("GET", f"/runs/{a.id}") if a.command == "run" else ("POST", f"/runs/{a.id}/{a.command}")
+            run = api.json(method, path, params={"by": _who()} if method == "POST" else None)["run"]
+            if a.json:
+                _print_json(run)
+            elif a.command == "run":
+                print(render.run_details(run))
+            elif a.command == "stop":
+                print(f"run {run['id']} stopped")
+            else:
+                print(f"run {run['id']} restarting as attempt {run['attempt']} from its latest checkpoint")
+            return 0
+        if a.command == "logs":
+            params = {"tail": a.tail} if a.tail is not None else {}
+            sys.stdout.write(api.request("GET", f"/runs/{a.id}/logs", params=params).text.rstrip("\n") + "\n")
+            return 0
+        if a.command == "jobs":
+            jobs = api.json("GET", "/jobs")["jobs"]
+            if a.json:
+                _print_json(jobs)
+            else:
+                rows = [
+                    [j["name"], j["description"], " ".join(f"{k}={v}" for k, v in j["params"].items())] for j in jobs
+                ]
+                print(render.table(["job", "description", "parameters (defaults)"], rows))
+            return 0
+    finally:
+        api.close()
+    raise CLIError(f"unknown command {a.command!r}", exit_code=2)
+
+
+def _who() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return _run_command(args)
+    except CLIError as e:
+        print(f"labbot: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except LabbotError as e:
+        print(f"labbot: {e.message}", file=sys.stderr)
+        return 2 if 400 <= e.status < 500 else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

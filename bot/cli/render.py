@@ -1,0 +1,78 @@
+"""Human output of the CLI: run tables and run details (pure functions of the API's JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+
+def age(iso: str | None, now: datetime | None = None) -> str:
+    if not iso:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(iso)).total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 86400}d"
+
+
+def metric(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value  # NaN / Infinity as the API carries them
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def runs_table(runs: Sequence[dict[str, Any]]) -> str:
+    if not runs:
+        return "no runs yet — launch one with `labbot launch tiny-lm`"
+    rows = [
+        [
+            r["id"],
+            r["job"],
+            r["name"],
+            r["status"],
+            str(r["attempt"]),
+            "-" if r["step"] is None else str(r["step"]),
+            metric(r["metrics"].get("loss")),
+            metric(r["metrics"].get("tokens_per_s")),
+            r["owner"],
+            age(r["created_at"]),
+        ]
+        for r in runs
+    ]
+    return table(["id", "job", "name", "status", "attempt", "step", "loss", "tok/s", "owner", "age"], rows)
+
+
+def run_details(r: dict[str, Any]) -> str:
+    fields = [
+        ("run", f"{r['id']}  ({r['name']})"),
+        ("job", r["job"]),
+        ("status", r["status"] + (f" — {r['error']}" if r.get("error") else "")),
+        ("owner", r["owner"]),
+        ("attempt", str(r["attempt"])),
+        ("step", "-" if r["step"] is None else str(r["step"])),
+        ("checkpoint", "-" if r.get("checkpoint_step") is None else f"step {r['checkpoint_step']}"),
+        ("ray job", r.get("ray_submission_id") or "-"),
+        ("params", " ".join(f"{k}={v}" for k, v in r.get("params", {}).items()) or "-"),
+        ("created", f"{r['created_at']} ({age(r['created_at'])} ago)"),
+        ("last telemetry", "-" if not r.get("last_telemetry_at") else f"{age(r['last_telemetry_at'])} ago"),
+    ]
+    for name, value in sorted(r["metrics"].items()):
+        fields.append((name, metric(value)))
+    width = max(len(k) for k, _ in fields)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in fields)

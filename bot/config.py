@@ -1,0 +1,130 @@
+"""Settings: the environment and ``labbot.toml``, read once at start-up into one typed object.
+
+Every variable is optional and has an embedded default (README "Configuration"). Secrets are held here and passed
+to the parts that need them; ``Settings.__repr__`` never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from training.durations import parse_duration
+from training.errors import BadRequest
+
+DEFAULT_PORT = 3000
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    artifacts_root: Path | None
+    port: int
+    host: str
+    public_url: str
+    config_path: Path | None
+    config: dict[str, Any] = field(repr=False)
+    ray_address: str | None = None
+    ray_token: str | None = field(default=None, repr=False)
+    reconcile_every_s: float = 2.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        home = Path(env.get("LABBOT_HOME") or ".labbot").expanduser().resolve()
+        port_text = env.get("LABBOT_PORT") or str(DEFAULT_PORT)
+        try:
+            port = int(port_text)
+            if not 0 < port < 65536:
+                raise ValueError
+        except ValueError:
+            raise BadRequest(f"LABBOT_PORT={port_text!r} is not a port number (1-65535)") from None
+        config_path = _config_path(env)
+        config = load_toml(config_path) if config_path else {}
+        artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
+        control = config.get("control", {})
+        artifacts_root = _local_root(artifacts_url)
+        if artifacts_root is None and not config.get("training", {}).get("checkpoint_root"):
+            raise BadRequest(
+                f"LABBOT_ARTIFACTS_URL={artifacts_url!r} is not a local folder: set [training] checkpoint_root "
+                "in labbot.toml to a folder every Ray node can reach, or use a local folder"
+            )
+        return cls(
+            home=home,
+            database_url=env.get("LABBOT_DATABASE_URL") or f"sqlite:///{home / 'labbot.db'}",
+            artifacts_root=artifacts_root,
+            port=port,
+            host=env.get("LABBOT_HOST") or "127.0.0.1",
+            public_url=(env.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/"),
+            config_path=config_path,
+            config=config,
+            ray_address=env.get("RAY_ADDRESS") or None,
+            ray_token=env.get("RAY_AUTH_TOKEN") or None,
+            reconcile_every_s=parse_duration(str(control.get("reconcile_every", "2s"))),
+        )
+
+    @property
+    def checkpoint_root(self) -> Path:
+        configured = self.config.get("training", {}).get("checkpoint_root")
+        if configured:
+            return Path(configured).expanduser().resolve()
+        assert self.artifacts_root is not None  # checked in from_env
+        return self.artifacts_root / "runs"
+
+    @property
+    def jobs_table(self) -> dict[str, Any]:
+        jobs = dict(self.config.get("jobs", {}))
+        base = self.config_path.parent if self.config_path else Path.cwd()
+        for body in jobs.values():  # working_dir is relative to labbot.toml, wherever labbot runs from
+            if isinstance(body, dict) and body.get("working_dir"):
+                body["working_dir"] = str((base / body["working_dir"]).resolve())
+        return jobs
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.home / "admin_token"
+
+    def admin_token(self, *, create: bool = False) -> str | None:
+        """The bearer token of ``/api/v1`` (mode 0600 in LABBOT_HOME); created by ``serve`` on first start."""
+        path = self.admin_token_file
+        if not path.exists():
+            if not create:
+                return None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+
+def _config_path(env: Mapping[str, str]) -> Path | None:
+    given = env.get("LABBOT_CONFIG")
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise BadRequest(f"LABBOT_CONFIG={given!r}: no such file; point it at a labbot.toml or unset it")
+        return path.resolve()
+    default = Path("labbot.toml")
+    return default.resolve() if default.is_file() else None
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise BadRequest(f"{path.name} is not valid TOML: {e}") from None
+
+
+def _local_root(url: str) -> Path | None:
+    """The local folder of an fsspec URL, or None for a remote store (s3://, gs://, ...)."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else url).expanduser().resolve()
+    return None

@@ -1,0 +1,20 @@
+"""Storage: SQLAlchemy models, Alembic migrations and the database handle.
+
+The bottom of the stack: imports nothing from labbot. SQLite (WAL) by default, any SQLAlchemy URL by
+``LABBOT_DATABASE_URL``; the models use nothing SQLite-only.
+"""
+
+from storage.db import Database, default_sqlite_url
+from storage.floats import decode_float, encode_float
+from storage.models import LaunchKey, MetricPoint, Run, RunStatus
+
+__all__ = [
+    "Database",
+    "LaunchKey",
+    "MetricPoint",
+    "Run",
+    "RunStatus",
+    "decode_float",
+    "default_sqlite_url",
+    "encode_float",
+]

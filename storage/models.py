@@ -1,0 +1,118 @@
+"""The tables: runs, their metric points, and launch idempotency keys.
+
+Every state transition of a run is a row update here; the watchdog (later) reads ``runs`` with one indexed query,
+so the columns it needs (status, last telemetry, last step advance) live on the run itself, not in the points.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from storage.floats import NanFloat
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STALLED = "stalled"
+    RESTARTING = "restarting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED)
+
+
+ACTIVE_STATUSES = tuple(s.value for s in RunStatus if not s.is_terminal)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite hands back naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: labbot stores UTC-aware datetimes only")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    job: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(100))
+    # params, gpus, stall_after_s, max_restarts: what the run was launched with (see training.specs.RunConfig)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING.value)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    ray_submission_id: Mapped[str | None] = mapped_column(String(100))
+    # sha256 of the per-run telemetry bearer token; the token itself only lives in the job's env
+    telemetry_token_hash: Mapped[str] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    stop_requested: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_telemetry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_step: Mapped[int | None] = mapped_column(Integer)
+    last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    # latest value of each metric, JSON-safe (non-finite floats as strings, see storage.floats)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    channel: Mapped[str | None] = mapped_column(String(64))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+
+    __table_args__ = (Index("ix_runs_status", "status"), Index("ix_runs_created_at", "created_at"))
+
+
+class MetricPoint(Base):
+    __tablename__ = "metric_points"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(NanFloat)
+    ts: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_metric_points_run_name_step", "run_id", "name", "step"),)
+
+
+class LaunchKey(Base):
+    """One row per idempotency key: the same launch submitted twice maps to the same run."""
+
+    __tablename__ = "launch_keys"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,1 @@
+"""Reference training jobs that ship with labbot (``tiny-lm``; later ``rl``)."""

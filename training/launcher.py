@@ -1,0 +1,201 @@
+"""The Ray launcher: labbot's only door to the Ray Jobs API (``ray.job_submission.JobSubmissionClient``).
+
+Every call carries the bearer token explicitly (Ray reads its own token environment once, at import time) and
+runs under a deadline, because the SDK's HTTP calls have no timeout of their own: an unreachable dashboard becomes
+``RayUnavailable`` naming the address within ``timeout`` seconds. Submissions are idempotent:
+``submission_id = labbot-{run}-{attempt}``, and Ray's "already exists" answer for our own run is success.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from training.errors import Conflict, RayUnavailable
+from training.ray_cluster import RayConnection
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Ray's job states, as labbot reads them
+RAY_PENDING, RAY_RUNNING, RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED = (
+    "PENDING",
+    "RUNNING",
+    "STOPPED",
+    "SUCCEEDED",
+    "FAILED",
+)
+
+
+def submission_id(run_id: str, attempt: int) -> str:
+    return f"labbot-{run_id}-{attempt}"
+
+
+@dataclass(frozen=True)
+class Submission:
+    submission_id: str
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    metadata: dict[str, str]
+    num_gpus: float = 0
+
+
+@dataclass(frozen=True)
+class RayJob:
+    """What labbot needs of Ray's JobDetails."""
+
+    submission_id: str
+    status: str
+    message: str = ""
+    error_type: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    start_time: float | None = None
+    end_time: float | None = None
+
+
+def _as_job(details: Any) -> RayJob:
+    status = details.status
+    return RayJob(
+        submission_id=details.submission_id or "",
+        status=str(getattr(status, "value", status)),
+        message=details.message or "",
+        error_type=getattr(details, "error_type", None),
+        metadata=dict(details.metadata or {}),
+        start_time=details.start_time / 1000 if details.start_time else None,
+        end_time=details.end_time / 1000 if details.end_time else None,
+    )
+
+
+class RayLauncher:
+    def __init__(self, connection: RayConnection, *, timeout: float = 10.0) -> None:
+        self.connection = connection
+        self.timeout = timeout
+        self._client: Any = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ray-api")
+
+    @property
+    def address(self) -> str:
+        return self.connection.address
+
+    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(client)`` on a worker thread with a deadline; connection trouble becomes RayUnavailable."""
+
+        def attempt() -> T:
+            if self._client is None:
+                from ray.job_submission import JobSubmissionClient  # heavy import: only when Ray is used
+
+                self._client = JobSubmissionClient(self.address, headers=dict(self.connection.headers))
+            return fn(self._client)
+
+        future = self._pool.submit(attempt)
+        try:
+            return future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            self._client = None
+            raise RayUnavailable(
+                f"Ray did not answer at {self.address} within {self.timeout:.0f}s while trying to {what}; "
+                "check RAY_ADDRESS and that the cluster's dashboard is up"
+            ) from None
+        except (ConnectionError, OSError) as e:
+            self._client = None
+            raise RayUnavailable(
+                f"Ray is unreachable at {self.address} ({type(e).__name__}) while trying to {what}; "
+                "check RAY_ADDRESS and that the cluster's dashboard is up"
+            ) from None
+        except Exception as e:
+            if type(e).__name__ == "AuthenticationError":
+                self._client = None
+                raise RayUnavailable(
+                    f"Ray at {self.address} refused labbot's token while trying to {what}; "
+                    "set RAY_AUTH_TOKEN to the cluster's token"
+                ) from None
+            if _is_connection_error(e):
+                self._client = None
+                raise RayUnavailable(
+                    f"Ray is unreachable at {self.address} while trying to {what}; "
+                    "check RAY_ADDRESS and that the cluster's dashboard is up"
+                ) from None
+            raise
+
+    def submit(self, sub: Submission) -> str:
+        """Submit once; if Ray already has this submission id for this run, that is success."""
+
+        def go(client: Any) -> str:
+            kwargs: dict[str, Any] = {
+                "entrypoint": sub.entrypoint,
+                "submission_id": sub.submission_id,
+                "runtime_env": sub.runtime_env,
+                "metadata": sub.metadata,
+            }
+            if sub.num_gpus:
+                kwargs["entrypoint_num_gpus"] = sub.num_gpus
+            try:
+                return str(client.submit_job(**kwargs))
+            except RuntimeError as e:
+                if "already exists" not in str(e):
+                    raise
+                existing = client.get_job_info(sub.submission_id)
+                if (existing.metadata or {}).get("labbot_run_id") != sub.metadata.get("labbot_run_id"):
+                    raise Conflict(
+                        f"Ray already has a job {sub.submission_id} that is not this run's "
+                        "(another labbot database on the same cluster?)"
+                    ) from None
+                log.info("submission %s already on Ray: treated as submitted", sub.submission_id)
+                return sub.submission_id
+
+        return self._call(f"submit {sub.submission_id}", go)
+
+    def job(self, sid: str) -> RayJob | None:
+        def go(client: Any) -> RayJob | None:
+            try:
+                return _as_job(client.get_job_info(sid))
+            except RuntimeError as e:
+                if "404" in str(e) or "does not exist" in str(e):
+                    return None
+                raise
+
+        return self._call(f"read job {sid}", go)
+
+    def jobs(self) -> dict[str, RayJob]:
+        """Every labbot job Ray knows, by submission id: one ``list_jobs`` call."""
+
+        def go(client: Any) -> dict[str, RayJob]:
+            out = {}
+            for details in client.list_jobs():
+                if details.submission_id and details.submission_id.startswith("labbot-"):
+                    out[details.submission_id] = _as_job(details)
+            return out
+
+        return self._call("list jobs", go)
+
+    def stop(self, sid: str) -> bool:
+        return bool(self._call(f"stop {sid}", lambda client: client.stop_job(sid)))
+
+    def logs(self, sid: str) -> str:
+        def go(client: Any) -> str:
+            try:
+                return str(client.get_job_logs(sid))
+            except RuntimeError as e:
+                if "404" in str(e) or "does not exist" in str(e):
+                    return ""
+                raise
+
+        return self._call(f"read the logs of {sid}", go)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    """requests' ConnectionError is not the builtin one; match it (and its causes) by name."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if type(cur).__name__ in {"ConnectionError", "ConnectTimeout", "ReadTimeout", "MaxRetryError"}:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False

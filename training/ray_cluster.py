@@ -1,0 +1,195 @@
+"""The Ray cluster labbot talks to: ``RAY_ADDRESS`` when set, else an embedded local head under ``LABBOT_HOME``.
+
+The embedded head runs ``ray start --head --block`` in its own session with token auth (``RAY_AUTH_MODE=token``;
+the token lives in ``LABBOT_HOME/ray/auth_token``, mode 0600). Its state (dashboard URL, pid, temp dir) is
+recorded in ``LABBOT_HOME/ray/head.json`` so a restarted labbot reuses a head that is still up — jobs keep
+running across a control-plane restart — and stops it on exit only if labbot started it. Ray's unix socket
+paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    """Where the Ray dashboard (Jobs API) is and how to authenticate to it."""
+
+    address: str
+    token: str | None
+    embedded: bool = False
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+def dashboard_alive(address: str, token: str | None, timeout: float = 2.0) -> bool:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        r = httpx.get(f"{address.rstrip('/')}/api/version", headers=headers, timeout=timeout)
+    except httpx.HTTPError:
+        return False
+    return r.status_code == 200
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class EmbeddedRayHead:
+    """A local single-node Ray head with token auth, owned by labbot."""
+
+    def __init__(self, home: Path, *, num_cpus: int | None = None, start_timeout: float = 90.0) -> None:
+        self.dir = home / "ray"
+        self.state_file = self.dir / "head.json"
+        self.token_file = self.dir / "auth_token"
+        self.num_cpus = num_cpus
+        self.start_timeout = start_timeout
+        self.started_here = False
+        # short and stable per LABBOT_HOME: Ray's socket paths must stay under 107 bytes
+        digest = hashlib.sha1(str(home.resolve()).encode()).hexdigest()[:10]
+        self.temp_dir = Path("/tmp") / f"lb-{digest}"
+
+    def token(self) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.token_file.exists():
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        return self.token_file.read_text().strip()
+
+    def _read_state(self) -> dict[str, object] | None:
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def ensure(self) -> RayConnection:
+        """Reuse the recorded head if it answers, else start one. Blocks until its dashboard answers."""
+        token = self.token()
+        state = self._read_state()
+        if state and dashboard_alive(str(state["address"]), token):
+            log.info("reusing the local Ray head at %s", state["address"])
+            self.started_here = True  # it was started by labbot for this LABBOT_HOME: ours to stop
+            return RayConnection(str(state["address"]), token, embedded=True)
+        return self._start(token)
+
+    def _start(self, token: str) -> RayConnection:
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        dashboard_port, gcs_port = _free_port(), _free_port()
+        ports = {
+            "--dashboard-agent-listen-port": _free_port(),
+            "--dashboard-agent-grpc-port": _free_port(),
+            "--runtime-env-agent-port": _free_port(),
+            "--metrics-export-port": _free_port(),
+            "--ray-client-server-port": _free_port(),
+            "--node-manager-port": _free_port(),
+            "--object-manager-port": _free_port(),
+        }
+        ray_bin = Path(sys.executable).with_name("ray")
+        cmd = [
+            str(ray_bin) if ray_bin.exists() else "ray",
+            "start",
+            "--head",
+            "--block",
+            f"--temp-dir={self.temp_dir}",
+            f"--port={gcs_port}",
+            "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}",
+            "--disable-usage-stats",
+            *(f"{flag}={port}" for flag, port in ports.items()),
+        ]
+        if self.num_cpus is not None:
+            cmd.append(f"--num-cpus={self.num_cpus}")
+        env = dict(os.environ)
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+        # jobs run `python ...`: make it this interpreter's environment (torch, labbot's training package)
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env.pop("RAY_ADDRESS", None)
+        address = f"http://127.0.0.1:{dashboard_port}"
+        log_path = self.dir / "head.log"
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.dir
+            )
+        deadline = time.monotonic() + self.start_timeout
+        while not dashboard_alive(address, token, timeout=1.0):
+            if proc.poll() is not None:
+                raise RuntimeError(f"the local Ray head exited with code {proc.returncode}; see {log_path}")
+            if time.monotonic() > deadline:
+                self._terminate(proc.pid)
+                raise RuntimeError(f"the local Ray head did not answer within {self.start_timeout:.0f}s")
+            time.sleep(0.25)
+        state = {"address": address, "pid": proc.pid, "gcs_port": gcs_port, "temp_dir": str(self.temp_dir)}
+        self.state_file.write_text(json.dumps(state, indent=2))
+        self.started_here = True
+        log.info("started a local Ray head at %s (temp dir %s)", address, self.temp_dir)
+        return RayConnection(address, token, embedded=True)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the head if labbot started it (SIGTERM to ``ray start --block`` stops all its processes)."""
+        state = self._read_state()
+        if not self.started_here or not state:
+            return
+        self._terminate(int(str(state["pid"])), timeout)
+        with contextlib.suppress(OSError):
+            self.state_file.unlink()
+        self.started_here = False
+
+    @staticmethod
+    def _terminate(pid: int, timeout: float = 30.0) -> None:
+        if not _pid_alive(pid):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            time.sleep(0.1)
+        if _pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def connect(home: Path, address: str | None, token: str | None) -> tuple[RayConnection, EmbeddedRayHead | None]:
+    """``RAY_ADDRESS``/``RAY_AUTH_TOKEN`` when given; otherwise the embedded head (started or reused)."""
+    if address:
+        if "://" not in address:
+            address = f"http://{address}"
+        return RayConnection(address.rstrip("/"), token or None), None
+    head = EmbeddedRayHead(home)
+    return head.ensure(), head

@@ -1,0 +1,73 @@
+"""The job registry: the built-in ``tiny-lm`` plus the jobs declared in ``labbot.toml``.
+
+``labbot.toml``::
+
+    [jobs.my-sft]
+    entrypoint = "python train.py"      # run from working_dir on the cluster
+    working_dir = "./sft"               # uploaded by Ray (runtime_env working_dir)
+    gpus = 1
+    stall_after = "5m"
+    max_restarts = 2
+    env = { WANDB_MODE = "offline" }
+    params = { lr = 3e-4, steps = 1000 }  # accepted KEY=VALUE parameters, with defaults
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from training.errors import BadRequest, UnknownJob
+from training.specs import JobSpec
+
+TINY_LM = JobSpec(
+    name="tiny-lm",
+    description="character-level transformer LM on a public-domain text (CPU ok; Ray Train for num_workers>0)",
+    entrypoint="python -m training.jobs.tiny_lm",
+    params={
+        "steps": 200,
+        "checkpoint_every": 50,
+        "num_workers": 0,
+        "batch_size": 16,
+        "lr": 3e-3,
+        "seed": 1337,
+        "device": "auto",
+        "hang_at_step": 0,
+        "crash_at_step": 0,
+        "nan_at_step": 0,
+    },
+)
+
+BUILTIN_JOBS = (TINY_LM,)
+
+
+class JobRegistry:
+    def __init__(self, jobs: Mapping[str, JobSpec]) -> None:
+        self._jobs = dict(jobs)
+
+    @classmethod
+    def from_config(cls, table: Mapping[str, Any] | None = None) -> JobRegistry:
+        """Built-in jobs plus ``[jobs.*]`` from labbot.toml; a job declared there overrides a built-in."""
+        jobs = {spec.name: spec for spec in BUILTIN_JOBS}
+        for name, body in (table or {}).items():
+            if not isinstance(body, Mapping):
+                raise BadRequest(f"labbot.toml: [jobs.{name}] must be a table with at least 'entrypoint'")
+            try:
+                jobs[name] = JobSpec(name=name, **body)
+            except ValidationError as e:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or name}: {err['msg']}" for err in e.errors()
+                )
+                raise BadRequest(f"labbot.toml: [jobs.{name}] is invalid: {problems}") from None
+        return cls(jobs)
+
+    def get(self, name: str) -> JobSpec:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise UnknownJob(f"unknown job {name!r}; known jobs: {', '.join(sorted(self._jobs))}") from None
+
+    def all(self) -> list[JobSpec]:
+        return [self._jobs[name] for name in sorted(self._jobs)]

@@ -1,0 +1,414 @@
+"""The run service: the one place that launches, stops, restarts, reconciles and ingests telemetry for runs.
+
+Every front door (HTTP ``/api/v1`` for the CLI and the ``lab`` MCP server, Slack, agents) goes through here, so
+the rules hold whatever the front end: input is checked before anything is written; a run is a row before it is a
+Ray job; a Ray failure leaves the run ``failed`` with the reason, never half-created; the same idempotency key
+maps to the same run and so to one Ray job. Sits in the control plane: ``training → storage``; blocking calls
+(DB, Ray) — the HTTP layer runs them on worker threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from storage.db import Database
+from storage.floats import encode_float
+from storage.models import ACTIVE_STATUSES, LaunchKey, MetricPoint, Run, RunStatus, utcnow
+from training.errors import Conflict, LabbotError, Unauthorized, UnknownRun
+from training.launcher import (
+    RAY_FAILED,
+    RAY_RUNNING,
+    RAY_STOPPED,
+    RAY_SUCCEEDED,
+    RayJob,
+    RayLauncher,
+    Submission,
+    submission_id,
+)
+from training.registry import JobRegistry
+from training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
+from training.telemetry_ingest import TelemetryBatch
+
+log = logging.getLogger(__name__)
+
+_ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: ids are read aloud and typed
+LOST_AFTER = timedelta(seconds=60)
+
+
+def new_run_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(6))
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    run: dict[str, Any]
+    created: bool
+
+
+def run_view(run: Run) -> dict[str, Any]:
+    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe; DESIGN.md's contract fields)."""
+
+    def ts(v: Any) -> str | None:
+        return v.isoformat() if v is not None else None
+
+    cfg = run.config or {}
+    return {
+        "id": run.id,
+        "job": run.job,
+        "name": run.name,
+        "owner": run.owner,
+        "status": run.status,
+        "attempt": run.attempt,
+        "step": run.last_step,
+        "metrics": dict(run.metrics or {}),
+        "checkpoint_step": run.checkpoint_step,
+        "ray_submission_id": run.ray_submission_id,
+        "thread_ts": run.thread_ts,
+        "channel": run.channel,
+        "error": run.error,
+        "params": cfg.get("params", {}),
+        "gpus": cfg.get("gpus", 0),
+        "stall_after_s": cfg.get("stall_after_s"),
+        "max_restarts": cfg.get("max_restarts"),
+        "created_at": ts(run.created_at),
+        "updated_at": ts(run.updated_at),
+        "started_at": ts(run.started_at),
+        "ended_at": ts(run.ended_at),
+        "last_telemetry_at": ts(run.last_telemetry_at),
+        "last_step_at": ts(run.last_step_at),
+    }
+
+
+class RunService:
+    def __init__(
+        self,
+        db: Database,
+        registry: JobRegistry,
+        launcher: RayLauncher,
+        *,
+        control_url: str,
+        checkpoint_root: Path,
+    ) -> None:
+        self.db = db
+        self.registry = registry
+        self.launcher = launcher
+        self.control_url = control_url.rstrip("/")
+        self.checkpoint_root = checkpoint_root
+
+    # -- launching -------------------------------------------------------------------------------------------
+
+    def launch(self, req: LaunchRequest) -> LaunchResult:
+        spec = self.registry.get(req.job)
+        cfg = resolve_launch(spec, req)  # every input check happens before anything is written
+        if req.idempotency_key:
+            existing = self._run_for_key(req.idempotency_key)
+            if existing is not None:
+                return LaunchResult(existing, created=False)
+        token = secrets.token_urlsafe(32)
+        try:
+            run_id = self._insert_run(req, cfg, token)
+        except _DuplicateKey:
+            existing = self._run_for_key(req.idempotency_key or "")
+            assert existing is not None
+            return LaunchResult(existing, created=False)
+        return LaunchResult(self._submit(run_id, attempt=1, token=token), created=True)
+
+    def _run_for_key(self, key: str) -> dict[str, Any] | None:
+        with self.db.session() as s:
+            row = s.get(LaunchKey, key)
+            return run_view(s.get_one(Run, row.run_id)) if row else None
+
+    def _insert_run(self, req: LaunchRequest, cfg: RunConfig, token: str) -> str:
+        for _ in range(5):
+            run_id = new_run_id()
+            try:
+                with self.db.session() as s:
+                    s.add(
+                        Run(
+                            id=run_id,
+                            job=req.job,
+                            name=req.name or f"{req.job}-{run_id}",
+                            owner=req.owner,
+                            config=cfg.model_dump(),
+                            status=RunStatus.PENDING.value,
+                            attempt=1,
+                            ray_submission_id=submission_id(run_id, 1),
+                            telemetry_token_hash=token_hash(token),
+                            metrics={},
+                            stop_requested=False,
+                        )
+                    )
+                    s.flush()
+                    if req.idempotency_key:
+                        # same transaction: a concurrent duplicate key rolls its run back, nothing half-created
+                        s.add(LaunchKey(key=req.idempotency_key, run_id=run_id))
+                        s.flush()
+                return run_id
+            except IntegrityError as e:
+                if req.idempotency_key and "launch_keys" in str(e.orig):
+                    raise _DuplicateKey from None
+                if "runs" not in str(e.orig):
+                    raise
+                continue  # run id collision: draw another
+        raise LabbotError("could not allocate a run id")
+
+    def checkpoint_dir(self, run_id: str) -> Path:
+        return self.checkpoint_root / run_id / "checkpoints"
+
+    def _submit(self, run_id: str, *, attempt: int, token: str) -> dict[str, Any]:
+        with self.db.session() as s:
+            run = s.get_one(Run, run_id)
+            spec = self.registry.get(run.job)
+            cfg = RunConfig.model_validate(run.config)
+            ckpt = self.checkpoint_dir(run_id)
+            ckpt.mkdir(parents=True, exist_ok=True)
+            env = dict(spec.env)
+            env.update(
+                LABBOT_RUN_ID=run_id,
+                LABBOT_ATTEMPT=str(attempt),
+                LABBOT_TELEMETRY_TOKEN=token,
+                LABBOT_CONTROL_URL=self.control_url,
+                LABBOT_CHECKPOINT_DIR=str(ckpt),
+            )
+            runtime_env: dict[str, Any] = {"env_vars": env}
+            if spec.working_dir:
+                runtime_env["working_dir"] = spec.working_dir
+            sub = Submission(
+                submission_id=submission_id(run_id, attempt),
+                entrypoint=entrypoint_command(spec, cfg.params),
+                runtime_env=runtime_env,
+                metadata={
+                    "labbot_run_id": run_id,
+                    "labbot_job": run.job,
+                    "labbot_owner": run.owner,
+                    "labbot_attempt": str(attempt),
+                },
+                num_gpus=cfg.gpus,
+            )
+        try:
+            self.launcher.submit(sub)
+        except LabbotError as e:
+            self._fail(run_id, e.message)
+            raise
+        except Exception as e:  # the run must end up failed with a reason, whatever Ray said
+            self._fail(run_id, f"Ray rejected the submission: {e}")
+            raise LabbotError(f"Ray rejected the submission of run {run_id}: {e}") from None
+        return self.get(run_id)
+
+    def _fail(self, run_id: str, reason: str) -> None:
+        with self.db.session() as s:
+            run = s.get_one(Run, run_id)
+            run.status = RunStatus.FAILED.value
+            run.error = reason
+            run.ended_at = utcnow()
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def _load(self, s: Session, run_id: str) -> Run:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise UnknownRun(f"unknown run {run_id!r}; list runs with `labbot runs`")
+        return run
+
+    def get(self, run_id: str, *, refresh: bool = False) -> dict[str, Any]:
+        """A run; with ``refresh`` a run not yet running asks Ray for its state first (one call)."""
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            sid, status = run.ray_submission_id, RunStatus(run.status)
+        if refresh and sid and not status.is_terminal and status != RunStatus.RUNNING:
+            job = self.launcher.job(sid)
+            if job is not None:
+                with self.db.session() as s:
+                    _apply_ray_state(self._load(s, run_id), job)
+        with self.db.session() as s:
+            return run_view(self._load(s, run_id))
+
+    def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        with self.db.session() as s:
+            q = select(Run).order_by(Run.created_at.desc()).limit(limit)
+            if status:
+                q = q.where(Run.status == status)
+            return [run_view(r) for r in s.scalars(q)]
+
+    def metrics(self, run_id: str, name: str, *, limit: int = 10_000) -> list[tuple[int, float]]:
+        with self.db.session() as s:
+            self._load(s, run_id)
+            q = (
+                select(MetricPoint.step, MetricPoint.value)
+                .where(MetricPoint.run_id == run_id, MetricPoint.name == name)
+                .order_by(MetricPoint.step, MetricPoint.id)
+                .limit(limit)
+            )
+            return [(int(step), float(value)) for step, value in s.execute(q)]
+
+    def logs(self, run_id: str, *, tail: int | None = None) -> str:
+        with self.db.session() as s:
+            sid = self._load(s, run_id).ray_submission_id
+        text = self.launcher.logs(sid) if sid else ""
+        if tail is not None:
+            text = "\n".join(text.splitlines()[-tail:]) if tail > 0 else ""
+        return text
+
+    # -- acting ----------------------------------------------------------------------------------------------
+
+    def stop(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            if RunStatus(run.status).is_terminal:
+                raise Conflict(f"run {run_id} is already {run.status}; nothing to stop")
+            sid = run.ray_submission_id
+        if sid:
+            self.launcher.stop(sid)  # RayUnavailable propagates: nothing changed
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            run.stop_requested = True  # Ray ignores stop_job on PENDING jobs: reconcile() stops it later
+            run.status = RunStatus.STOPPED.value
+            run.ended_at = utcnow()
+            run.error = f"stopped by {by}"
+        return self.get(run_id)
+
+    def restart(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:
+        """Stop the current attempt if it still runs, then submit attempt+1, which resumes from the newest
+        checkpoint in the run's checkpoint folder."""
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            old_sid, was_terminal = run.ray_submission_id, RunStatus(run.status).is_terminal
+        if old_sid and not was_terminal:
+            self.launcher.stop(old_sid)
+        token = secrets.token_urlsafe(32)
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            run.attempt += 1
+            run.ray_submission_id = submission_id(run_id, run.attempt)
+            run.status = RunStatus.RESTARTING.value
+            run.stop_requested = False
+            run.error = None
+            run.ended_at = None
+            run.telemetry_token_hash = token_hash(token)
+            attempt = run.attempt
+        log.info("run %s: restart by %s as attempt %d", run_id, by, attempt)
+        return self._submit(run_id, attempt=attempt, token=token)
+
+    # -- reconciling with Ray --------------------------------------------------------------------------------
+
+    def reconcile(self) -> int:
+        """Bring every active run in line with Ray: one ``list_jobs`` call and one indexed query.
+
+        Returns how many runs changed. RayUnavailable propagates (the cluster, not the runs, is in trouble).
+        """
+        jobs = self.launcher.jobs()
+        changed = 0
+        now = utcnow()
+        to_stop: list[str] = []
+        with self.db.session() as s:
+            q = select(Run).where(
+                or_(
+                    Run.status.in_(ACTIVE_STATUSES),
+                    (Run.stop_requested.is_(True)) & (Run.ended_at > now - timedelta(hours=1)),
+                )
+            )
+            for run in s.scalars(q):
+                job = jobs.get(run.ray_submission_id or "")
+                if job is None:
+                    if not RunStatus(run.status).is_terminal and now - run.updated_at > LOST_AFTER:
+                        run.status = RunStatus.FAILED.value
+                        run.error = f"Ray has no job {run.ray_submission_id}: the submission was lost"
+                        run.ended_at = now
+                        changed += 1
+                    continue
+                if run.stop_requested and job.status not in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
+                    to_stop.append(job.submission_id)
+                    continue
+                changed += _apply_ray_state(run, job)
+        for sid in to_stop:
+            self.launcher.stop(sid)
+        return changed
+
+    # -- telemetry -------------------------------------------------------------------------------------------
+
+    def authenticate(self, run_id: str, token: str | None) -> None:
+        """Raises Unauthorized unless ``token`` is this run's telemetry token (same answer for unknown runs)."""
+        with self.db.session() as s:
+            run = s.get(Run, run_id)
+            expected = run.telemetry_token_hash if run else None
+        if not token or expected is None or not hmac.compare_digest(token_hash(token), expected):
+            raise Unauthorized("missing or wrong telemetry token for this run")
+
+    def ingest(self, run_id: str, batch: TelemetryBatch) -> int:
+        """Store a (pre-authenticated, validated) batch; returns the number of points stored."""
+        now = utcnow()
+        rows: list[dict[str, Any]] = []
+        for p in batch.points:
+            for name, value in p.metrics.items():
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "attempt": batch.attempt,
+                        "step": p.step,
+                        "name": name,
+                        "value": value,
+                        "ts": p.when,
+                    }
+                )
+        with self.db.session() as s:
+            run = s.get_one(Run, run_id)
+            if rows:
+                s.execute(insert(MetricPoint), rows)
+            if batch.attempt != run.attempt:
+                return len(batch.points)  # a previous attempt flushing its tail: kept, but not liveness
+            run.last_telemetry_at = now
+            if batch.points:
+                last = max(batch.points, key=lambda p: p.step)
+                if run.last_step is None or last.step > run.last_step:
+                    run.last_step = last.step
+                    run.last_step_at = now
+                merged = dict(run.metrics or {})
+                for p in sorted(batch.points, key=lambda p: p.step):
+                    merged.update({k: encode_float(v) for k, v in p.metrics.items()})
+                run.metrics = merged
+            ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
+            if ckpts:
+                run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])
+            if run.status in (RunStatus.PENDING.value, RunStatus.RESTARTING.value):
+                run.status = RunStatus.RUNNING.value  # telemetry proves the attempt runs
+                run.started_at = run.started_at or now
+        return len(batch.points)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _apply_ray_state(run: Run, job: RayJob) -> int:
+    """Move ``run`` to what Ray says of its current attempt; returns 1 if the status changed."""
+    before = run.status
+    now = utcnow()
+    if job.status == RAY_RUNNING and run.status in (RunStatus.PENDING.value, RunStatus.RESTARTING.value):
+        run.status = RunStatus.RUNNING.value
+        run.started_at = run.started_at or now
+    elif job.status == RAY_SUCCEEDED:
+        run.status = RunStatus.SUCCEEDED.value
+    elif job.status == RAY_FAILED:
+        run.status = RunStatus.FAILED.value
+        run.error = f"{job.error_type or 'FAILED'}: {job.message}".strip()
+    elif job.status == RAY_STOPPED and not run.stop_requested:
+        run.status = RunStatus.STOPPED.value
+        run.error = run.error or f"stopped outside labbot: {job.message}".strip()
+    if run.status != before and RunStatus(run.status).is_terminal:
+        run.ended_at = now
+    return int(run.status != before)

@@ -1,0 +1,111 @@
+"""Job specs and launch requests: what a job is, and the pure parsing of what a user asked for.
+
+A ``JobSpec`` comes from the registry (built-in or ``labbot.toml``); a ``LaunchRequest`` is what a front door
+(CLI, Slack, an agent) sends; ``resolve_launch`` checks one against the other and returns the ``RunConfig`` that
+is stored with the run, or raises ``BadRequest`` naming what was wrong and what is accepted. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from training.durations import parse_duration
+from training.errors import BadRequest
+from training.params import PARAM_KEY, ParamValue, coerce_param
+
+DEFAULT_STALL_AFTER_S = 600.0
+DEFAULT_MAX_RESTARTS = 2
+
+
+class JobSpec(BaseModel):
+    """A launchable job. ``params`` are its parameters with their defaults (and so their types)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    entrypoint: str
+    description: str = ""
+    working_dir: str | None = None
+    gpus: float = Field(default=0, ge=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, ParamValue] = Field(default_factory=dict)
+    stall_after: float = DEFAULT_STALL_AFTER_S
+    max_restarts: int = Field(default=DEFAULT_MAX_RESTARTS, ge=0)
+
+    @field_validator("stall_after", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        return parse_duration(v) if isinstance(v, str) else float(v)
+
+    @field_validator("params")
+    @classmethod
+    def _param_keys(cls, v: dict[str, ParamValue]) -> dict[str, ParamValue]:
+        for key in v:
+            if not PARAM_KEY.match(key):
+                raise ValueError(f"bad parameter name {key!r}: use letters, digits, '_' or '-'")
+        return v
+
+
+class LaunchRequest(BaseModel):
+    """What a front door asks for. ``params`` values are raw strings (``KEY=VALUE``) or already typed (JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str
+    name: str | None = Field(default=None, max_length=200)
+    owner: str = Field(default="cli", max_length=100)
+    params: dict[str, ParamValue] = Field(default_factory=dict)
+    gpus: float | None = Field(default=None, ge=0)
+    stall_after: str | float | None = None
+    max_restarts: int | None = Field(default=None, ge=0)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class RunConfig(BaseModel):
+    """Stored with the run: everything needed to (re)submit it."""
+
+    params: dict[str, ParamValue]
+    gpus: float
+    stall_after_s: float
+    max_restarts: int
+
+
+def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
+    """Check a request against its job and produce the stored run config."""
+    params: dict[str, ParamValue] = dict(spec.params)
+    unknown = sorted(set(req.params) - set(spec.params))
+    if unknown:
+        accepted = ", ".join(sorted(spec.params)) or "none"
+        raise BadRequest(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for job {spec.name}; "
+            f"accepted: {accepted}"
+        )
+    for key, raw in req.params.items():
+        params[key] = coerce_param(key, raw, spec.params[key])
+    if req.stall_after is None:
+        stall_after = spec.stall_after
+    elif isinstance(req.stall_after, str):
+        stall_after = parse_duration(req.stall_after)
+    else:
+        stall_after = float(req.stall_after)
+        if not stall_after > 0:
+            raise BadRequest(f"bad duration {req.stall_after!r}: it must be positive, e.g. 30s")
+    return RunConfig(
+        params=params,
+        gpus=spec.gpus if req.gpus is None else req.gpus,
+        stall_after_s=stall_after,
+        max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
+    )
+
+
+def entrypoint_command(spec: JobSpec, params: Mapping[str, ParamValue]) -> str:
+    """The shell command Ray runs: the job's entrypoint followed by ``--key value`` for every parameter."""
+    parts = [spec.entrypoint]
+    for key, value in params.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        parts.append(f"--{key} {shlex.quote(text)}")
+    return " ".join(parts)

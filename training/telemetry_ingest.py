@@ -1,0 +1,114 @@
+"""Validation of telemetry batches as jobs send them (pure; the wire format of ``training.telemetry``).
+
+    {"attempt": 1, "sent_at": 1764000000.0,
+     "points": [{"step": 12, "ts": 1764000000.0, "metrics": {"loss": 2.31, "tokens_per_s": 40960.0}}],
+     "events": [{"kind": "checkpoint", "step": 10, "ts": 1764000000.0, "path": "..."}]}
+
+Non-finite values arrive as ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (or bare JSON NaN tokens) and are kept:
+they are a divergence signal, not an error. Anything else malformed raises BadRequest naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from storage.floats import decode_float
+from training.errors import BadRequest
+
+MAX_BODY_BYTES = 1 << 20
+MAX_POINTS = 5_000
+MAX_METRICS_PER_POINT = 64
+MAX_NAME = 64
+EVENT_KINDS = frozenset({"checkpoint"})
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryPoint:
+    step: int
+    when: datetime
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryEvent:
+    kind: str
+    step: int
+    path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryBatch:
+    attempt: int
+    points: list[TelemetryPoint]
+    events: list[TelemetryEvent]
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"{where} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _when(value: Any, where: str, default: datetime) -> datetime:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRequest(f"{where} must be unix seconds, got {value!r}")
+    try:
+        return datetime.fromtimestamp(float(value), UTC)
+    except (OverflowError, OSError, ValueError):
+        raise BadRequest(f"{where} is out of range: {value!r}") from None
+
+
+def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
+    if len(body) > MAX_BODY_BYTES:
+        raise BadRequest(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte limit")
+    now = now or datetime.now(UTC)
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest(f"body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("body must be a JSON object with 'attempt', 'points' and 'events'")
+    attempt = _int(doc.get("attempt", 1), "attempt")
+    raw_points = doc.get("points", [])
+    raw_events = doc.get("events", [])
+    if not isinstance(raw_points, list) or not isinstance(raw_events, list):
+        raise BadRequest("'points' and 'events' must be lists")
+    if len(raw_points) > MAX_POINTS:
+        raise BadRequest(f"{len(raw_points)} points in one batch; send at most {MAX_POINTS}")
+    points = []
+    for i, p in enumerate(raw_points):
+        if not isinstance(p, dict):
+            raise BadRequest(f"points[{i}] must be an object with 'step' and 'metrics'")
+        metrics = p.get("metrics", {})
+        if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS_PER_POINT:
+            raise BadRequest(f"points[{i}].metrics must be an object of at most {MAX_METRICS_PER_POINT} numbers")
+        values = {}
+        for name, v in metrics.items():
+            if not name or len(name) > MAX_NAME:
+                raise BadRequest(f"points[{i}]: metric names must be 1-{MAX_NAME} characters, got {name!r}")
+            try:
+                values[name] = decode_float(v)
+            except ValueError as e:
+                raise BadRequest(f"points[{i}].metrics.{name}: {e}") from None
+        points.append(
+            TelemetryPoint(
+                step=_int(p.get("step"), f"points[{i}].step"),
+                when=_when(p.get("ts"), f"points[{i}].ts", now),
+                metrics=values,
+            )
+        )
+    events = []
+    for i, e in enumerate(raw_events):
+        if not isinstance(e, dict) or e.get("kind") not in EVENT_KINDS:
+            raise BadRequest(f"events[{i}] must be an object whose kind is one of {sorted(EVENT_KINDS)}")
+        path = e.get("path")
+        if path is not None and not isinstance(path, str):
+            raise BadRequest(f"events[{i}].path must be a string")
+        events.append(TelemetryEvent(kind=e["kind"], step=_int(e.get("step"), f"events[{i}].step"), path=path))
+    return TelemetryBatch(attempt=attempt, points=points, events=events)

@@ -13,7 +13,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, insert
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -55,6 +55,19 @@ class Database:
         with self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def insert_ignoring_duplicates(self, model: type[Any]) -> Any:
+        """An INSERT that skips rows whose unique key already exists (SQLite and Postgres), else a plain one."""
+        name = self.engine.dialect.name
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(model).on_conflict_do_nothing()
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(model).on_conflict_do_nothing()
+        return insert(model)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -102,10 +102,11 @@ class MetricPoint(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     step: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(64))
-    value: Mapped[float] = mapped_column(NanFloat)
+    value: Mapped[float] = mapped_column(NanFloat, nullable=True)  # NULL encodes NaN (storage.floats)
     ts: Mapped[datetime] = mapped_column(UTCDateTime)
 
-    __table_args__ = (Index("ix_metric_points_run_name_step", "run_id", "name", "step"),)
+    # one value per (run, metric, attempt, step): a telemetry retry after a lost reply stores nothing twice
+    __table_args__ = (Index("ux_metric_points_point", "run_id", "name", "attempt", "step", unique=True),)
 
 
 class LaunchKey(Base):

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -368,7 +368,7 @@ class RunService:
         with self.db.session() as s:
             run = s.get_one(Run, run_id)
             if rows:
-                s.execute(insert(MetricPoint), rows)
+                s.execute(self.db.insert_ignoring_duplicates(MetricPoint), rows)
             if batch.attempt != run.attempt:
                 return len(batch.points)  # a previous attempt flushing its tail: kept, but not liveness
             run.last_telemetry_at = now

@@ -55,7 +55,9 @@ def upgrade() -> None:
         sa.Column("value", NanFloat(), nullable=True),
         sa.Column("ts", UTCDateTime(), nullable=False),
     )
-    op.create_index("ix_metric_points_run_name_step", "metric_points", ["run_id", "name", "step"])
+    op.create_index(
+        "ux_metric_points_point", "metric_points", ["run_id", "name", "attempt", "step"], unique=True
+    )
     op.create_table(
         "launch_keys",
         sa.Column("key", sa.String(200), primary_key=True),
@@ -66,7 +68,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("launch_keys")
-    op.drop_index("ix_metric_points_run_name_step", "metric_points")
+    op.drop_index("ux_metric_points_point", "metric_points")
     op.drop_table("metric_points")
     op.drop_index("ix_runs_created_at", "runs")
     op.drop_index("ix_runs_status", "runs")

@@ -1,0 +1,168 @@
+"""bot.api over a real RunService, SQLite and Ray head: admin auth, launch idempotency, telemetry ingest."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from starlette.testclient import TestClient
+
+from bot.api import create_app
+from storage.models import MetricPoint
+from training.ray_cluster import RayConnection
+from training.service import RunService
+from training.telemetry_ingest import MAX_BODY_BYTES
+
+from support import SLEEPER, make_service, telemetry_token
+
+ADMIN = "admin-secret"
+
+
+@pytest.fixture
+def service(tmp_path: Path, ray_head: RayConnection) -> Iterator[RunService]:
+    svc = make_service(tmp_path, ray_head, SLEEPER)
+    yield svc
+    for run in svc.list():
+        if run["status"] in ("pending", "running", "restarting"):
+            svc.stop(run["id"])
+
+
+@pytest.fixture
+def client(service: RunService) -> TestClient:
+    app = create_app(service, admin_token=ADMIN, health=lambda: {"ray": "test"})
+    return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
+
+
+def _points(service: RunService, run_id: str) -> int:
+    with service.db.session() as s:
+        return int(s.scalar(select(func.count()).select_from(MetricPoint).where(MetricPoint.run_id == run_id)) or 0)
+
+
+def _launch(client: TestClient, **body: Any) -> dict[str, Any]:
+    r = client.post("/api/v1/runs", json={"job": "sleeper", **body})
+    assert r.status_code in (200, 201), r.text
+    return r.json()["run"]
+
+
+def test_health_is_open_and_the_api_needs_the_admin_token(client: TestClient) -> None:
+    assert client.get("/healthz", headers={"Authorization": ""}).json()["ok"] is True
+    for headers in ({"Authorization": ""}, {"Authorization": "Bearer nope"}):
+        r = client.get("/api/v1/runs", headers=headers)
+        assert r.status_code == 401 and "admin token" in r.json()["error"]["message"]
+
+
+def test_bad_launches_write_nothing(client: TestClient, service: RunService) -> None:
+    cases = [
+        ({"job": "nope"}, 404, "unknown job 'nope'"),
+        ({"job": "tiny-lm", "params": {"steps": "many"}}, 400, "expects an integer"),
+        ({"job": "tiny-lm", "params": {"colour": "red"}}, 400, "accepted: batch_size"),
+        ({"job": "tiny-lm", "stall_after": "later"}, 400, "bad duration"),
+        ({"job": "tiny-lm", "gpus": -1}, 400, "gpus"),
+        ({"jobb": "tiny-lm"}, 400, "bad launch request"),
+    ]
+    for body, status, message in cases:
+        r = client.post("/api/v1/runs", json=body)
+        assert r.status_code == status and message in r.json()["error"]["message"], r.text
+    assert client.post("/api/v1/runs", content=b"{").status_code == 400
+    assert service.list() == []
+
+
+def test_the_same_launch_twice_at_once_is_one_run_and_one_ray_job(
+    client: TestClient, service: RunService
+) -> None:
+    def post(_: int) -> Any:
+        return client.post("/api/v1/runs", json={"job": "sleeper"}, headers={"Idempotency-Key": "double-click-1"})
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(post, range(4)))
+    assert sorted(r.status_code for r in answers) == [200, 200, 200, 201]
+    assert len({r.json()["run"]["id"] for r in answers}) == 1
+    run_id = answers[0].json()["run"]["id"]
+    assert [r["id"] for r in service.list()] == [run_id]
+    assert [sid for sid in service.launcher.jobs() if run_id in sid] == [f"labbot-{run_id}-1"]
+
+
+def test_telemetry_needs_the_runs_own_token(client: TestClient, service: RunService, ray_head: RayConnection) -> None:
+    run = _launch(client)
+    other = _launch(client)
+    token = telemetry_token(ray_head, run["ray_submission_id"])
+    body = {"attempt": 1, "points": [{"step": 1, "metrics": {"loss": 1.0}}]}
+    url = f"/api/v1/runs/{run['id']}/telemetry"
+    for headers in ({"Authorization": ""}, {"Authorization": "Bearer wrong"}, {"Authorization": ADMIN}):
+        r = client.post(url, json=body, headers=headers)
+        assert r.status_code == 401, r.text
+    other_token = telemetry_token(ray_head, other["ray_submission_id"])
+    assert client.post(url, json=body, headers={"Authorization": f"Bearer {other_token}"}).status_code == 401
+    assert client.post("/api/v1/runs/nosuch/telemetry", json=body, headers={"Authorization": f"Bearer {token}"}).status_code == 401
+    assert _points(service, run["id"]) == 0
+    r = client.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and r.json() == {"accepted": 1}
+    assert _points(service, run["id"]) == 1
+
+
+def test_malformed_and_oversized_telemetry(client: TestClient, service: RunService, ray_head: RayConnection) -> None:
+    run = _launch(client)
+    auth = {"Authorization": f"Bearer {telemetry_token(ray_head, run['ray_submission_id'])}"}
+    url = f"/api/v1/runs/{run['id']}/telemetry"
+    assert client.post(url, content=b"{nope", headers=auth).status_code == 400
+    r = client.post(url, json={"points": [{"step": "one", "metrics": {}}]}, headers=auth)
+    assert r.status_code == 400 and "points[0].step" in r.json()["error"]["message"]
+    big = json.dumps({"points": [{"step": 1, "metrics": {"loss": 1.0}}], "pad": "x" * MAX_BODY_BYTES})
+    r = client.post(url, content=big.encode(), headers=auth)
+    assert r.status_code == 413 and "limit" in r.json()["error"]["message"]
+    assert _points(service, run["id"]) == 0
+
+
+def test_nan_and_inf_are_stored_as_such(client: TestClient, service: RunService, ray_head: RayConnection) -> None:
+    run = _launch(client)
+    auth = {"Authorization": f"Bearer {telemetry_token(ray_head, run['ray_submission_id'])}"}
+    body = (
+        b'{"attempt": 1, "points": [{"step": 1, "metrics": {"loss": 3.0}}, {"step": 2, "metrics": {"loss": NaN}},'
+        b' {"step": 3, "metrics": {"loss": "Infinity"}}], "events": [{"kind": "checkpoint", "step": 2}]}'
+    )
+    r = client.post(f"/api/v1/runs/{run['id']}/telemetry", content=body, headers=auth)
+    assert r.status_code == 200, r.text
+    values = [v for _, v in service.metrics(run["id"], "loss")]
+    assert values[0] == 3.0 and math.isnan(values[1]) and values[2] == math.inf
+    api = client.get(f"/api/v1/runs/{run['id']}/metrics/loss").json()
+    assert api["points"] == [[1, 3.0], [2, "NaN"], [3, "Infinity"]]
+    shown = client.get(f"/api/v1/runs/{run['id']}").json()["run"]
+    assert shown["step"] == 3 and shown["metrics"]["loss"] == "Infinity" and shown["checkpoint_step"] == 2
+    assert shown["status"] == "running"  # telemetry proves the attempt runs
+
+
+def test_run_json_has_the_contract_fields(client: TestClient) -> None:
+    run = _launch(client, name="contract")
+    shown = client.get(f"/api/v1/runs/{run['id']}").json()["run"]
+    for field in ("id", "job", "status", "attempt", "step", "metrics", "ray_submission_id", "thread_ts"):
+        assert field in shown
+    assert shown["status"] in ("pending", "running") and shown["name"] == "contract"
+    assert client.get("/api/v1/runs/zzzzzz").status_code == 404
+
+
+def test_stop_and_restart(client: TestClient, service: RunService) -> None:
+    run = _launch(client)
+    r = client.post(f"/api/v1/runs/{run['id']}/stop")
+    assert r.status_code == 200 and r.json()["run"]["status"] == "stopped"
+    r = client.post(f"/api/v1/runs/{run['id']}/stop")
+    assert r.status_code == 409 and "already stopped" in r.json()["error"]["message"]
+    r = client.post(f"/api/v1/runs/{run['id']}/restart")
+    assert r.status_code == 200
+    again = r.json()["run"]
+    assert again["attempt"] == 2 and again["ray_submission_id"] == f"labbot-{run['id']}-2"
+    assert again["status"] in ("restarting", "running")
+
+
+def test_a_retried_batch_is_stored_once(client: TestClient, service: RunService, ray_head: RayConnection) -> None:
+    run = _launch(client)
+    auth = {"Authorization": f"Bearer {telemetry_token(ray_head, run['ray_submission_id'])}"}
+    body = {"attempt": 1, "points": [{"step": s, "metrics": {"loss": 1.0 / s}} for s in (1, 2, 3)]}
+    for _ in range(2):  # the reply to the first was "lost": the client sends the same batch again
+        assert client.post(f"/api/v1/runs/{run['id']}/telemetry", json=body, headers=auth).status_code == 200
+    assert _points(service, run["id"]) == 3

@@ -1,0 +1,49 @@
+"""The `labbot` CLI against a real control plane: bad input is refused with a clear message and nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from support import Serve, free_port
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["launch", "nope"], "unknown job 'nope'; known jobs: tiny-lm"),
+        (["launch", "tiny-lm", "steps"], "bad KEY=VALUE 'steps': write parameters as key=value"),
+        (["launch", "tiny-lm", "steps=ten"], "parameter 'steps' expects an integer, got 'ten'"),
+        (["launch", "tiny-lm", "stepz=10"], "unknown parameter stepz for job tiny-lm; accepted:"),
+        (["launch", "tiny-lm", "--stall-after", "soon"], "bad duration 'soon': use a number with a unit"),
+        (["run", "nosuch"], "unknown run 'nosuch'"),
+        (["stop", "nosuch"], "unknown run 'nosuch'"),
+        (["restart", "nosuch"], "unknown run 'nosuch'"),
+        (["logs", "nosuch"], "unknown run 'nosuch'"),
+        (["launch"], "the following arguments are required: job"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(module_serve: Serve, args: list[str], message: str) -> None:
+    out = module_serve.cli(*args)
+    assert out.returncode == 2, out
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert json.loads(module_serve.cli("runs", "--json").stdout) == []
+
+
+def test_no_control_plane_says_how_to_start_it(tmp_path: Path) -> None:
+    s = Serve(tmp_path, ray_address=None, ray_token=None, port=free_port())
+    (tmp_path / "admin_token").write_text("x")
+    out = s.cli("runs")
+    assert out.returncode == 1
+    assert f"not answering at {s.url}" in out.stderr and "labbot serve" in out.stderr
+
+
+def test_jobs_lists_the_registry(module_serve: Serve) -> None:
+    out = module_serve.cli("jobs")
+    assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout
+    jobs = json.loads(module_serve.cli("jobs", "--json").stdout)
+    assert jobs[0]["name"] == "tiny-lm" and jobs[0]["params"]["checkpoint_every"] == 50

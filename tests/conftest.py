@@ -1,0 +1,36 @@
+"""Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support import Serve
+from training.ray_cluster import EmbeddedRayHead, RayConnection
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection]:
+    """A real Ray head with token auth, started once (≈6 s) and stopped at the end of the session."""
+    head = EmbeddedRayHead(tmp_path_factory.mktemp("ray-home"))
+    conn = head.ensure()
+    yield conn
+    head.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, ray_head: RayConnection) -> Iterator[Serve]:
+    """A real `labbot serve` on a free port, against the session's Ray head."""
+    s = Serve(tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def module_serve(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[Serve]:
+    """One `labbot serve` shared by a module's tests that only read or are refused (saves start-ups)."""
+    s = Serve(tmp_path_factory.mktemp("home"), ray_address=ray_head.address, ray_token=ray_head.token).start()
+    yield s
+    s.stop()

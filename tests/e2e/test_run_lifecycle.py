@@ -1,0 +1,61 @@
+"""User story: a researcher launches tiny-lm from the CLI, it trains (loss falls, checkpoints written), dies,
+and `labbot restart` resumes it from its checkpoint to the end — all on a real Ray head, real SQLite."""
+
+from __future__ import annotations
+
+import json
+
+from support import Serve, wait_for
+
+
+def _run(serve: Serve, run_id: str) -> dict:
+    out = serve.cli("run", run_id, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_launch_train_crash_restart_resume(serve: Serve) -> None:
+    out = serve.cli("launch", "tiny-lm", "steps=60", "checkpoint_every=10", "crash_at_step=35", "--json")
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout)
+    run_id = run["id"]
+    assert run["status"] in ("running", "failed") and run["ray_submission_id"] == f"labbot-{run_id}-1"
+
+    # attempt 1 trains, checkpoints at 10, 20, 30, then the injected crash at step 35 fails it
+    run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "failed" and r, timeout=120, what="the crash")
+    assert run["step"] == 34 and run["checkpoint_step"] == 30
+    assert "injected crash at step 35" in serve.cli("logs", run_id).stdout
+    with serve.client() as api:
+        losses = [v for _, v in api.get(f"/runs/{run_id}/metrics/loss").json()["points"]]
+    assert len(losses) == 34
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, f"loss did not fall: {losses}"
+
+    # restart: attempt 2 resumes from the step-30 checkpoint, not step 1, and runs to the end
+    out = serve.cli("restart", run_id)
+    assert out.returncode == 0 and "attempt 2" in out.stdout, out.stderr
+    run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "succeeded" and r, timeout=120, what="attempt 2")
+    assert run["attempt"] == 2 and run["step"] == 60 and run["checkpoint_step"] == 60
+    logs = serve.cli("logs", run_id, "--tail", "50").stdout
+    assert "resumed from checkpoint step 30" in logs
+    with serve.client() as api:
+        steps = [s for s, _ in api.get(f"/runs/{run_id}/metrics/loss").json()["points"]]
+    assert steps.count(31) == 2 and steps.count(30) == 1  # 31..34 ran twice: once per attempt
+
+    table = serve.cli("runs").stdout
+    assert run_id in table and "succeeded" in table
+
+
+def test_stop_a_running_job(serve: Serve) -> None:
+    out = serve.cli("launch", "tiny-lm", "steps=100000", "--json")
+    run_id = json.loads(out.stdout)["id"]
+    wait_for(lambda: (_run(serve, run_id)["step"] or 0) > 3, timeout=60, what="training steps")
+    out = serve.cli("stop", run_id)
+    assert out.returncode == 0 and "stopped" in out.stdout
+    with serve.client() as api:
+        sid = f"labbot-{run_id}-1"
+        wait_for(lambda: api.get(f"/runs/{run_id}").json()["run"]["status"] == "stopped", what="stopped")
+    from training.launcher import RAY_STOPPED, RayLauncher
+    from training.ray_cluster import RayConnection
+
+    launcher = RayLauncher(RayConnection(serve.env["RAY_ADDRESS"], serve.env["RAY_AUTH_TOKEN"]))
+    wait_for(lambda: (j := launcher.job(sid)) is not None and j.status == RAY_STOPPED, what="Ray to stop the job")

@@ -1,0 +1,132 @@
+"""Test helpers shared across packages: awaiting conditions, free ports, a real `labbot serve` subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1, what: str = "condition") -> T:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Serve:
+    """A real ``labbot serve`` process on a free port with its own LABBOT_HOME."""
+
+    def __init__(self, home: Path, *, ray_address: str | None, ray_token: str | None, port: int | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_"))}
+        self.env.update(LABBOT_HOME=str(home), LABBOT_PORT=str(self.port), PYTHONUNBUFFERED="1")
+        if ray_address:
+            self.env["RAY_ADDRESS"] = ray_address
+        if ray_token:
+            self.env["RAY_AUTH_TOKEN"] = ray_token
+        self.env.update(extra_env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = home / "serve.log"
+
+    def start(self, timeout: float = 60.0) -> Serve:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bot.cli.main", "serve"], env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        wait_for(self._healthy, timeout=timeout, what=f"labbot serve on {self.url} (log: {self.log_path})")
+        return self
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"labbot serve exited with {self.proc.returncode}: {self.log()}")
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    @property
+    def admin_token(self) -> str:
+        return (self.home / "admin_token").read_text().strip()
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.url}/api/v1", headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
+        )
+
+    def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run the real ``labbot`` CLI against this control plane."""
+        return subprocess.run(
+            [sys.executable, "-m", "bot.cli.main", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def make_service(tmp_path: Path, ray: Any, jobs: dict[str, Any] | None = None, *, control_url: str = "http://127.0.0.1:9"):
+    """A real RunService: SQLite file in ``tmp_path``, the given Ray connection, built-in jobs + ``jobs``."""
+    from storage.db import Database
+    from training.launcher import RayLauncher
+    from training.registry import JobRegistry
+    from training.service import RunService
+
+    db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
+    db.upgrade()
+    return RunService(
+        db,
+        JobRegistry.from_config(jobs or {}),
+        RayLauncher(ray, timeout=10),
+        control_url=control_url,
+        checkpoint_root=tmp_path / "runs",
+    )
+
+
+SLEEPER = {"sleeper": {"entrypoint": "sleep 120", "description": "does nothing for two minutes"}}
+
+
+def telemetry_token(ray: Any, submission_id: str) -> str:
+    """The run's telemetry token, read where the job reads it: the Ray job's runtime_env."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(ray.address, headers=dict(ray.headers))
+    return str(client.get_job_info(submission_id).runtime_env["env_vars"]["LABBOT_TELEMETRY_TOKEN"])

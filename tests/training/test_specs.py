@@ -1,0 +1,93 @@
+"""training.specs / params / durations / registry: the pure parsing of what a user asks for."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from training.durations import format_duration, parse_duration
+from training.errors import BadRequest, UnknownJob
+from training.params import coerce_param, parse_assignments
+from training.registry import TINY_LM, JobRegistry
+from training.specs import LaunchRequest, entrypoint_command, resolve_launch
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("10m", 600), ("1h30m", 5400), ("45", 45), ("1.5h", 5400), ("250ms", 0.25), ("2d", 172800)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5x", "s", "10 m", "-5s", "0", "1h-3m", "nan", "inf", "m10"])
+def test_bad_durations_name_what_is_accepted(text: str) -> None:
+    with pytest.raises(BadRequest, match="e.g. 30s"):
+        parse_duration(text)
+
+
+@given(st.integers(min_value=1, max_value=10**7))
+def test_format_and_parse_round_trip(seconds: int) -> None:
+    assert parse_duration(format_duration(seconds)) == seconds
+
+
+def test_assignments() -> None:
+    assert parse_assignments(["steps=100", "lr=3e-4", "name=a=b"]) == {"steps": "100", "lr": "3e-4", "name": "a=b"}
+    for bad in (["steps"], ["=3"], ["1x=2"], ["steps=1", "steps=2"]):
+        with pytest.raises(BadRequest, match="steps=100|twice"):
+            parse_assignments(bad)
+
+
+def test_coercion_follows_the_default_type() -> None:
+    assert coerce_param("steps", "12", 200) == 12
+    assert coerce_param("lr", "3e-4", 0.003) == pytest.approx(3e-4)
+    assert coerce_param("fast", "yes", False) is True
+    assert coerce_param("device", "cuda", "auto") == "cuda"
+    with pytest.raises(BadRequest, match="'steps' expects an integer, got 'abc'"):
+        coerce_param("steps", "abc", 200)
+    with pytest.raises(BadRequest, match="expects an integer"):
+        coerce_param("steps", 1.5, 200)
+    with pytest.raises(BadRequest, match="true or false"):
+        coerce_param("fast", "maybe", False)
+
+
+def test_resolve_launch_checks_parameters_against_the_job() -> None:
+    cfg = resolve_launch(TINY_LM, LaunchRequest(job="tiny-lm", params={"steps": "40"}, stall_after="30s"))
+    assert cfg.params["steps"] == 40 and cfg.params["checkpoint_every"] == 50
+    assert cfg.stall_after_s == 30 and cfg.max_restarts == 2 and cfg.gpus == 0
+    with pytest.raises(BadRequest, match=r"unknown parameter stepz for job tiny-lm; accepted: .*steps"):
+        resolve_launch(TINY_LM, LaunchRequest(job="tiny-lm", params={"stepz": "1"}))
+    with pytest.raises(BadRequest, match="bad duration"):
+        resolve_launch(TINY_LM, LaunchRequest(job="tiny-lm", stall_after="soon"))
+
+
+def test_entrypoint_quotes_values() -> None:
+    cmd = entrypoint_command(TINY_LM, {"steps": 5, "device": "cpu; rm -rf /"})
+    assert cmd == "python -m training.jobs.tiny_lm --steps 5 --device 'cpu; rm -rf /'"
+
+
+def test_registry_from_toml_table() -> None:
+    reg = JobRegistry.from_config(
+        {"sft": {"entrypoint": "python train.py", "gpus": 1, "stall_after": "5m", "params": {"lr": 1e-4}}}
+    )
+    assert [j.name for j in reg.all()] == ["sft", "tiny-lm"]
+    assert reg.get("sft").stall_after == 300 and reg.get("sft").gpus == 1
+    with pytest.raises(UnknownJob, match="unknown job 'nope'; known jobs: sft, tiny-lm"):
+        reg.get("nope")
+    with pytest.raises(BadRequest, match=r"\[jobs.bad\] is invalid: entrypoint"):
+        JobRegistry.from_config({"bad": {"gpus": 1}})
+    with pytest.raises(BadRequest, match="invalid"):
+        JobRegistry.from_config({"bad": {"entrypoint": "x", "colour": "red"}})
+
+
+def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:
+    from training.jobs.tiny_lm import TinyLMConfig
+
+    fields = {f.name: f for f in dataclasses.fields(TinyLMConfig)}
+    for key, value in TINY_LM.params.items():
+        assert key in fields, f"registry parameter {key} is not a TinyLMConfig field"
+        assert type(value) is type(fields[key].default) or isinstance(value, float) and math.isfinite(value)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support import Serve
+
 from training.ray_cluster import EmbeddedRayHead, RayConnection
 
 

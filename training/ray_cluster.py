@@ -158,7 +158,7 @@ class EmbeddedRayHead:
         log.info("started a local Ray head at %s (temp dir %s)", address, self.temp_dir)
         return RayConnection(address, token, embedded=True)
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         """Stop the head if labbot started it (SIGTERM to ``ray start --block`` stops all its processes)."""
         state = self._read_state()
         if not self.started_here or not state:
@@ -169,20 +169,24 @@ class EmbeddedRayHead:
         self.started_here = False
 
     @staticmethod
-    def _terminate(pid: int, timeout: float = 30.0) -> None:
-        if not _pid_alive(pid):
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            time.sleep(0.1)
+    def _terminate(pid: int, timeout: float = 10.0) -> None:
+        """SIGTERM ``ray start --block`` (it stops every Ray process it started), then sweep its process group."""
         if _pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        break  # our child, reaped
+                if not _pid_alive(pid):
+                    break
+                time.sleep(0.1)
+        # whatever is left of the head's session (a slow shutdown, an orphaned worker) goes now
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def connect(home: Path, address: str | None, token: str | None) -> tuple[RayConnection, EmbeddedRayHead | None]:

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from storage.models import ACTIVE_STATUSES, LaunchKey, MetricPoint, Run, RunStat
 from training.errors import Conflict, LabbotError, Unauthorized, UnknownRun
 from training.launcher import (
     RAY_FAILED,
+    RAY_PENDING,
     RAY_RUNNING,
     RAY_STOPPED,
     RAY_SUCCEEDED,
@@ -225,18 +227,27 @@ class RunService:
             raise UnknownRun(f"unknown run {run_id!r}; list runs with `labbot runs`")
         return run
 
-    def get(self, run_id: str, *, refresh: bool = False) -> dict[str, Any]:
-        """A run; with ``refresh`` a run not yet running asks Ray for its state first (one call)."""
+    def get(self, run_id: str, *, wait: float = 0.0) -> dict[str, Any]:
+        """A run. With ``wait`` > 0, a run that Ray has not started yet is watched (one Ray call every 0.1 s,
+        the database touched only on a change) until it starts or ends, or ``wait`` seconds pass."""
         with self.db.session() as s:
             run = self._load(s, run_id)
             sid, status = run.ray_submission_id, RunStatus(run.status)
-        if refresh and sid and not status.is_terminal and status != RunStatus.RUNNING:
+            view = run_view(run)
+        if wait <= 0 or not sid or status not in (RunStatus.PENDING, RunStatus.RESTARTING):
+            return view
+        deadline = time.monotonic() + wait
+        while True:
             job = self.launcher.job(sid)
-            if job is not None:
+            if job is not None and job.status != RAY_PENDING:
                 with self.db.session() as s:
-                    _apply_ray_state(self._load(s, run_id), job)
-        with self.db.session() as s:
-            return run_view(self._load(s, run_id))
+                    run = self._load(s, run_id)
+                    if run.ray_submission_id == sid:
+                        _apply_ray_state(run, job)
+                    return run_view(run)
+            if time.monotonic() >= deadline:
+                return self.get(run_id)
+            time.sleep(0.1)
 
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         with self.db.session() as s:

@@ -28,6 +28,7 @@ from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
 T = TypeVar("T")
 Handler = Callable[[Request], Any]
 MAX_API_BODY = 64 * 1024
+MAX_WAIT_S = 30
 
 
 async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -94,8 +95,8 @@ def create_app(service: RunService, *, admin_token: str, health: Callable[[], di
         return JSONResponse({"run": result.run, "created": result.created}, status_code=201 if result.created else 200)
 
     async def get_run(request: Request) -> Any:
-        refresh = request.query_params.get("refresh") in ("1", "true")
-        return {"run": await _blocking(service.get, request.path_params["run_id"], refresh=refresh)}
+        wait = _int_query(request, "wait", 0, hi=MAX_WAIT_S) or 0  # long-poll until Ray starts the run
+        return {"run": await _blocking(service.get, request.path_params["run_id"], wait=float(wait))}
 
     async def stop(request: Request) -> Any:
         by = request.query_params.get("by") or "api"

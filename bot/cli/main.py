@@ -106,20 +106,16 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
 
 
 def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any) -> dict[str, Any]:
+    """Long-poll the control plane until Ray starts (or ends) the run, saying what it is waiting for."""
     start = time.monotonic()
-    shown = None
-    interval = 0.05
     while run["status"] in WAITING:
         elapsed = time.monotonic() - start
-        if run["status"] != shown:
-            say(f"  waiting for Ray: {run['status']} ({elapsed:.1f}s)")
-            shown = run["status"]
-        if elapsed > timeout:
-            say(f"  still {run['status']} after {timeout:.0f}s; labbot keeps watching it (labbot run {run['id']})")
+        if elapsed >= timeout:
+            say(f"  still {run['status']} after {elapsed:.0f}s; labbot keeps watching it (labbot run {run['id']})")
             return run
-        time.sleep(interval)
-        interval = min(interval * 1.5, 1.0)
-        run = api.json("GET", f"/runs/{run['id']}", params={"refresh": "1"})["run"]
+        say(f"  waiting for Ray to start it: {run['status']} ({elapsed:.0f}s)")
+        wait = max(1, min(20, int(timeout - elapsed)))
+        run = api.json("GET", f"/runs/{run['id']}", params={"wait": wait}, timeout=wait + 30)["run"]
     say(f"  {run['status']} after {time.monotonic() - start:.1f}s")
     return run
 

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
+from support import SLEEPER, make_service, telemetry_token
 
 from bot.api import create_app
 from storage.models import MetricPoint
 from training.ray_cluster import RayConnection
 from training.service import RunService
 from training.telemetry_ingest import MAX_BODY_BYTES
-
-from support import SLEEPER, make_service, telemetry_token
 
 ADMIN = "admin-secret"
 

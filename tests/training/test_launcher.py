@@ -6,12 +6,11 @@ import time
 import uuid
 
 import pytest
+from support import free_port, wait_for
 
 from training.errors import Conflict, RayUnavailable
 from training.launcher import RAY_SUCCEEDED, RayLauncher, Submission
 from training.ray_cluster import RayConnection
-
-from support import free_port, wait_for
 
 
 def _sub(run_id: str) -> Submission:

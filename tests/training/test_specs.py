@@ -90,4 +90,4 @@ def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:
     fields = {f.name: f for f in dataclasses.fields(TinyLMConfig)}
     for key, value in TINY_LM.params.items():
         assert key in fields, f"registry parameter {key} is not a TinyLMConfig field"
-        assert type(value) is type(fields[key].default) or isinstance(value, float) and math.isfinite(value)
+        assert type(value) is type(fields[key].default) or (isinstance(value, float) and math.isfinite(value))

@@ -1,0 +1,38 @@
+"""`make bench`: run every benchmark script, print a table of the claims and write benchmarks/results/latest.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ["telemetry_overhead.py", "ingest.py", "launch.py"]
+
+
+def main() -> int:
+    results = []
+    for script in SCRIPTS:
+        print(f"== {script}", flush=True)
+        out = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, cwd=HERE.parent)
+        lines = out.stdout.splitlines()
+        for line in lines:
+            if not line.startswith("{"):
+                print("  " + line)
+        if out.returncode != 0:
+            print(out.stderr[-3000:])
+            results.append({"benchmark": script, "ok": False, "error": f"exit {out.returncode}"})
+            continue
+        results.extend(json.loads(line) for line in lines if line.startswith("{"))
+    print(f"\n{'benchmark':<22}{'ratio':>10}  {'claim':<28}ok")
+    for r in results:
+        ratio = f"{r['ratio']:.3f}" if "ratio" in r else "-"
+        print(f"{r['benchmark']:<22}{ratio:>10}  {r.get('claim', ''):<28}{r['ok']}")
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "latest.json").write_text(json.dumps(results, indent=2))
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -47,7 +47,10 @@ def control_plane() -> Iterator[Plane]:
         ray = head.ensure()
         (home / "labbot.toml").write_text(SINK_TOML)
         serve = Serve(
-            home / "home", ray_address=ray.address, ray_token=ray.token, extra_env={"LABBOT_CONFIG": str(home / "labbot.toml")}
+            home / "home",
+            ray_address=ray.address,
+            ray_token=ray.token,
+            extra_env={"LABBOT_CONFIG": str(home / "labbot.toml")},
         ).start()
         try:
             yield Plane(serve, ray)

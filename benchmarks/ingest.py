@@ -57,8 +57,16 @@ def main() -> None:
     print(f"points/s, one point a request:   {single:,.0f}")
     print(f"points/s, 500 points a request:  {batched:,.0f}  (claim >= 5,000)")
     print(f"ratio batched/single = {batched / single:.1f}")
-    report("ingest", {"single_points_per_s": single, "batched_points_per_s": batched,
-                      "ratio": batched / single, "claim": ">= 5000 points/s batched", "ok": batched >= 5000})
+    report(
+        "ingest",
+        {
+            "single_points_per_s": single,
+            "batched_points_per_s": batched,
+            "ratio": batched / single,
+            "claim": ">= 5000 points/s batched",
+            "ok": batched >= 5000,
+        },
+    )
 
 
 if __name__ == "__main__":

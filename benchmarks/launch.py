@@ -24,7 +24,10 @@ def labbot_launch(plane) -> float:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "bot.cli.main", "launch", "tiny-lm", "steps=100000", "--json"],
-        env=plane.serve.env, capture_output=True, text=True, timeout=120,
+        env=plane.serve.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     elapsed = time.perf_counter() - start
     run = json.loads(out.stdout)
@@ -73,8 +76,10 @@ def main() -> None:
     print(f"labbot launch → RUNNING: median {median(ours):.2f}s  {[round(x, 2) for x in ours]}")
     print(f"bare submit_job → RUNNING: median {median(bare):.2f}s  {[round(x, 2) for x in bare]}")
     print(f"ratio = {ratio:.2f} (claim <= 1.3)")
-    report("launch", {"labbot_s": median(ours), "bare_s": median(bare), "ratio": ratio, "claim": "<= 1.3",
-                      "ok": ratio <= 1.3})
+    report(
+        "launch",
+        {"labbot_s": median(ours), "bare_s": median(bare), "ratio": ratio, "claim": "<= 1.3", "ok": ratio <= 1.3},
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,15 @@ def free_port() -> int:
 class Serve:
     """A real ``labbot serve`` process on a free port with its own LABBOT_HOME."""
 
-    def __init__(self, home: Path, *, ray_address: str | None, ray_token: str | None, port: int | None = None,
-                 extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        ray_address: str | None,
+        ray_token: str | None,
+        port: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.home = home
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -103,7 +110,9 @@ class Serve:
         )
 
 
-def make_service(tmp_path: Path, ray: Any, jobs: dict[str, Any] | None = None, *, control_url: str = "http://127.0.0.1:9"):
+def make_service(
+    tmp_path: Path, ray: Any, jobs: dict[str, Any] | None = None, *, control_url: str = "http://127.0.0.1:9"
+):
     """A real RunService: SQLite file in ``tmp_path``, the given Ray connection, built-in jobs + ``jobs``."""
     from storage.db import Database
     from training.launcher import RayLauncher

@@ -249,7 +249,7 @@ class RunService:
                 return self.get(run_id)
             time.sleep(0.1)
 
-    def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         with self.db.session() as s:
             q = select(Run).order_by(Run.created_at.desc()).limit(limit)
             if status:

@@ -501,9 +501,7 @@ class Telemetry:
         }
         return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
-    def _send(
-        self, client: httpx.Client, points: list[_Point], events: list[_Event], body: bytes | None = None
-    ) -> str:
+    def _send(self, client: httpx.Client, points: list[_Point], events: list[_Event], body: bytes | None = None) -> str:
         self._last_attempt = time.monotonic()
         if body is None:
             body = self._encode(points, events)
@@ -525,16 +523,12 @@ class Telemetry:
             return _OK
         if status in _RETRYABLE_STATUS or status >= 500:
             retry_after = (
-                _parse_retry_after(response.headers.get("retry-after"))
-                if status in _RETRY_AFTER_STATUS
-                else None
+                _parse_retry_after(response.headers.get("retry-after")) if status in _RETRY_AFTER_STATUS else None
             )
             self._retry_later(retry_after, f"HTTP {status}")
             return _RETRY
         if status in (401, 403):
-            self._reject(
-                points, events, "auth", f"HTTP {status}: the control plane refused the telemetry token"
-            )
+            self._reject(points, events, "auth", f"HTTP {status}: the control plane refused the telemetry token")
         else:
             self._reject(
                 points,

@@ -104,11 +104,11 @@ def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
             )
         )
     events = []
-    for i, e in enumerate(raw_events):
-        if not isinstance(e, dict) or e.get("kind") not in EVENT_KINDS:
+    for i, ev in enumerate(raw_events):
+        if not isinstance(ev, dict) or ev.get("kind") not in EVENT_KINDS:
             raise BadRequest(f"events[{i}] must be an object whose kind is one of {sorted(EVENT_KINDS)}")
-        path = e.get("path")
+        path = ev.get("path")
         if path is not None and not isinstance(path, str):
             raise BadRequest(f"events[{i}].path must be a string")
-        events.append(TelemetryEvent(kind=e["kind"], step=_int(e.get("step"), f"events[{i}].step"), path=path))
+        events.append(TelemetryEvent(kind=ev["kind"], step=_int(ev.get("step"), f"events[{i}].step"), path=path))
     return TelemetryBatch(attempt=attempt, points=points, events=events)

@@ -78,7 +78,7 @@ def create_app(service: RunService, *, admin_token: str, health: Callable[[], di
     async def list_runs(request: Request) -> Any:
         limit = _int_query(request, "limit", 50, lo=1, hi=1000)
         status = request.query_params.get("status") or None
-        return {"runs": await _blocking(service.list, status=status, limit=limit)}
+        return {"runs": await _blocking(service.runs, status=status, limit=limit)}
 
     async def launch(request: Request) -> Any:
         body = await read_limited(request, MAX_API_BODY)

@@ -27,7 +27,7 @@ ADMIN = "admin-secret"
 def service(tmp_path: Path, ray_head: RayConnection) -> Iterator[RunService]:
     svc = make_service(tmp_path, ray_head, SLEEPER)
     yield svc
-    for run in svc.list():
+    for run in svc.runs():
         if run["status"] in ("pending", "running", "restarting"):
             svc.stop(run["id"])
 
@@ -69,12 +69,10 @@ def test_bad_launches_write_nothing(client: TestClient, service: RunService) -> 
         r = client.post("/api/v1/runs", json=body)
         assert r.status_code == status and message in r.json()["error"]["message"], r.text
     assert client.post("/api/v1/runs", content=b"{").status_code == 400
-    assert service.list() == []
+    assert service.runs() == []
 
 
-def test_the_same_launch_twice_at_once_is_one_run_and_one_ray_job(
-    client: TestClient, service: RunService
-) -> None:
+def test_the_same_launch_twice_at_once_is_one_run_and_one_ray_job(client: TestClient, service: RunService) -> None:
     def post(_: int) -> Any:
         return client.post("/api/v1/runs", json={"job": "sleeper"}, headers={"Idempotency-Key": "double-click-1"})
 
@@ -83,7 +81,7 @@ def test_the_same_launch_twice_at_once_is_one_run_and_one_ray_job(
     assert sorted(r.status_code for r in answers) == [200, 200, 200, 201]
     assert len({r.json()["run"]["id"] for r in answers}) == 1
     run_id = answers[0].json()["run"]["id"]
-    assert [r["id"] for r in service.list()] == [run_id]
+    assert [r["id"] for r in service.runs()] == [run_id]
     assert [sid for sid in service.launcher.jobs() if run_id in sid] == [f"labbot-{run_id}-1"]
 
 
@@ -98,7 +96,12 @@ def test_telemetry_needs_the_runs_own_token(client: TestClient, service: RunServ
         assert r.status_code == 401, r.text
     other_token = telemetry_token(ray_head, other["ray_submission_id"])
     assert client.post(url, json=body, headers={"Authorization": f"Bearer {other_token}"}).status_code == 401
-    assert client.post("/api/v1/runs/nosuch/telemetry", json=body, headers={"Authorization": f"Bearer {token}"}).status_code == 401
+    assert (
+        client.post(
+            "/api/v1/runs/nosuch/telemetry", json=body, headers={"Authorization": f"Bearer {token}"}
+        ).status_code
+        == 401
+    )
     assert _points(service, run["id"]) == 0
     r = client.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200 and r.json() == {"accepted": 1}

@@ -41,8 +41,18 @@ def test_nan_and_inf_metric_values_round_trip(tmp_path: Path) -> None:
     now = utcnow()
     with db.session() as s:
         s.add(
-            Run(id="r1", job="tiny-lm", name="n", owner="o", config={}, status=RunStatus.RUNNING.value, attempt=1,
-                telemetry_token_hash="x", metrics={"loss": encode_float(math.nan)}, stop_requested=False)
+            Run(
+                id="r1",
+                job="tiny-lm",
+                name="n",
+                owner="o",
+                config={},
+                status=RunStatus.RUNNING.value,
+                attempt=1,
+                telemetry_token_hash="x",
+                metrics={"loss": encode_float(math.nan)},
+                stop_requested=False,
+            )
         )
         s.flush()
         for step, v in enumerate([1.5, math.nan, math.inf, -math.inf]):

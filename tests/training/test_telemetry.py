@@ -230,9 +230,7 @@ def test_zero_dim_torch_tensors_are_converted(make_client: Callable[..., Telemet
     torch = pytest.importorskip("torch")
     rec = Recorder()
     client = make_client(rec)
-    client.log(
-        torch.tensor(3), loss=torch.tensor(0.25), bad=torch.tensor([1.0, 2.0]), div=torch.tensor(math.inf)
-    )
+    client.log(torch.tensor(3), loss=torch.tensor(0.25), bad=torch.tensor([1.0, 2.0]), div=torch.tensor(math.inf))
 
     assert client.flush(5.0)
     assert rec.accepted_points()[0] == {
@@ -361,9 +359,7 @@ def test_rejected_batches_are_dropped_and_counted_without_retries(
 
 
 @pytest.mark.parametrize("status", [429, 503, 500, 408])
-def test_retryable_statuses_keep_and_retry_the_batch(
-    make_client: Callable[..., Telemetry], status: int
-) -> None:
+def test_retryable_statuses_keep_and_retry_the_batch(make_client: Callable[..., Telemetry], status: int) -> None:
     rec = Recorder(lambda request, n: httpx.Response(status if n < 2 else 200))
     client = make_client(rec)
     for step in range(5):

@@ -55,9 +55,7 @@ def upgrade() -> None:
         sa.Column("value", NanFloat(), nullable=True),
         sa.Column("ts", UTCDateTime(), nullable=False),
     )
-    op.create_index(
-        "ux_metric_points_point", "metric_points", ["run_id", "name", "attempt", "step"], unique=True
-    )
+    op.create_index("ux_metric_points_point", "metric_points", ["run_id", "name", "attempt", "step"], unique=True)
     op.create_table(
         "launch_keys",
         sa.Column("key", sa.String(200), primary_key=True),

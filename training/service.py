@@ -301,6 +301,7 @@ class RunService:
             old_sid, was_terminal = run.ray_submission_id, RunStatus(run.status).is_terminal
         if old_sid and not was_terminal:
             self.launcher.stop(old_sid)
+            self._await_end(old_sid)  # the old attempt must not write checkpoints the new one is reading
         token = secrets.token_urlsafe(32)
         with self.db.session() as s:
             run = self._load(s, run_id)
@@ -314,6 +315,15 @@ class RunService:
             attempt = run.attempt
         log.info("run %s: restart by %s as attempt %d", run_id, by, attempt)
         return self._submit(run_id, attempt=attempt, token=token)
+
+    def _await_end(self, sid: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.launcher.job(sid)
+            if job is None or job.status in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
+                return
+            time.sleep(0.2)
+        log.warning("%s still running %.0fs after stop; restarting anyway", sid, timeout)
 
     # -- reconciling with Ray --------------------------------------------------------------------------------
 

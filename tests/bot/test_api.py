@@ -168,3 +168,12 @@ def test_a_retried_batch_is_stored_once(client: TestClient, service: RunService,
     for _ in range(2):  # the reply to the first was "lost": the client sends the same batch again
         assert client.post(f"/api/v1/runs/{run['id']}/telemetry", json=body, headers=auth).status_code == 200
     assert _points(service, run["id"]) == 3
+
+
+def test_restart_of_a_running_run_ends_the_old_attempt_first(client: TestClient, service: RunService) -> None:
+    run = _launch(client)
+    assert client.get(f"/api/v1/runs/{run['id']}", params={"wait": 20}).json()["run"]["status"] == "running"
+    again = client.post(f"/api/v1/runs/{run['id']}/restart").json()["run"]
+    assert again["attempt"] == 2
+    old = service.launcher.job(f"labbot-{run['id']}-1")
+    assert old is not None and old.status == "STOPPED"

@@ -25,6 +25,7 @@ from training.launcher import RayLauncher
 from training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from training.registry import JobRegistry
 from training.service import RunService
+from training.telemetry_store import TelemetryStore
 
 log = logging.getLogger("labbot")
 
@@ -37,6 +38,7 @@ class ControlPlane:
     head: EmbeddedRayHead | None
     launcher: RayLauncher
     service: RunService
+    telemetry: TelemetryStore
     admin_token: str
 
     @classmethod
@@ -52,7 +54,7 @@ class ControlPlane:
         )
         token = settings.admin_token(create=True)
         assert token is not None
-        return cls(settings, db, ray, head, launcher, service, token)
+        return cls(settings, db, ray, head, launcher, service, TelemetryStore(db), token)
 
     def health(self) -> dict[str, object]:
         return {"ray": self.ray.address, "embedded_ray": self.ray.embedded}
@@ -102,7 +104,7 @@ def configure_logging() -> None:
 def serve(settings: Settings) -> int:
     configure_logging()
     plane = ControlPlane.build(settings)
-    app = create_app(plane.service, admin_token=plane.admin_token, health=plane.health)
+    app = create_app(plane.service, plane.telemetry, admin_token=plane.admin_token, health=plane.health)
 
     async def main() -> None:
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="off")

@@ -9,8 +9,6 @@ maps to the same run and so to one Ray job. Sits in the control plane: ``trainin
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import secrets
 import time
@@ -24,9 +22,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from storage.db import Database
-from storage.floats import encode_float
-from storage.models import ACTIVE_STATUSES, LaunchKey, MetricPoint, Run, RunStatus, utcnow
-from training.errors import Conflict, LabbotError, Unauthorized, UnknownRun
+from storage.models import ACTIVE_STATUSES, LaunchKey, Run, RunStatus, utcnow
+from training.errors import Conflict, LabbotError, UnknownRun
 from training.launcher import (
     RAY_FAILED,
     RAY_PENDING,
@@ -40,7 +37,8 @@ from training.launcher import (
 )
 from training.registry import JobRegistry
 from training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
-from training.telemetry_ingest import TelemetryBatch
+from training.telemetry_store import token_hash
+from training.views import run_view
 
 log = logging.getLogger(__name__)
 
@@ -52,48 +50,10 @@ def new_run_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(6))
 
 
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class LaunchResult:
     run: dict[str, Any]
     created: bool
-
-
-def run_view(run: Run) -> dict[str, Any]:
-    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe; DESIGN.md's contract fields)."""
-
-    def ts(v: Any) -> str | None:
-        return v.isoformat() if v is not None else None
-
-    cfg = run.config or {}
-    return {
-        "id": run.id,
-        "job": run.job,
-        "name": run.name,
-        "owner": run.owner,
-        "status": run.status,
-        "attempt": run.attempt,
-        "step": run.last_step,
-        "metrics": dict(run.metrics or {}),
-        "checkpoint_step": run.checkpoint_step,
-        "ray_submission_id": run.ray_submission_id,
-        "thread_ts": run.thread_ts,
-        "channel": run.channel,
-        "error": run.error,
-        "params": cfg.get("params", {}),
-        "gpus": cfg.get("gpus", 0),
-        "stall_after_s": cfg.get("stall_after_s"),
-        "max_restarts": cfg.get("max_restarts"),
-        "created_at": ts(run.created_at),
-        "updated_at": ts(run.updated_at),
-        "started_at": ts(run.started_at),
-        "ended_at": ts(run.ended_at),
-        "last_telemetry_at": ts(run.last_telemetry_at),
-        "last_step_at": ts(run.last_step_at),
-    }
 
 
 class RunService:
@@ -256,17 +216,6 @@ class RunService:
                 q = q.where(Run.status == status)
             return [run_view(r) for r in s.scalars(q)]
 
-    def metrics(self, run_id: str, name: str, *, limit: int = 10_000) -> list[tuple[int, float]]:
-        with self.db.session() as s:
-            self._load(s, run_id)
-            q = (
-                select(MetricPoint.step, MetricPoint.value)
-                .where(MetricPoint.run_id == run_id, MetricPoint.name == name)
-                .order_by(MetricPoint.step, MetricPoint.id)
-                .limit(limit)
-            )
-            return [(int(step), float(value)) for step, value in s.execute(q)]
-
     def logs(self, run_id: str, *, tail: int | None = None) -> str:
         with self.db.session() as s:
             sid = self._load(s, run_id).ray_submission_id
@@ -359,56 +308,6 @@ class RunService:
         for sid in to_stop:
             self.launcher.stop(sid)
         return changed
-
-    # -- telemetry -------------------------------------------------------------------------------------------
-
-    def authenticate(self, run_id: str, token: str | None) -> None:
-        """Raises Unauthorized unless ``token`` is this run's telemetry token (same answer for unknown runs)."""
-        with self.db.session() as s:
-            run = s.get(Run, run_id)
-            expected = run.telemetry_token_hash if run else None
-        if not token or expected is None or not hmac.compare_digest(token_hash(token), expected):
-            raise Unauthorized("missing or wrong telemetry token for this run")
-
-    def ingest(self, run_id: str, batch: TelemetryBatch) -> int:
-        """Store a (pre-authenticated, validated) batch; returns the number of points stored."""
-        now = utcnow()
-        rows: list[dict[str, Any]] = []
-        for p in batch.points:
-            for name, value in p.metrics.items():
-                rows.append(
-                    {
-                        "run_id": run_id,
-                        "attempt": batch.attempt,
-                        "step": p.step,
-                        "name": name,
-                        "value": value,
-                        "ts": p.when,
-                    }
-                )
-        with self.db.session() as s:
-            run = s.get_one(Run, run_id)
-            if rows:
-                s.execute(self.db.insert_ignoring_duplicates(MetricPoint), rows)
-            if batch.attempt != run.attempt:
-                return len(batch.points)  # a previous attempt flushing its tail: kept, but not liveness
-            run.last_telemetry_at = now
-            if batch.points:
-                last = max(batch.points, key=lambda p: p.step)
-                if run.last_step is None or last.step > run.last_step:
-                    run.last_step = last.step
-                    run.last_step_at = now
-                merged = dict(run.metrics or {})
-                for p in sorted(batch.points, key=lambda p: p.step):
-                    merged.update({k: encode_float(v) for k, v in p.metrics.items()})
-                run.metrics = merged
-            ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
-            if ckpts:
-                run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])
-            if run.status in (RunStatus.PENDING.value, RunStatus.RESTARTING.value):
-                run.status = RunStatus.RUNNING.value  # telemetry proves the attempt runs
-                run.started_at = run.started_at or now
-        return len(batch.points)
 
 
 class _DuplicateKey(Exception):

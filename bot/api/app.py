@@ -1,4 +1,5 @@
-"""The Starlette app: routes of ``/api/v1`` and telemetry ingest, each a thin shell over ``RunService``.
+"""The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService`` and
+``TelemetryStore``.
 
 Service calls block (SQL, Ray), so they run on worker threads; errors become JSON once, in ``bot.api.errors``.
 """
@@ -24,6 +25,7 @@ from training.errors import BadRequest, LabbotError
 from training.service import RunService
 from training.specs import LaunchRequest
 from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
+from training.telemetry_store import TelemetryStore
 
 T = TypeVar("T")
 Handler = Callable[[Request], Any]
@@ -44,7 +46,9 @@ def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0,
     return int(raw)
 
 
-def create_app(service: RunService, *, admin_token: str, health: Callable[[], dict[str, Any]]) -> Starlette:
+def create_app(
+    service: RunService, telemetry_store: TelemetryStore, *, admin_token: str, health: Callable[[], dict[str, Any]]
+) -> Starlette:
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
             try:
@@ -112,7 +116,7 @@ def create_app(service: RunService, *, admin_token: str, health: Callable[[], di
         return PlainTextResponse(text)
 
     async def metric(request: Request) -> Any:
-        points = await _blocking(service.metrics, request.path_params["run_id"], request.path_params["name"])
+        points = await _blocking(telemetry_store.metrics, request.path_params["run_id"], request.path_params["name"])
         return {"name": request.path_params["name"], "points": [[s, encode_float(v)] for s, v in points]}
 
     async def telemetry(request: Request) -> Response:
@@ -122,8 +126,8 @@ def create_app(service: RunService, *, admin_token: str, health: Callable[[], di
             body = await read_limited(request, MAX_BODY_BYTES)
 
             def work() -> int:
-                service.authenticate(run_id, token)  # 401 before the body is even looked at
-                return service.ingest(run_id, parse_batch(body))
+                telemetry_store.authenticate(run_id, token)  # 401 before the body is even looked at
+                return telemetry_store.ingest(run_id, parse_batch(body))
 
             accepted = await to_thread.run_sync(work)
         except LabbotError as e:

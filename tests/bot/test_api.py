@@ -19,6 +19,7 @@ from storage.models import MetricPoint
 from training.ray_cluster import RayConnection
 from training.service import RunService
 from training.telemetry_ingest import MAX_BODY_BYTES
+from training.telemetry_store import TelemetryStore
 
 ADMIN = "admin-secret"
 
@@ -34,7 +35,7 @@ def service(tmp_path: Path, ray_head: RayConnection) -> Iterator[RunService]:
 
 @pytest.fixture
 def client(service: RunService) -> TestClient:
-    app = create_app(service, admin_token=ADMIN, health=lambda: {"ray": "test"})
+    app = create_app(service, TelemetryStore(service.db), admin_token=ADMIN, health=lambda: {"ray": "test"})
     return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
 
 
@@ -130,7 +131,7 @@ def test_nan_and_inf_are_stored_as_such(client: TestClient, service: RunService,
     )
     r = client.post(f"/api/v1/runs/{run['id']}/telemetry", content=body, headers=auth)
     assert r.status_code == 200, r.text
-    values = [v for _, v in service.metrics(run["id"], "loss")]
+    values = [v for _, v in TelemetryStore(service.db).metrics(run["id"], "loss")]
     assert values[0] == 3.0 and math.isnan(values[1]) and values[2] == math.inf
     api = client.get(f"/api/v1/runs/{run['id']}/metrics/loss").json()
     assert api["points"] == [[1, 3.0], [2, "NaN"], [3, "Infinity"]]

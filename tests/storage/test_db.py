@@ -75,3 +75,20 @@ def test_float_codec() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{bad!r} should not decode")
+
+
+def test_models_and_inserts_compile_for_postgres() -> None:
+    """Nothing SQLite-only in the models: the DDL and the dedup insert compile for Postgres too."""
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = postgresql.dialect()
+    for table in Base.metadata.sorted_tables:
+        ddl = str(CreateTable(table).compile(dialect=dialect))
+        if table.name == "metric_points":  # values are doubles (FLOAT(53) is double precision in Postgres)
+            assert "FLOAT(53)" in ddl or "DOUBLE PRECISION" in ddl
+        for index in table.indexes:
+            str(CreateIndex(index).compile(dialect=dialect))
+    sql = str(pg_insert(MetricPoint).on_conflict_do_nothing().compile(dialect=dialect))
+    assert "ON CONFLICT DO NOTHING" in sql

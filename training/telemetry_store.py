@@ -1,0 +1,89 @@
+"""Telemetry storage: checking a job's per-run bearer token and storing its batches of metric points.
+
+The HTTP layer reads and size-limits the body, ``training.telemetry_ingest`` validates it, and this stores it: one
+bulk insert (a retried batch is stored once) and one update of the run's liveness columns (last telemetry, last step
+and when it advanced, checkpoint step, latest metrics) that the watchdog reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from sqlalchemy import select
+
+from storage.db import Database
+from storage.floats import encode_float
+from storage.models import MetricPoint, Run, RunStatus, utcnow
+from training.errors import Unauthorized, UnknownRun
+from training.telemetry_ingest import TelemetryBatch
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TelemetryStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def authenticate(self, run_id: str, token: str | None) -> None:
+        """Raises Unauthorized unless ``token`` is this run's telemetry token (same answer for unknown runs)."""
+        with self.db.session() as s:
+            run = s.get(Run, run_id)
+            expected = run.telemetry_token_hash if run else None
+        if not token or expected is None or not hmac.compare_digest(token_hash(token), expected):
+            raise Unauthorized("missing or wrong telemetry token for this run")
+
+    def ingest(self, run_id: str, batch: TelemetryBatch) -> int:
+        """Store a (pre-authenticated, validated) batch; returns the number of points stored."""
+        now = utcnow()
+        rows: list[dict[str, Any]] = []
+        for p in batch.points:
+            for name, value in p.metrics.items():
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "attempt": batch.attempt,
+                        "step": p.step,
+                        "name": name,
+                        "value": value,
+                        "ts": p.when,
+                    }
+                )
+        with self.db.session() as s:
+            run = s.get_one(Run, run_id)
+            if rows:
+                s.execute(self.db.insert_ignoring_duplicates(MetricPoint), rows)
+            if batch.attempt != run.attempt:
+                return len(batch.points)  # a previous attempt flushing its tail: kept, but not liveness
+            run.last_telemetry_at = now
+            if batch.points:
+                last = max(batch.points, key=lambda p: p.step)
+                if run.last_step is None or last.step > run.last_step:
+                    run.last_step = last.step
+                    run.last_step_at = now
+                merged = dict(run.metrics or {})
+                for p in sorted(batch.points, key=lambda p: p.step):
+                    merged.update({k: encode_float(v) for k, v in p.metrics.items()})
+                run.metrics = merged
+            ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
+            if ckpts:
+                run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])
+            if run.status in (RunStatus.PENDING.value, RunStatus.RESTARTING.value):
+                run.status = RunStatus.RUNNING.value  # telemetry proves the attempt runs
+                run.started_at = run.started_at or now
+        return len(batch.points)
+
+    def metrics(self, run_id: str, name: str, *, limit: int = 10_000) -> list[tuple[int, float]]:
+        with self.db.session() as s:
+            if s.get(Run, run_id) is None:
+                raise UnknownRun(f"unknown run {run_id!r}; list runs with `labbot runs`")
+            q = (
+                select(MetricPoint.step, MetricPoint.value)
+                .where(MetricPoint.run_id == run_id, MetricPoint.name == name)
+                .order_by(MetricPoint.step, MetricPoint.id)
+                .limit(limit)
+            )
+            return [(int(step), float(value)) for step, value in s.execute(q)]

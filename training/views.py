@@ -1,0 +1,41 @@
+"""How a run looks from outside: the JSON that the API, the CLI's ``--json`` and Slack show (DESIGN.md's contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage.models import Run
+
+
+def run_view(run: Run) -> dict[str, Any]:
+    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe; DESIGN.md's contract fields)."""
+
+    def ts(v: Any) -> str | None:
+        return v.isoformat() if v is not None else None
+
+    cfg = run.config or {}
+    return {
+        "id": run.id,
+        "job": run.job,
+        "name": run.name,
+        "owner": run.owner,
+        "status": run.status,
+        "attempt": run.attempt,
+        "step": run.last_step,
+        "metrics": dict(run.metrics or {}),
+        "checkpoint_step": run.checkpoint_step,
+        "ray_submission_id": run.ray_submission_id,
+        "thread_ts": run.thread_ts,
+        "channel": run.channel,
+        "error": run.error,
+        "params": cfg.get("params", {}),
+        "gpus": cfg.get("gpus", 0),
+        "stall_after_s": cfg.get("stall_after_s"),
+        "max_restarts": cfg.get("max_restarts"),
+        "created_at": ts(run.created_at),
+        "updated_at": ts(run.updated_at),
+        "started_at": ts(run.started_at),
+        "ended_at": ts(run.ended_at),
+        "last_telemetry_at": ts(run.last_telemetry_at),
+        "last_step_at": ts(run.last_step_at),
+    }

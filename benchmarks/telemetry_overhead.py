@@ -9,6 +9,8 @@ the same training with no telemetry configured. Trials alternate off/on so drift
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import tempfile
 
@@ -23,7 +25,7 @@ def one(steps: int, env: dict[str, str] | None) -> float:
     for k in ENV:
         os.environ.pop(k, None)
     os.environ.update(env or {})
-    with tempfile.TemporaryDirectory() as ckpt:
+    with tempfile.TemporaryDirectory() as ckpt, contextlib.redirect_stdout(io.StringIO()):
         summary = train(TinyLMConfig(steps=steps, checkpoint_every=10**9), checkpoint_dir=ckpt)
     return float(summary["steps_per_s"])
 

@@ -261,6 +261,8 @@ class RunService:
             run.error = None
             run.ended_at = None
             run.telemetry_token_hash = token_hash(token)
+            # the new attempt resumes from the checkpoint: progress is counted from there, not the old maximum
+            run.last_step, run.last_step_at = run.checkpoint_step, None
             attempt = run.attempt
         log.info("run %s: restart by %s as attempt %d", run_id, by, attempt)
         return self._submit(run_id, attempt=attempt, token=token)

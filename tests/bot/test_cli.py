@@ -46,3 +46,11 @@ def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout
     jobs = json.loads(module_serve.cli("jobs", "--json").stdout)
     assert jobs[0]["name"] == "tiny-lm" and jobs[0]["params"]["checkpoint_every"] == 50
+
+
+def test_db_upgrade_creates_the_database(tmp_path: Path) -> None:
+    s = Serve(tmp_path / "home", ray_address=None, ray_token=None)
+    for _ in range(2):  # idempotent
+        out = s.cli("db", "upgrade")
+        assert out.returncode == 0 and "latest migration" in out.stderr, out.stderr
+    assert (tmp_path / "home" / "labbot.db").exists()

@@ -31,8 +31,10 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, f"loss did not fall: {losses}"
 
     # restart: attempt 2 resumes from the step-30 checkpoint, not step 1, and runs to the end
-    out = serve.cli("restart", run_id)
-    assert out.returncode == 0 and "attempt 2" in out.stdout, out.stderr
+    out = serve.cli("restart", run_id, "--json")
+    assert out.returncode == 0, out.stderr
+    restarted = json.loads(out.stdout)
+    assert restarted["attempt"] == 2 and restarted["step"] == 30  # progress counts from the checkpoint
     run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "succeeded" and r, timeout=120, what="attempt 2")
     assert run["attempt"] == 2 and run["step"] == 60 and run["checkpoint_step"] == 60
     logs = serve.cli("logs", run_id, "--tail", "50").stdout
@@ -46,8 +48,15 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
 
 
 def test_stop_a_running_job(serve: Serve) -> None:
-    out = serve.cli("launch", "tiny-lm", "steps=100000", "--json")
-    run_id = json.loads(out.stdout)["id"]
+    out = serve.cli("launch", "tiny-lm", "steps=100000")
+    assert out.returncode == 0, out.stderr
+    # a human sees progress while Ray starts the job, then how to follow it
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("launched run ") and "as Ray job labbot-" in lines[0]
+    assert any("waiting for Ray to start it: pending" in line for line in lines)
+    assert any(line.strip().startswith("running after") for line in lines)
+    run_id = lines[0].split()[2]
+    assert f"labbot logs {run_id}" in lines[-1]
     wait_for(lambda: (_run(serve, run_id)["step"] or 0) > 3, timeout=60, what="training steps")
     out = serve.cli("stop", run_id)
     assert out.returncode == 0 and "stopped" in out.stdout

@@ -1,0 +1,62 @@
+"""bot.config: embedded defaults, labbot.toml, and clear messages for bad settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings
+from training.errors import BadRequest
+
+
+def test_embedded_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = Settings.from_env({})
+    assert s.home == tmp_path / ".labbot"
+    assert s.database_url == f"sqlite:///{tmp_path / '.labbot' / 'labbot.db'}"
+    assert s.port == 3000 and s.public_url == "http://127.0.0.1:3000" and s.host == "127.0.0.1"
+    assert s.checkpoint_root == tmp_path / ".labbot" / "artifacts" / "runs"
+    assert s.ray_address is None and s.config_path is None
+
+
+def test_labbot_toml_jobs_and_checkpoint_root(tmp_path: Path) -> None:
+    cfg = tmp_path / "conf" / "labbot.toml"
+    cfg.parent.mkdir()
+    cfg.write_text(
+        '[training]\ncheckpoint_root = "/shared/ckpt"\n'
+        '[jobs.sft]\nentrypoint = "python train.py"\nworking_dir = "sft"\n'
+    )
+    s = Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_HOME": str(tmp_path / "h"), "RAY_AUTH_TOKEN": "tok"})
+    assert s.checkpoint_root == Path("/shared/ckpt")
+    assert s.jobs_table["sft"]["working_dir"] == str(tmp_path / "conf" / "sft")  # relative to labbot.toml
+    assert "tok" not in repr(s)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LABBOT_PORT": "eighty"}, "LABBOT_PORT='eighty' is not a port number"),
+        ({"LABBOT_PORT": "70000"}, "not a port number"),
+        ({"LABBOT_CONFIG": "/nonexistent/labbot.toml"}, "no such file"),
+        ({"LABBOT_ARTIFACTS_URL": "s3://bucket/labbot"}, "checkpoint_root"),
+    ],
+)
+def test_bad_settings_say_what_is_wrong(env: dict[str, str], message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        Settings.from_env(env)
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    bad = tmp_path / "labbot.toml"
+    bad.write_text("[jobs\n")
+    with pytest.raises(BadRequest, match=r"labbot\.toml is not valid TOML"):
+        Settings.from_env({"LABBOT_CONFIG": str(bad)})
+
+
+def test_admin_token_is_created_once_and_private(tmp_path: Path) -> None:
+    s = Settings.from_env({"LABBOT_HOME": str(tmp_path)})
+    assert s.admin_token() is None
+    token = s.admin_token(create=True)
+    assert token and s.admin_token(create=True) == token
+    assert (tmp_path / "admin_token").stat().st_mode & 0o077 == 0

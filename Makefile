@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
+# with a Slack token: the real thing (HTTP or Socket Mode); without: the console, a local Slack in this terminal
 run: $(STAMP)
-	$(BIN)/labbot serve
+	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/labbot serve; else $(BIN)/labbot console; fi
 
 test: $(STAMP)
 	$(BIN)/pytest -q

@@ -19,6 +19,46 @@ from training.durations import parse_duration
 from training.errors import BadRequest
 
 DEFAULT_PORT = 3000
+SLACK_API_URL = "https://slack.com/api/"
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    """Slack credentials (never shown by repr) and how chatty run threads are."""
+
+    bot_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    api_url: str = SLACK_API_URL
+    command: str = "/lab"
+    admins: frozenset[str] = frozenset()
+    card_every_s: float = 120.0
+    progress_every_s: float = 600.0
+    plot_milestones: tuple[int, ...] = (50,)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], config: Mapping[str, Any]) -> SlackSettings:
+        table = config.get("slack", {})
+        roles = config.get("roles", {})
+        api_url = env.get("SLACK_API_URL") or SLACK_API_URL
+        milestones = table.get("plot_milestones", [50])
+        if not isinstance(milestones, list) or not all(isinstance(m, int) and 0 < m < 100 for m in milestones):
+            raise BadRequest("labbot.toml: [slack] plot_milestones must be a list of percentages, e.g. [25, 50, 75]")
+        return cls(
+            bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
+            app_token=env.get("SLACK_APP_TOKEN") or None,
+            api_url=api_url if api_url.endswith("/") else api_url + "/",
+            command=str(table.get("command", "/lab")),
+            admins=frozenset(str(u) for u in roles.get("admins", [])),
+            card_every_s=parse_duration(str(table.get("card_every", "2m"))),
+            progress_every_s=parse_duration(str(table.get("progress_every", "10m"))),
+            plot_milestones=tuple(sorted(milestones)),
+        )
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.bot_token)
 
 
 @dataclass(frozen=True)
@@ -34,6 +74,7 @@ class Settings:
     ray_address: str | None = None
     ray_token: str | None = field(default=None, repr=False)
     reconcile_every_s: float = 2.0
+    slack: SlackSettings = field(default_factory=lambda: SlackSettings())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -68,6 +109,7 @@ class Settings:
             ray_address=env.get("RAY_ADDRESS") or None,
             ray_token=env.get("RAY_AUTH_TOKEN") or None,
             reconcile_every_s=parse_duration(str(control.get("reconcile_every", "2s"))),
+            slack=SlackSettings.from_env(env, config),
         )
 
     @property

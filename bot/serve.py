@@ -11,14 +11,17 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from anyio import to_thread
+from starlette.applications import Starlette
 
 from bot.api import create_app
-from bot.config import Settings
+from bot.config import Settings, SlackSettings
+from bot.slack.runtime import SlackRuntime
 from storage.db import Database
 from training.errors import RayUnavailable
 from training.launcher import RayLauncher
@@ -40,9 +43,11 @@ class ControlPlane:
     service: RunService
     telemetry: TelemetryStore
     admin_token: str
+    slack: SlackRuntime | None = None
 
     @classmethod
-    def build(cls, settings: Settings) -> ControlPlane:
+    def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
+        """Everything but the HTTP server. ``slack`` overrides the environment's Slack settings (console)."""
         settings.home.mkdir(parents=True, exist_ok=True)
         registry = JobRegistry.from_config(settings.jobs_table)  # a bad labbot.toml fails before anything starts
         db = Database(settings.database_url)
@@ -54,10 +59,25 @@ class ControlPlane:
         )
         token = settings.admin_token(create=True)
         assert token is not None
-        return cls(settings, db, ray, head, launcher, service, TelemetryStore(db), token)
+        telemetry = TelemetryStore(db)
+        slack = slack or settings.slack
+        runtime = SlackRuntime.build(slack, service, telemetry) if slack.configured else None
+        return cls(settings, db, ray, head, launcher, service, telemetry, token, runtime)
+
+    def app(self) -> Starlette:
+        return create_app(
+            self.service,
+            self.telemetry,
+            admin_token=self.admin_token,
+            health=self.health,
+            extra_routes=self.slack.routes() if self.slack else (),
+        )
 
     def health(self) -> dict[str, object]:
-        return {"ray": self.ray.address, "embedded_ray": self.ray.embedded}
+        mode = "off"
+        if self.slack is not None:
+            mode = "socket" if self.slack.settings.app_token else "http"
+        return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
 
     async def reconcile_forever(self) -> None:
         ray_down = False
@@ -86,39 +106,77 @@ class ControlPlane:
 
 @contextlib.asynccontextmanager
 async def background(plane: ControlPlane) -> AsyncIterator[None]:
+    """The reconciler, and the Slack runtime's loops when Slack is on, for as long as the server runs."""
     task = asyncio.create_task(plane.reconcile_forever(), name="reconcile")
     try:
-        yield
+        if plane.slack is not None:
+            async with plane.slack.running():
+                yield
+        else:
+            yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
 
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration"):
+def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
+    """INFO to stderr; with ``quiet`` (the console, whose terminal shows the channel) only warnings go there and
+    the rest to ``LABBOT_HOME/labbot.log``."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    err = logging.StreamHandler(sys.stderr)
+    err.setFormatter(logging.Formatter(fmt))
+    err.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.addHandler(err)
+    if quiet:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(settings.home / "labbot.log")
+        to_file.setFormatter(logging.Formatter(fmt))
+        root.addHandler(to_file)
+    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def serve(settings: Settings) -> int:
-    configure_logging()
-    plane = ControlPlane.build(settings)
-    app = create_app(plane.service, plane.telemetry, admin_token=plane.admin_token, health=plane.health)
+ConsoleMain = Callable[[ControlPlane], Coroutine[Any, Any, None]]
+
+
+def serve(settings: Settings, *, slack: SlackSettings | None = None, console: ConsoleMain | None = None) -> int:
+    """Run the control plane until stopped; with ``console``, until that coroutine (the console) returns."""
+    configure_logging(settings, quiet=console is not None)
+    plane = ControlPlane.build(settings, slack=slack)
+    app = plane.app()
 
     async def main() -> None:
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="off")
         server = uvicorn.Server(config)
         async with background(plane):
             log.info(
-                "labbot control plane on %s — Ray %s%s — database %s",
+                "labbot control plane on %s — Ray %s%s — database %s — Slack %s",
                 settings.public_url,
                 plane.ray.address,
                 " (embedded)" if plane.ray.embedded else "",
                 settings.database_url.split("@")[-1],
+                plane.health()["slack"],
             )
-            log.info("try, in another terminal:  .venv/bin/labbot launch tiny-lm steps=100")
-            await server.serve()
+            if console is None:
+                log.info("try, in another terminal:  .venv/bin/labbot launch tiny-lm steps=100")
+                await server.serve()
+                return
+            serving = asyncio.create_task(server.serve())
+            while not server.started:
+                if serving.done():
+                    await serving  # it failed to start (port taken?): raise that
+                    return
+                await asyncio.sleep(0.05)
+            talking = asyncio.create_task(console(plane))
+            await asyncio.wait({serving, talking}, return_when=asyncio.FIRST_COMPLETED)
+            server.should_exit = True
+            talking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await talking
+            await serving
 
     # uvicorn re-raises the signal that stopped it; make SIGTERM an exception so the finally below runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

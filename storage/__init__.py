@@ -6,7 +6,7 @@ The bottom of the stack: imports nothing from labbot. SQLite (WAL) by default, a
 
 from storage.db import Database, default_sqlite_url
 from storage.floats import decode_float, encode_float
-from storage.models import LaunchKey, MetricPoint, Run, RunStatus
+from storage.models import LaunchKey, MetricPoint, Run, RunStatus, RunThread, ThreadMessage
 
 __all__ = [
     "Database",
@@ -14,6 +14,8 @@ __all__ = [
     "MetricPoint",
     "Run",
     "RunStatus",
+    "RunThread",
+    "ThreadMessage",
     "decode_float",
     "default_sqlite_url",
     "encode_float",

@@ -117,3 +117,42 @@ class LaunchKey(Base):
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RunThread(Base):
+    """A run's Slack thread: where its card is, and what has been posted there (so nothing posts twice, even
+    across a restart of labbot)."""
+
+    __tablename__ = "run_threads"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    card_ts: Mapped[str] = mapped_column(String(32))  # the card is the thread's root message
+    card_digest: Mapped[str | None] = mapped_column(String(64))  # what the card shows now (skip no-op updates)
+    card_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    progress_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    progress_step: Mapped[int | None] = mapped_column(Integer)
+    plots_posted: Mapped[list[int]] = mapped_column(JSON, default=list)  # milestone percents already plotted
+    attempt_seen: Mapped[int] = mapped_column(Integer, default=1)
+    status_seen: Mapped[str] = mapped_column(String(16))
+    summary_posted: Mapped[bool] = mapped_column(default=False)
+    no_agent_said: Mapped[bool] = mapped_column(default=False)
+    history: Mapped[list[str]] = mapped_column(JSON, default=list)  # "who did what" lines shown on the card
+
+    __table_args__ = (Index("ix_run_threads_channel_ts", "channel", "card_ts", unique=True),)
+
+
+class ThreadMessage(Base):
+    """A human's reply in a run's thread, kept with the run (agents read them in a later issue)."""
+
+    __tablename__ = "thread_messages"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    ts: Mapped[str] = mapped_column(String(32))
+    user: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (Index("ux_thread_messages_channel_ts", "channel", "ts", unique=True),)

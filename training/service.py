@@ -224,6 +224,12 @@ class RunService:
             text = "\n".join(text.splitlines()[-tail:]) if tail > 0 else ""
         return text
 
+    def set_thread(self, run_id: str, channel: str, thread_ts: str) -> None:
+        """Record where the run's Slack thread is (shown in its JSON as ``channel`` / ``thread_ts``)."""
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            run.channel, run.thread_ts = channel, thread_ts
+
     # -- acting ----------------------------------------------------------------------------------------------
 
     def stop(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:

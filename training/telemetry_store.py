@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from storage.db import Database
 from storage.floats import encode_float
@@ -87,3 +87,14 @@ class TelemetryStore:
                 .limit(limit)
             )
             return [(int(step), float(value)) for step, value in s.execute(q)]
+
+    def attempt_starts(self, run_id: str) -> list[tuple[int, int]]:
+        """``[(attempt, first step it reported)]``, for marking restarts on a loss plot."""
+        with self.db.session() as s:
+            q = (
+                select(MetricPoint.attempt, func.min(MetricPoint.step))
+                .where(MetricPoint.run_id == run_id)
+                .group_by(MetricPoint.attempt)
+                .order_by(MetricPoint.attempt)
+            )
+            return [(int(a), int(step)) for a, step in s.execute(q)]

@@ -7,7 +7,7 @@ Service calls block (SQL, Ray), so they run on worker threads; errors become JSO
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from anyio import to_thread
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from bot.api.auth import bearer, require_admin
 from bot.api.body import read_limited
@@ -47,7 +47,12 @@ def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0,
 
 
 def create_app(
-    service: RunService, telemetry_store: TelemetryStore, *, admin_token: str, health: Callable[[], dict[str, Any]]
+    service: RunService,
+    telemetry_store: TelemetryStore,
+    *,
+    admin_token: str,
+    health: Callable[[], dict[str, Any]],
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
@@ -147,6 +152,7 @@ def create_app(
         Route("/api/v1/runs/{run_id}/logs", admin(logs)),
         Route("/api/v1/runs/{run_id}/metrics/{name}", admin(metric)),
         Route("/api/v1/runs/{run_id}/telemetry", telemetry, methods=["POST"]),
+        *extra_routes,  # POST /slack/events when Slack is configured (HTTP mode)
     ]
     return Starlette(routes=routes)
 

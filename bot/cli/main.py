@@ -34,7 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler) in the foreground")
+    sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler; Slack when configured)")
+    s = sub.add_parser("console", help="labbot with a local Slack in this terminal (what `make run` starts)")
+    s.add_argument("--fast", action="store_true", help="demo cadence: card every 5s, progress every 15s")
+    s.add_argument(
+        "--wait",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="at the end of piped input, wait this long for the session's runs to finish",
+    )
 
     s = sub.add_parser("launch", help="launch a job on Ray: labbot launch tiny-lm steps=100")
     s.add_argument("job", help="a job name from `labbot jobs`")
@@ -126,6 +135,11 @@ def _run_command(a: argparse.Namespace) -> int:
         from bot.serve import serve
 
         return serve(Settings.from_env())
+    if a.command == "console":
+        from bot.config import Settings
+        from bot.console import run_console
+
+        return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast)
     if a.command == "db":
         from bot.config import Settings
         from storage.db import Database

@@ -33,7 +33,7 @@ def test_upgrade_is_idempotent_and_uses_wal(tmp_path: Path) -> None:
     db.upgrade()  # a second `labbot db upgrade` changes nothing
     with db.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
 
 
 def test_nan_and_inf_metric_values_round_trip(tmp_path: Path) -> None:

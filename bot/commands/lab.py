@@ -1,0 +1,88 @@
+"""The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
+
+Later subcommands (pages, ack, ask, artifacts) are declared the same way and added with ``registry.register(cmd)``,
+or appended to ``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
+"""
+
+from __future__ import annotations
+
+from bot.commands.registry import Arg, Command, Option, Permission, Registry
+from bot.commands.values import RUN_STATUSES
+
+RUN_ID = Arg("run_id", "run_id", "a run id, as `{cmd} runs` lists them")
+
+LAUNCH = Command(
+    "launch",
+    "launch a job on Ray",
+    args=(Arg("job", "job", "the job to run, e.g. tiny-lm"),),
+    options=(
+        Option("--name", "str", "a name for the run (default: JOB-ID)", metavar="N"),
+        Option("--gpus", "float", "GPUs for the job's entrypoint (default: the job's)", minimum=0),
+        Option("--stall-after", "duration", "no progress for this long is a stall, e.g. 30s, 10m (default: the job's)"),
+        Option("--max-restarts", "int", "automatic restarts before paging a human (default: the job's)", minimum=0),
+    ),
+    accepts_params=True,
+    examples=("launch tiny-lm", "launch tiny-lm steps=200 lr=3e-4", "launch tiny-lm --gpus 1 --stall-after 10m"),
+)
+
+RUNS = Command(
+    "runs",
+    "list runs, newest first",
+    options=(
+        Option("--status", "status", f"only runs in this status: {'|'.join(RUN_STATUSES)}", metavar="S"),
+        Option("--mine", "flag", "only runs you launched"),
+        Option("--limit", "int", "at most this many runs", default=20, minimum=1),
+    ),
+    aliases=("ls",),
+    examples=("runs", "runs --status running --mine", "ls --limit 5"),
+)
+
+STATUS = Command(
+    "status",
+    "a run's status, step and latest metrics",
+    args=(RUN_ID,),
+    aliases=("run", "show"),
+    examples=("status k3xq7p",),
+)
+
+STOP = Command(
+    "stop",
+    "stop a run",
+    args=(RUN_ID,),
+    permission=Permission.OWNER,
+    examples=("stop k3xq7p",),
+)
+
+RESTART = Command(
+    "restart",
+    "restart a run as a new attempt, resuming from its newest checkpoint",
+    args=(RUN_ID,),
+    permission=Permission.OWNER,
+    examples=("restart k3xq7p",),
+)
+
+LOGS = Command(
+    "logs",
+    "a run's logs from Ray",
+    args=(RUN_ID,),
+    options=(Option("--tail", "int", "only the last N lines", minimum=1),),
+    examples=("logs k3xq7p", "logs k3xq7p --tail 50"),
+)
+
+HELP = Command(
+    "help",
+    "these commands, or one command's options and examples",
+    args=(Arg("command", "str", "a subcommand, e.g. launch", required=False),),
+    aliases=("?",),
+    examples=("help", "help launch"),
+)
+
+COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, HELP)
+
+
+def lab_registry() -> Registry:
+    """A fresh registry of labbot's subcommands (tests and composition roots that add their own use this)."""
+    return Registry(COMMANDS)
+
+
+LAB = lab_registry()

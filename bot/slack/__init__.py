@@ -1,0 +1,1 @@
+"""Slack front-end: the Bolt app, the Web API emulator (console mode), thread rendering and upkeep."""

@@ -1,0 +1,122 @@
+"""The Bolt app: every Slack listener of labbot, each one acking first and handing the work to a background task.
+
+Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, thread
+replies and ``@labbot`` mentions. Global middleware drops Slack's retries of events already seen (by ``event_id``)
+and messages from bots; Bolt itself verifies signatures (5-minute window) and ignores the bot's own events.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.commands import LAB, UsageError, help_text, parse
+from bot.slack.actions import Asker, LabActions
+from bot.slack.blocks import ephemeral_error
+from bot.slack.dedup import SeenKeys
+from bot.slack.tasks import TaskSet
+from bot.slack.threads import RunThreads
+
+log = logging.getLogger(__name__)
+
+NO_AGENT = (
+    "No agent is configured yet, so nobody will answer here; I keep your replies with the run. "
+    "(Agents arrive with the research-agents issue: set ANTHROPIC_API_KEY.)"
+)
+
+
+def build_app(
+    *,
+    client: AsyncWebClient,
+    signing_secret: str,
+    actions: LabActions,
+    threads: RunThreads,
+    tasks: TaskSet,
+    command: str = "/lab",
+) -> AsyncApp:
+    app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
+    events_seen = SeenKeys(ttl_s=3600)
+    clicks_seen = SeenKeys(ttl_s=10)
+
+    @app.middleware
+    async def drop_repeats(req: AsyncBoltRequest, resp: BoltResponse, next: Any) -> BoltResponse | None:
+        body = req.body
+        event_id = body.get("event_id") if isinstance(body, dict) else None
+        if event_id and not events_seen.first_time(str(event_id)):
+            log.info("event %s already handled (Slack retry %s)", event_id, req.headers.get("x-slack-retry-num"))
+            return BoltResponse(status=200, body="")
+        event = body.get("event", {}) if isinstance(body, dict) else {}
+        if event.get("bot_id") or event.get("subtype") == "bot_message":
+            return BoltResponse(status=200, body="")  # other bots (and our own) never trigger labbot
+        await next()
+        return None
+
+    @app.command(command)
+    async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
+        user, channel = body["user_id"], body["channel_id"]
+        parsed = parse(body.get("text", ""), LAB)
+        if isinstance(parsed, UsageError):
+            text, blocks = ephemeral_error(parsed.message, parsed.usage)
+            await ack(response_type="ephemeral", text=text, blocks=blocks)
+            return
+        if parsed.command.name == "help":
+            topic = parsed.args.get("command")
+            await ack(
+                response_type="ephemeral",
+                text=help_text(LAB, is_admin=actions.is_admin(user), command_name=command, topic=topic),
+            )
+            return
+        await ack()  # within Slack's 3 s, whatever the work: the work runs after
+        who = Asker(user=user, channel=channel, trigger_id=body.get("trigger_id"))
+        tasks.spawn(actions.run(parsed, who), name=f"lab {parsed.command.name}")
+
+    async def on_button(ack: AsyncAck, body: dict[str, Any], verb: str) -> None:
+        await ack()
+        action = body["actions"][0]
+        user = body["user"]["id"]
+        run_id = str(action["value"])
+        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
+        if not clicks_seen.first_time(f"{user}:{verb}:{run_id}"):
+            return  # a double click: acted on once
+        tasks.spawn(actions.act(run_id, verb, Asker(user=user, channel=channel)), name=f"button {verb}")
+
+    @app.action("run_stop")
+    async def on_stop(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_button(ack, body, "stop")
+
+    @app.action("run_restart")
+    async def on_restart(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_button(ack, body, "restart")
+
+    async def in_thread(event: dict[str, Any]) -> None:
+        thread_ts = event.get("thread_ts")
+        if not thread_ts or thread_ts == event.get("ts"):
+            return
+        reply = await threads.store_reply(
+            event["channel"], thread_ts, event.get("user", ""), event["ts"], event.get("text", "")
+        )
+        if reply is not None and reply.first_without_agent:
+            await client.chat_postMessage(channel=event["channel"], thread_ts=thread_ts, text=NO_AGENT)
+
+    @app.event("message")
+    async def on_message(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        if event.get("subtype") not in (None, "thread_broadcast", "file_share"):
+            return  # edits, deletions, joins: nothing to do
+        tasks.spawn(in_thread(event), name="thread reply")
+
+    @app.event("app_mention")
+    async def on_mention(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        if event.get("thread_ts") and event.get("thread_ts") != event.get("ts"):
+            return  # the message event for the same reply handles threads
+        text = re.sub(r"<@[A-Z0-9]+>", "", event.get("text", "")).strip()
+        hint = f"Try `{command} help`." if not text else NO_AGENT
+        tasks.spawn(client.chat_postMessage(channel=event["channel"], thread_ts=event["ts"], text=hint), name="mention")
+
+    return app

@@ -1,0 +1,130 @@
+"""The other messages labbot posts about a run: launch confirmation, progress lines, restarts, the final summary,
+and the ephemeral error a mistyped ``/lab`` command gets.
+
+Pure functions of the run JSON, like the card (``run_card.py``, whose formatters they share); the thread keeper
+(``bot/slack/threads.py``) and the command handlers post what these return.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from bot.slack.blocks.run_card import (
+    DASH,
+    STATUS_EMOJI,
+    Block,
+    as_float,
+    clip,
+    duration,
+    error_text,
+    escape,
+    eta_text,
+    mention,
+    number,
+    parse_time,
+    run_title,
+    step_text,
+    throughput,
+)
+
+_OUTCOME = {"succeeded": "finished", "failed": "failed", "stopped": "was stopped"}
+
+
+def progress_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | None = None) -> str:
+    """One compact line: ``step 120 / 200 · loss 2.3145 · 41.2k tok/s · ETA ~3m`` (unknown parts left out)."""
+    metrics = run.get("metrics") or {}
+    parts = [f":chart_with_upwards_trend: step *{step_text(run)}*"]
+    if metrics.get("loss") is not None:
+        parts.append(f"loss *{number(metrics['loss'])}*")
+    tps = throughput(metrics.get("tokens_per_s"))
+    if tps != DASH:
+        parts.append(tps)
+    eta = eta_text(run, rate=rate, now=now)
+    if eta != DASH:
+        parts.append(f"ETA {eta}")
+    return " · ".join(parts)
+
+
+def launch_confirmation(run: dict[str, Any]) -> str:
+    """What the thread opens with once the run is launched: who, what, with which parameters, where on Ray."""
+    params = " ".join(f"`{escape(str(k))}={escape(str(v))}`" for k, v in (run.get("params") or {}).items())
+    line = (
+        f":rocket: {mention(run.get('owner'))} launched *{escape(str(run.get('job', '?')))}* run "
+        f"*{escape(str(run.get('name') or run.get('id', '?')))}* (`{escape(str(run.get('id', '?')))}`)"
+    )
+    if params:
+        line += f" with {params}"
+    if run.get("ray_submission_id"):
+        line += f"\nRay job `{escape(str(run['ray_submission_id']))}`"
+    return line + ". Progress, loss curves and the summary will follow in this thread."
+
+
+def restart_text(run: dict[str, Any], by: str | None) -> str:
+    """A new attempt began: by a person (``by``, a Slack user id or a name) or by labbot itself (``None``)."""
+    who = f"{mention(by)} restarted the run" if by else "labbot restarted the run automatically"
+    ckpt = run.get("checkpoint_step")
+    start = f"resuming from checkpoint step {ckpt}" if ckpt is not None else "starting from step 0 (no checkpoint yet)"
+    return f":arrows_counterclockwise: {who}: attempt {run.get('attempt', '?')}, {start}."
+
+
+def _loss_line(last: Any, first: Any, best: Any) -> str:
+    text = number(last) if first is None else f"{number(first)} → {number(last)}"
+    b = as_float(best)
+    if b is not None and math.isfinite(b):
+        text += f" (best {number(b)})"
+    return text
+
+
+def summary_blocks(
+    run: dict[str, Any],
+    *,
+    first_loss: float | None = None,
+    best_loss: float | None = None,
+    duration_s: float | None = None,
+) -> tuple[str, list[Block]]:
+    """The final summary posted when a run ends: outcome, steps, loss first → last (best), throughput, wall time."""
+    status = str(run.get("status", "?"))
+    metrics = run.get("metrics") or {}
+    if duration_s is None:
+        started, ended = parse_time(run.get("started_at")), parse_time(run.get("ended_at"))
+        if started and ended:
+            duration_s = (ended - started).total_seconds()
+    ckpt = run.get("checkpoint_step")
+    attempts = run.get("attempt", 1)
+    steps = step_text(run)
+    fields = [
+        ("Steps", steps),
+        ("Loss", _loss_line(metrics.get("loss"), first_loss, best_loss)),
+        ("Throughput", throughput(metrics.get("tokens_per_s"))),
+        ("Wall time", duration(duration_s)),
+        ("Checkpoints", DASH if ckpt is None else f"latest at step {ckpt}"),
+        ("Attempts", str(attempts)),
+    ]
+    headline = (
+        f"{STATUS_EMOJI.get(status, ':grey_question:')} *{escape(run_title(run))}* "
+        f"{_OUTCOME.get(status, f'is {escape(status)}')}"
+    )
+    blocks: list[Block] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": clip(headline, 3000)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f"*{k}*\n{v}", 2000)} for k, v in fields]},
+    ]
+    if run.get("error"):
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": error_text(str(run["error"]))}})
+    fallback = (
+        f"{escape(run_title(run))} {_OUTCOME.get(status, escape(status))}: step {steps}, "
+        f"loss {_loss_line(metrics.get('loss'), first_loss, best_loss)}"
+    )
+    return fallback, blocks
+
+
+def ephemeral_error(message: str, usage: str | None = None) -> tuple[str, list[Block]]:
+    """A refused command, for the person who typed it only: what was wrong and, when known, what is accepted."""
+    text = clip(f":warning: {escape(message)}", 3000)
+    blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    if usage:
+        body = escape(usage).replace("```", "`\u200b``")
+        usage_text = clip(f"*Usage*\n```{body}", 2997) + "```"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": usage_text}})
+    return clip(escape(message), 3000), blocks

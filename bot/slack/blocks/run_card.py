@@ -1,0 +1,254 @@
+"""The run card: the message at the top of a run's Slack thread, kept current by the thread keeper.
+
+A pure function of the control plane's run JSON (see the README, "A run in JSON has ...") and a few lines of the
+thread's history; it returns the fallback text and the Block Kit blocks for ``chat.postMessage``/``chat.update``.
+The small formatters here (status emoji, numbers, durations, ETA) are shared with ``posts.py``, so a run reads the
+same in the card, the progress lines and the summary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+Block = dict[str, Any]
+
+TERMINAL = frozenset({"succeeded", "failed", "stopped"})
+STATUS_EMOJI = {
+    "pending": ":hourglass_flowing_sand:",
+    "running": ":arrow_forward:",
+    "stalled": ":warning:",
+    "restarting": ":arrows_counterclockwise:",
+    "succeeded": ":white_check_mark:",
+    "failed": ":x:",
+    "stopped": ":black_square_for_stop:",
+}
+DASH = "—"
+HISTORY_LINES = 5
+_USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
+
+
+# -- formatters shared by the card, progress lines and the summary -----------------------------------------------
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters, escaped (user-supplied names and errors must not become links)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def mention(who: str | None) -> str:
+    """A Slack user id as a mention, anything else (a CLI user's name) as escaped text."""
+    if not who:
+        return "someone"
+    return f"<@{who}>" if _USER_ID.match(who) else escape(who)
+
+
+def status_label(status: str) -> str:
+    return f"{STATUS_EMOJI.get(status, ':grey_question:')} {status}"
+
+
+def as_float(value: Any) -> float | None:
+    """A metric as the API carries it (a number or "NaN"/"Infinity"/"-Infinity") as a float; None if absent."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def number(value: Any) -> str:
+    """A loss-like number: four decimals, thousands separators when large, "NaN"/"Infinity" spelled out."""
+    v = as_float(value)
+    if v is None:
+        return DASH
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v != 0 and abs(v) < 0.001:
+        return f"{v:.3g}"
+    return f"{v:.4f}"
+
+
+def throughput(value: Any) -> str:
+    """tokens_per_s for humans: "812 tok/s", "41.2k tok/s", "1.3M tok/s"."""
+    v = as_float(value)
+    if v is None or not math.isfinite(v):
+        return DASH
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.1f}{unit} tok/s"
+    return f"{v:.0f} tok/s"
+
+
+def duration(seconds: float | None) -> str:
+    """ "45s", "12m", "1h 05m", "2d 3h"; "—" when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return DASH
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d {(s % 86400) // 3600}h"
+
+
+def parse_time(iso: str | None) -> datetime | None:
+    """An ISO-8601 timestamp from the API; a naive one is UTC (that is what the control plane stores)."""
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def total_steps(run: dict[str, Any]) -> int | None:
+    steps = (run.get("params") or {}).get("steps")
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+
+
+def step_text(run: dict[str, Any]) -> str:
+    step, total = run.get("step"), total_steps(run)
+    if step is None:
+        return DASH if total is None else f"{DASH} / {total}"
+    return f"{step} / {total}" if total is not None else str(step)
+
+
+def eta_seconds(run: dict[str, Any], *, rate: float | None = None, now: datetime | None = None) -> float | None:
+    """Seconds until the last step, while the run is running; None when it cannot be known.
+
+    ``rate`` (steps per second, e.g. from recent telemetry) wins; otherwise the average since ``started_at``.
+    """
+    step, total = run.get("step"), total_steps(run)
+    if run.get("status") != "running" or total is None or step is None:
+        return None
+    if rate is None or not math.isfinite(rate) or rate <= 0:
+        started = parse_time(run.get("started_at"))
+        if started is None or step <= 0:
+            return None
+        elapsed = ((now or datetime.now(UTC)) - started).total_seconds()
+        if elapsed <= 0:
+            return None
+        rate = step / elapsed
+    return max(total - step, 0) / rate
+
+
+def eta_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | None = None) -> str:
+    eta = eta_seconds(run, rate=rate, now=now)
+    if eta is None:
+        return DASH
+    return "finishing" if eta < 1 else f"~{duration(eta)}"
+
+
+def run_title(run: dict[str, Any]) -> str:
+    return f"{run.get('job', '?')} · {run.get('name') or run.get('id', '?')}"
+
+
+# -- the card --------------------------------------------------------------------------------------------------
+
+
+def _plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": clip(text, limit), "emoji": True}
+
+
+def _mrkdwn(text: str, limit: int = 3000) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": clip(text, limit)}
+
+
+def _button(label: str, action_id: str, run_id: str, confirm: dict[str, Any], style: str | None) -> Block:
+    button: Block = {"type": "button", "text": _plain(label, 75), "action_id": action_id, "value": run_id[:2000]}
+    if style:
+        button["style"] = style
+    button["confirm"] = confirm
+    return button
+
+
+def _confirm(title: str, text: str, yes: str, style: str | None) -> dict[str, Any]:
+    dialog: dict[str, Any] = {
+        "title": _plain(title, 100),
+        "text": _mrkdwn(text, 300),
+        "confirm": _plain(yes, 30),
+        "deny": _plain("Cancel", 30),
+    }
+    if style:
+        dialog["style"] = style
+    return dialog
+
+
+def actions(run: dict[str, Any]) -> Block:
+    """Stop (while the run is live) and Restart, each behind a confirm dialog."""
+    run_id = str(run.get("id", ""))
+    who = clip(escape(str(run.get("name") or run_id)), 80)
+    ckpt = run.get("checkpoint_step")
+    where = f" (step {ckpt})" if ckpt is not None else " (none yet: it starts from step 0)"
+    elements = []
+    if run.get("status") not in TERMINAL:
+        stop = _confirm("Stop run?", f"Stop run *{who}*? Its checkpoints are kept.", "Stop", "danger")
+        elements.append(_button("Stop", "run_stop", run_id, stop, "danger"))
+    restart = _confirm("Restart run?", f"Restart run *{who}* from its latest checkpoint{where}?", "Restart", None)
+    elements.append(_button("Restart", "run_restart", run_id, restart, None))
+    return {"type": "actions", "block_id": "run_actions", "elements": elements}
+
+
+def run_card(
+    run: dict[str, Any],
+    *,
+    history: Sequence[str] = (),
+    now: datetime | None = None,
+    rate: float | None = None,
+) -> tuple[str, list[Block]]:
+    """The card for ``run``: (fallback text, blocks). ``history`` lines are mrkdwn written by labbot (mentions kept)."""
+    status = str(run.get("status", "?"))
+    metrics = run.get("metrics") or {}
+    ckpt = run.get("checkpoint_step")
+    fields = [
+        ("Status", status_label(status)),
+        ("Owner", mention(run.get("owner"))),
+        ("Step", step_text(run)),
+        ("Loss", number(metrics.get("loss"))),
+        ("Throughput", throughput(metrics.get("tokens_per_s"))),
+        ("ETA", eta_text(run, rate=rate, now=now)),
+        ("Attempt", str(run.get("attempt", 1))),
+        ("Checkpoint", DASH if ckpt is None else f"step {ckpt}"),
+    ]
+    blocks: list[Block] = [
+        {"type": "header", "text": _plain(run_title(run), 150)},
+        {"type": "section", "fields": [_mrkdwn(f"*{name}*\n{value}", 2000) for name, value in fields]},
+    ]
+    if status == "failed" and run.get("error"):
+        blocks.append({"type": "section", "text": _mrkdwn(error_text(str(run["error"])))})
+    meta = f"run `{escape(str(run.get('id', '?')))}`"
+    if run.get("ray_submission_id"):
+        meta += f" · Ray job `{escape(str(run['ray_submission_id']))}`"
+    blocks.append({"type": "context", "elements": [_mrkdwn(meta)]})
+    recent = [line for line in history if line.strip()][-HISTORY_LINES:]
+    if recent:
+        blocks.append({"type": "context", "elements": [_mrkdwn(_tail("\n".join(recent), 3000))]})
+    blocks.append(actions(run))
+    fallback = f"{escape(run_title(run))}: {escape(status)}, step {step_text(run)}, loss {number(metrics.get('loss'))}"
+    return fallback, blocks
+
+
+def error_text(error: str, limit: int = 3000) -> str:
+    """The run's error as a code block (backtick runs broken so the fence holds), clipped to fit a section."""
+    body = escape(error).replace("```", "`\u200b``")
+    return f":x: *Error*\n```{clip(body, limit - 20)}```"
+
+
+def _tail(text: str, limit: int) -> str:
+    """The end of ``text`` (history is newest-last, so the oldest part goes when it is too long)."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]

@@ -1,0 +1,74 @@
+"""What Slack sends labbot, built locally: slash commands and button clicks, form-encoded and signed as Slack does.
+
+The console turns what you type into these; tests and benchmarks dispatch them too, so every path through the Bolt
+app is the production one (signature check included). Events API envelopes come from ``SlackEmulator.event_payload``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from bot.slack.signing import signed_headers
+
+FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    team_id: str
+    app_id: str
+    channel: str
+    channel_name: str = "lab"
+
+
+def slash_command(ws: Workspace, *, user: str, user_name: str, text: str, command: str = "/lab") -> str:
+    return urlencode(
+        {
+            "token": "unused-verification-token",
+            "team_id": ws.team_id,
+            "team_domain": "lab",
+            "channel_id": ws.channel,
+            "channel_name": ws.channel_name,
+            "user_id": user,
+            "user_name": user_name,
+            "command": command,
+            "text": text,
+            "api_app_id": ws.app_id,
+            "response_url": "https://hooks.slack.invalid/commands/unused",
+            "trigger_id": f"{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:10]}",
+        }
+    )
+
+
+def button_click(ws: Workspace, *, user: str, action_id: str, value: str, message_ts: str) -> str:
+    payload: dict[str, Any] = {
+        "type": "block_actions",
+        "team": {"id": ws.team_id, "domain": "lab"},
+        "user": {"id": user, "team_id": ws.team_id},
+        "api_app_id": ws.app_id,
+        "token": "unused-verification-token",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": ws.channel},
+        "trigger_id": f"{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:10]}",
+        "channel": {"id": ws.channel, "name": ws.channel_name},
+        "message": {"ts": message_ts, "type": "message"},
+        "response_url": "https://hooks.slack.invalid/actions/unused",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "run_actions",
+                "value": value,
+                "action_ts": f"{uuid.uuid4().int % 10**10}.000100",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def signed(body: str, secret: str, *, content_type: str = FORM, timestamp: int | None = None) -> dict[str, str]:
+    return signed_headers(body, secret, timestamp=timestamp, content_type=content_type)

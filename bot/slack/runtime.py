@@ -1,0 +1,122 @@
+"""The Slack side of a running labbot: the Web API client, the Bolt app, run threads and their keeper loop.
+
+Built by the composition root (``bot.serve``) when a bot token is set, and by ``labbot console`` against the
+in-process emulator. The client retries Slack's 429 (honouring ``Retry-After``), 5xx and connection errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bot.config import SlackSettings
+from bot.slack.actions import LabActions
+from bot.slack.app import build_app
+from bot.slack.tasks import TaskSet
+from bot.slack.thread_plan import Cadence
+from bot.slack.threads import RunThreads
+from training.service import RunService
+from training.telemetry_store import TelemetryStore
+
+log = logging.getLogger(__name__)
+
+
+def web_client(token: str, api_url: str) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=token,
+        base_url=api_url,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            AsyncServerErrorRetryHandler(max_retry_count=4),
+            AsyncConnectionErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+@dataclass
+class SlackRuntime:
+    settings: SlackSettings
+    client: AsyncWebClient
+    app: AsyncApp
+    threads: RunThreads
+    actions: LabActions
+    tasks: TaskSet
+    tick_s: float = 2.0
+
+    @classmethod
+    def build(
+        cls, settings: SlackSettings, service: RunService, telemetry: TelemetryStore, *, tick_s: float = 2.0
+    ) -> SlackRuntime:
+        if not settings.bot_token or not settings.signing_secret:
+            raise ValueError("the Slack runtime needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
+        client = web_client(settings.bot_token, settings.api_url)
+        cadence = Cadence(
+            card_every_s=settings.card_every_s,
+            progress_every_s=settings.progress_every_s,
+            plot_milestones=settings.plot_milestones,
+        )
+        threads = RunThreads(client, service, telemetry, cadence)
+        actions = LabActions(client, service, threads, settings)
+        tasks = TaskSet()
+        app = build_app(
+            client=client,
+            signing_secret=settings.signing_secret,
+            actions=actions,
+            threads=threads,
+            tasks=tasks,
+            command=settings.command,
+        )
+        return cls(settings, client, app, threads, actions, tasks, tick_s)
+
+    def routes(self) -> list[Route]:
+        """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode)."""
+        handler = AsyncSlackRequestHandler(self.app)
+
+        async def endpoint(request: Request) -> Response:
+            return await handler.handle(request)
+
+        return [Route("/slack/events", endpoint, methods=["POST"])]
+
+    async def keep_threads(self) -> None:
+        while True:
+            try:
+                await self.threads.tick()
+            except Exception:
+                log.exception("thread upkeep failed")
+            await asyncio.sleep(self.tick_s)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[SlackRuntime]:
+        """The keeper loop (and Socket Mode, when an app token is set) for as long as the control plane runs."""
+        keeper = asyncio.create_task(self.keep_threads(), name="slack threads")
+        socket = None
+        if self.settings.app_token:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            socket = AsyncSocketModeHandler(self.app, self.settings.app_token)
+            await socket.connect_async()
+            log.info("Slack Socket Mode connected")
+        try:
+            yield self
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            if socket is not None:
+                await socket.close_async()
+            await self.tasks.drain(timeout=5)

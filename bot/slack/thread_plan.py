@@ -1,0 +1,110 @@
+"""What a run's Slack thread needs now: a pure function of the run and what was already posted.
+
+The thread keeper calls ``plan`` every tick for each run with a thread and carries out what it returns. All of
+labbot's Slack chattiness is decided here, so the rate of Web API calls per run is easy to reason about and test:
+the card is updated on a status or attempt change at once and otherwise at most every ``card_every_s``; a progress
+line is posted at most every ``progress_every_s``; a loss plot at each milestone and at the end; one summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+TERMINAL = ("succeeded", "failed", "stopped")
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """What was already posted for a run (a row of ``run_threads``)."""
+
+    card_digest: str | None = None
+    card_updated_at: datetime | None = None
+    progress_posted_at: datetime | None = None
+    progress_step: int | None = None
+    plots_posted: tuple[int, ...] = ()
+    attempt_seen: int = 1
+    status_seen: str = "pending"
+    summary_posted: bool = False
+
+
+@dataclass(frozen=True)
+class Cadence:
+    card_every_s: float = 120.0
+    progress_every_s: float = 600.0
+    plot_milestones: tuple[int, ...] = (50,)
+
+
+@dataclass(frozen=True)
+class Plan:
+    update_card: bool = False
+    card_digest: str | None = None
+    restarted: bool = False  # a new attempt began: say so in the thread
+    progress: bool = False
+    plot_milestone: int | None = None  # a milestone percent to plot now (the latest one passed)
+    milestones_passed: tuple[int, ...] = ()  # every milestone this plot covers: none is plotted later
+    summary: bool = False  # the run ended: final plot and summary
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.update_card or self.restarted or self.progress or self.plot_milestone or self.summary)
+
+
+def card_digest(run: dict[str, Any], history: list[str]) -> str:
+    """What the card shows, hashed: an update that would change nothing is skipped."""
+    shown = {k: run.get(k) for k in ("status", "attempt", "step", "metrics", "checkpoint_step", "error", "name")} | {
+        "history": history[-5:]
+    }
+    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def percent_done(run: dict[str, Any]) -> float | None:
+    total = run.get("params", {}).get("steps")
+    step = run.get("step")
+    if not isinstance(total, int) or total <= 0 or step is None:
+        return None
+    return 100.0 * min(step, total) / total
+
+
+def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: datetime, cadence: Cadence) -> Plan:
+    status = run["status"]
+    if state.summary_posted:
+        return Plan()
+    digest = card_digest(run, history)
+    changed_state = status != state.status_seen or run["attempt"] != state.attempt_seen
+    card_due = state.card_updated_at is None or (now - state.card_updated_at).total_seconds() >= cadence.card_every_s
+    update_card = digest != state.card_digest and (changed_state or card_due or status in TERMINAL)
+    if status in TERMINAL:
+        return Plan(update_card=update_card, card_digest=digest, summary=True)
+    restarted = run["attempt"] > state.attempt_seen
+    step = run.get("step")
+    progress_due = (
+        status == "running"
+        and step is not None
+        and step != state.progress_step
+        and (
+            state.progress_posted_at is None
+            or (now - state.progress_posted_at).total_seconds() >= cadence.progress_every_s
+        )
+    )
+    # the first progress line waits for a full interval after launch: the launch confirmation covers the start
+    if state.progress_posted_at is None and progress_due:
+        started = run.get("started_at")
+        if started is None or (now - datetime.fromisoformat(started)).total_seconds() < cadence.progress_every_s:
+            progress_due = False
+    pct = percent_done(run)
+    due: tuple[int, ...] = ()
+    if pct is not None and status == "running":
+        due = tuple(m for m in cadence.plot_milestones if pct >= m and m not in state.plots_posted)
+    return Plan(
+        update_card=update_card,
+        card_digest=digest,
+        restarted=restarted,
+        progress=progress_due,
+        plot_milestone=max(due) if due else None,
+        milestones_passed=due,
+    )

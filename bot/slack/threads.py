@@ -1,0 +1,254 @@
+"""Run threads: one Slack thread per run, its card kept current, progress, plots and a summary posted into it.
+
+``open_thread`` posts the run card to the channel (the card is the thread's root) and a launch confirmation in the
+thread. ``tick`` (called every few seconds by the keeper loop) asks ``thread_plan.plan`` what each thread needs and
+does it; what was posted is a row in ``run_threads``, so nothing is posted twice, even across a restart of labbot.
+Replies in a run's thread are stored with the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from anyio import to_thread
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from bot.slack.blocks import loss_plot_png, progress_text, restart_text, run_card, summary_blocks
+from bot.slack.blocks.posts import launch_confirmation
+from bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
+from storage.models import RunThread, ThreadMessage, utcnow
+from training.service import RunService
+from training.telemetry_store import TelemetryStore
+
+log = logging.getLogger(__name__)
+MAX_HISTORY = 20
+
+
+@dataclass(frozen=True)
+class Reply:
+    run_id: str
+    first_without_agent: bool  # the thread has not yet been told that no agent is configured
+
+
+class RunThreads:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        service: RunService,
+        telemetry: TelemetryStore,
+        cadence: Cadence,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.clock = clock  # a benchmark replays an hour of a run in seconds
+        self.client = client
+        self.service = service
+        self.telemetry = telemetry
+        self.cadence = cadence
+        self.db = service.db
+
+    # -- opening ---------------------------------------------------------------------------------------------
+
+    async def open_thread(self, run: dict[str, Any], channel: str) -> str:
+        text, blocks = run_card(run)
+        resp = await self.client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+        channel, ts = str(resp["channel"]), str(resp["ts"])
+        await to_thread.run_sync(self._create_row, run, channel, ts)
+        await self.client.chat_postMessage(channel=channel, thread_ts=ts, text=launch_confirmation(run))
+        return ts
+
+    def _create_row(self, run: dict[str, Any], channel: str, ts: str) -> None:
+        with self.db.session() as s:
+            s.add(
+                RunThread(
+                    run_id=run["id"],
+                    channel=channel,
+                    card_ts=ts,
+                    card_updated_at=self.clock(),
+                    plots_posted=[],
+                    attempt_seen=run["attempt"],
+                    status_seen=run["status"],
+                    summary_posted=False,
+                    no_agent_said=False,
+                    history=[],
+                )
+            )
+        self.service.set_thread(run["id"], channel, ts)
+
+    # -- who did what ----------------------------------------------------------------------------------------
+
+    async def record_action(self, run_id: str, line: str) -> None:
+        """Add a line to the card's history ("<@U1> stopped the run") and show it at once."""
+        thread = await to_thread.run_sync(self._append_history, run_id, line)
+        if thread is not None:
+            await self._update_card(run_id, force=True)
+
+    def _append_history(self, run_id: str, line: str) -> RunThread | None:
+        with self.db.session() as s:
+            row = s.get(RunThread, run_id)
+            if row is None:
+                return None
+            stamp = self.clock().strftime("%H:%M UTC")
+            row.history = [*row.history, f"{line} at {stamp}"][-MAX_HISTORY:]
+            return row
+
+    # -- upkeep ----------------------------------------------------------------------------------------------
+
+    async def tick(self) -> int:
+        """Bring every open thread up to date; returns how many Web API calls it made."""
+        rows = await to_thread.run_sync(self._open_rows)
+        calls = 0
+        for row in rows:
+            try:
+                calls += await self._tend(row)
+            except Exception:
+                log.exception("could not update the thread of run %s", row.run_id)
+        return calls
+
+    def _open_rows(self) -> list[RunThread]:
+        with self.db.session() as s:
+            return list(s.scalars(select(RunThread).where(RunThread.summary_posted.is_(False))))
+
+    async def _tend(self, row: RunThread) -> int:
+        run = await to_thread.run_sync(self.service.get, row.run_id)
+        state = ThreadState(
+            card_digest=row.card_digest,
+            card_updated_at=row.card_updated_at,
+            progress_posted_at=row.progress_posted_at,
+            progress_step=row.progress_step,
+            plots_posted=tuple(row.plots_posted),
+            attempt_seen=row.attempt_seen,
+            status_seen=row.status_seen,
+            summary_posted=row.summary_posted,
+        )
+        p = plan(run, state, history=list(row.history), now=self.clock(), cadence=self.cadence)
+        if p.empty:
+            return 0
+        return await self._carry_out(row, run, p)
+
+    async def _carry_out(self, row: RunThread, run: dict[str, Any], p: Plan) -> int:
+        calls = 0
+        post = self.client.chat_postMessage
+        if p.restarted:
+            await post(channel=row.channel, thread_ts=row.card_ts, text=restart_text(run, None))
+            calls += 1
+        if p.update_card:
+            await self._update_card(row.run_id, run=run)
+            calls += 1
+        if p.progress:
+            await post(channel=row.channel, thread_ts=row.card_ts, text=progress_text(run))
+            calls += 1
+        if p.plot_milestone is not None:
+            calls += await self._upload_plot(row, run, f"{p.plot_milestone}% done")
+        if p.summary:
+            calls += await self._upload_plot(row, run, "final")
+            text, blocks = await to_thread.run_sync(self._summary, run)
+            await post(channel=row.channel, thread_ts=row.card_ts, text=text, blocks=blocks)
+            calls += 1
+        await to_thread.run_sync(self._remember, row.run_id, run, p)
+        return calls
+
+    def _summary(self, run: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        losses = [v for _, v in self.telemetry.metrics(run["id"], "loss")]
+        finite = [v for v in losses if v == v and abs(v) != float("inf")]
+        duration = None
+        if run.get("started_at") and run.get("ended_at"):
+            duration = (
+                datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])
+            ).total_seconds()
+        return summary_blocks(
+            run,
+            first_loss=losses[0] if losses else None,
+            best_loss=min(finite) if finite else None,
+            duration_s=duration,
+        )
+
+    def _remember(self, run_id: str, run: dict[str, Any], p: Plan) -> None:
+        now = self.clock()
+        with self.db.session() as s:
+            row = s.get_one(RunThread, run_id)
+            row.status_seen, row.attempt_seen = run["status"], run["attempt"]
+            if p.progress:
+                row.progress_posted_at, row.progress_step = now, run.get("step")
+            if p.milestones_passed:
+                row.plots_posted = [*row.plots_posted, *p.milestones_passed]
+            if p.summary:
+                row.summary_posted = True
+
+    async def _update_card(self, run_id: str, *, run: dict[str, Any] | None = None, force: bool = False) -> None:
+        if run is None:
+            run = await to_thread.run_sync(self.service.get, run_id)
+        row = await to_thread.run_sync(self._row, run_id)
+        if row is None:
+            return
+        digest = card_digest(run, list(row.history))
+        if digest == row.card_digest and not force:
+            return
+        text, blocks = run_card(run, history=list(row.history))
+        await self.client.chat_update(channel=row.channel, ts=row.card_ts, text=text, blocks=blocks)
+        await to_thread.run_sync(self._card_updated, run_id, digest)
+
+    def _row(self, run_id: str) -> RunThread | None:
+        with self.db.session() as s:
+            return s.get(RunThread, run_id)
+
+    def _card_updated(self, run_id: str, digest: str) -> None:
+        with self.db.session() as s:
+            row = s.get_one(RunThread, run_id)
+            row.card_digest, row.card_updated_at = digest, self.clock()
+
+    async def _upload_plot(self, row: RunThread, run: dict[str, Any], label: str) -> int:
+        points, starts = await to_thread.run_sync(self._loss_series, row.run_id)
+        if not points:
+            return 0
+        png = await to_thread.run_sync(
+            lambda: loss_plot_png(points, title=f"{run['name']} — loss ({label})", attempts=starts)
+        )
+        await self.client.files_upload_v2(
+            channel=row.channel,
+            thread_ts=row.card_ts,
+            content=png,
+            filename=f"{run['id']}-loss-{label.split('%')[0].replace(' ', '-')}.png",
+            title=f"{run['name']} loss ({label})",
+        )
+        return 3  # files.getUploadURLExternal, the upload, files.completeUploadExternal
+
+    def _loss_series(self, run_id: str) -> tuple[list[tuple[int, float]], list[tuple[int, int]]]:
+        latest: dict[int, float] = {}
+        for step, value in self.telemetry.metrics(run_id, "loss"):
+            latest[step] = value  # a restarted attempt overwrites the steps it re-ran
+        starts = self.telemetry.attempt_starts(run_id)
+        return sorted(latest.items()), starts
+
+    # -- replies ---------------------------------------------------------------------------------------------
+
+    async def store_reply(self, channel: str, thread_ts: str, user: str, ts: str, text: str) -> Reply | None:
+        return await to_thread.run_sync(self._store_reply, channel, thread_ts, user, ts, text)
+
+    def _store_reply(self, channel: str, thread_ts: str, user: str, ts: str, text: str) -> Reply | None:
+        try:
+            with self.db.session() as s:
+                row = s.scalar(select(RunThread).where(RunThread.channel == channel, RunThread.card_ts == thread_ts))
+                if row is None:
+                    return None
+                s.add(ThreadMessage(run_id=row.run_id, channel=channel, ts=ts, user=user, text=text))
+                first = not row.no_agent_said
+                row.no_agent_said = True
+                return Reply(row.run_id, first_without_agent=first)
+        except IntegrityError:
+            return None  # the same message delivered twice: stored once
+
+    def replies(self, run_id: str) -> list[dict[str, str]]:
+        with self.db.session() as s:
+            q = select(ThreadMessage).where(ThreadMessage.run_id == run_id).order_by(ThreadMessage.id)
+            return [{"user": m.user, "text": m.text, "ts": m.ts} for m in s.scalars(q)]
+
+    def thread_of(self, run_id: str) -> tuple[str, str] | None:
+        row = self._row(run_id)
+        return (row.channel, row.card_ts) if row else None

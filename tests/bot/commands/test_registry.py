@@ -1,0 +1,232 @@
+"""Declarations, the Registry, labbot's own subcommands and `/lab help` generated from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.commands import (
+    COMMANDS,
+    LAB,
+    RUN_STATUSES,
+    Arg,
+    Command,
+    Option,
+    Parsed,
+    Permission,
+    Registry,
+    help_text,
+    lab_registry,
+    parse,
+    subcommands_usage,
+    usage,
+)
+
+PURGE = Command("purge", "delete old runs", permission=Permission.ADMIN, aliases=("gc",))
+
+
+def with_admin() -> Registry:
+    registry = lab_registry()
+    registry.register(PURGE)
+    return registry
+
+
+# --- declarations ------------------------------------------------------------------------------------------------
+
+
+def test_option_key_and_metavar() -> None:
+    opt = Option("--stall-after", "duration", "h")
+    assert (opt.key, opt.metavar, opt.default, opt.takes_value) == ("stall_after", "DUR", None, True)
+    flag = Option("--mine", "flag", "h")
+    assert (flag.default, flag.takes_value) == (False, False)
+    assert Option("--name", "str", "h", metavar="N").metavar == "N"
+
+
+def test_command_option_lookup_accepts_underscores_and_case() -> None:
+    cmd = COMMANDS[0]
+    assert cmd.option("--Stall_After") is cmd.option("--stall-after") is not None
+    assert cmd.option("--nope") is None
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Arg("Run", "run_id", "h"),
+        lambda: Arg("x", "flag", "h"),
+        lambda: Arg("x", "bogus", "h"),  # type: ignore[arg-type]
+        lambda: Option("gpus", "int", "h"),
+        lambda: Option("--help", "flag", "h"),
+        lambda: Option("--x", "text", "h"),
+        lambda: Option("--x", "flag", "h", default=True),
+        lambda: Command("Launch", "s"),
+        lambda: Command("x", "s", aliases=("x",)),
+        lambda: Command("x", "s", args=(Arg("a", "str", "h"), Arg("a", "str", "h"))),
+        lambda: Command("x", "s", options=(Option("--a", "str", "h"), Option("--a", "int", "h"))),
+        lambda: Command("x", "s", args=(Arg("a", "str", "h", required=False), Arg("b", "str", "h"))),
+        lambda: Command("x", "s", args=(Arg("q", "text", "h"),), accepts_params=True),
+        lambda: Command("x", "s", args=(Arg("a", "str", "h"), Arg("q", "text", "h"))),
+    ],
+)
+def test_bad_declarations_are_rejected(build: object) -> None:
+    with pytest.raises(ValueError):
+        build()  # type: ignore[operator]
+
+
+# --- the registry ------------------------------------------------------------------------------------------------
+
+
+def test_resolve_names_and_aliases_case_insensitively() -> None:
+    assert LAB.resolve("launch") is LAB.resolve("LAUNCH") is LAB.resolve(" Launch ")
+    assert LAB.resolve("ls") is LAB.resolve("runs")
+    assert LAB.resolve("SHOW") is LAB.resolve("run") is LAB.resolve("status")
+    assert LAB.resolve("?") is LAB.resolve("help")
+    assert LAB.resolve("nope") is None
+    assert "LS" in LAB and "nope" not in LAB and 3 not in LAB
+
+
+def test_registration_order_and_words() -> None:
+    assert [c.name for c in LAB] == ["launch", "runs", "status", "stop", "restart", "logs", "help"]
+    assert len(LAB) == 7
+    assert LAB.words()[:7] == [c.name for c in LAB]
+    assert {"ls", "run", "show", "?"} <= set(LAB.words())
+
+
+@pytest.mark.parametrize(
+    "clash",
+    [
+        Command("launch", "again"),
+        Command("list", "l", aliases=("ls",)),  # alias already taken by runs
+        Command("ls", "l"),  # name already an alias
+        Command("x", "x", aliases=("show",)),
+    ],
+)
+def test_register_rejects_duplicate_names_and_aliases(clash: Command) -> None:
+    registry = lab_registry()
+    with pytest.raises(ValueError, match="already taken"):
+        registry.register(clash)
+    assert len(registry) == 7 and registry.resolve(clash.name) is not clash
+
+
+def test_later_issues_plug_in_subcommands_without_touching_lab() -> None:
+    registry = lab_registry()
+    pages = registry.register(Command("pages", "open pages"))
+    assert registry.resolve("pages") is pages
+    assert LAB.resolve("pages") is None
+    assert isinstance(parse("pages", registry), Parsed)
+
+
+def test_closest() -> None:
+    assert LAB.closest("lanch") == "launch"
+    assert LAB.closest("RESTRAT") == "restart"
+    assert LAB.closest("zzzz") is None
+    assert with_admin().closest("purg") == "purge"
+    assert with_admin().closest("purg", include_admin=False) is None
+
+
+# --- labbot's subcommands ----------------------------------------------------------------------------------------
+
+
+def test_usage_lines() -> None:
+    lines = {c.name: usage(c) for c in LAB}
+    assert lines == {
+        "launch": "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--max-restarts N] [KEY=VALUE ...]",
+        "runs": "/lab runs [--status S] [--mine] [--limit N]",
+        "status": "/lab status RUN_ID",
+        "stop": "/lab stop RUN_ID",
+        "restart": "/lab restart RUN_ID",
+        "logs": "/lab logs RUN_ID [--tail N]",
+        "help": "/lab help [COMMAND]",
+    }
+    assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
+
+
+def test_permissions_and_params() -> None:
+    perms = {c.name: c.permission for c in LAB}
+    assert perms == {
+        "launch": Permission.ANYONE,
+        "runs": Permission.ANYONE,
+        "status": Permission.ANYONE,
+        "stop": Permission.OWNER,
+        "restart": Permission.OWNER,
+        "logs": Permission.ANYONE,
+        "help": Permission.ANYONE,
+    }
+    assert [c.name for c in LAB if c.accepts_params] == ["launch"]
+    assert Permission.OWNER == "owner"
+
+
+def test_every_example_parses_to_its_own_command() -> None:
+    for cmd in LAB:
+        assert cmd.examples, cmd.name
+        for example in cmd.examples:
+            result = parse(example, LAB)
+            assert isinstance(result, Parsed), (example, result)
+            assert result.command is cmd
+
+
+def test_run_statuses_match_storage() -> None:
+    from storage.models import RunStatus
+
+    assert tuple(s.value for s in RunStatus) == RUN_STATUSES
+
+
+# --- help --------------------------------------------------------------------------------------------------------
+
+
+def test_help_lists_every_subcommand_with_usage_and_summary() -> None:
+    text = help_text(LAB, is_admin=False)
+    for cmd in LAB:
+        assert f"• `{usage(cmd).replace('&', '&amp;')}` — {cmd.summary}" in text
+    assert "`/lab help SUBCOMMAND`" in text
+
+
+def test_help_hides_admin_commands_from_non_admins() -> None:
+    registry = with_admin()
+    assert "purge" not in help_text(registry, is_admin=False)
+    assert "`/lab purge` — delete old runs (admin) (also `gc`)" in help_text(registry, is_admin=True)
+    assert "purge" not in subcommands_usage(registry)
+    assert "purge" in subcommands_usage(registry, is_admin=True)
+
+
+def test_help_marks_owner_commands_for_everyone() -> None:
+    for is_admin in (False, True):
+        lines = help_text(LAB, is_admin=is_admin).splitlines()
+        stop = next(line for line in lines if "/lab stop" in line)
+        assert stop.endswith("(run owner or admin)")
+        launch = next(line for line in lines if "/lab launch" in line)
+        assert "(run owner or admin)" not in launch
+
+
+def test_help_topic_gives_detail() -> None:
+    text = help_text(LAB, is_admin=False, topic="launch")
+    assert text.splitlines()[0] == f"*`{usage(LAB.resolve('launch'))}`*"  # type: ignore[arg-type]
+    for part in ("Who: anyone", "*Arguments*", "`JOB`", "*Options*", "`--stall-after DUR`", "*Parameters*"):
+        assert part in text
+    assert "• `/lab launch tiny-lm steps=200 lr=3e-4`" in text
+    runs = help_text(LAB, is_admin=False, topic="LS")
+    assert "(default: 20)" in runs and "Also: `/lab ls`" in runs
+    assert "Who: the run's owner or an admin" in help_text(LAB, is_admin=False, topic="stop")
+    assert "(optional)" in help_text(LAB, is_admin=False, topic="help")
+
+
+def test_help_topic_unknown_or_hidden() -> None:
+    text = help_text(LAB, is_admin=False, topic="lanch")
+    assert text.startswith("unknown subcommand 'lanch' — did you mean 'launch'?")
+    assert "`/lab runs" in text
+    registry = with_admin()
+    assert help_text(registry, is_admin=False, topic="purge").startswith("unknown subcommand 'purge'")
+    assert "did you mean" not in help_text(registry, is_admin=False, topic="purge")
+    assert help_text(registry, is_admin=True, topic="gc").startswith("*`/lab purge`*")
+    assert help_text(LAB, is_admin=False, topic="  ") == help_text(LAB, is_admin=False)
+
+
+def test_help_renamed_and_footer() -> None:
+    text = help_text(LAB, is_admin=False, command_name="/ml", footer=["Notion: off (set NOTION_TOKEN)", "Linear: on"])
+    assert "/lab" not in text
+    assert "`/ml stop RUN_ID`" in text
+    assert text.splitlines()[-2:] == ["Notion: off (set NOTION_TOKEN)", "Linear: on"]
+    assert "a run id, as `/ml runs` lists them" in help_text(LAB, is_admin=False, command_name="/ml", topic="stop")
+
+
+def test_help_escapes_mrkdwn_specials() -> None:
+    registry = Registry([Command("x", "a <b> & c")])
+    assert "a &lt;b&gt; &amp; c" in help_text(registry, is_admin=False)

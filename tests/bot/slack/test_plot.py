@@ -1,0 +1,93 @@
+"""The loss-curve PNG (bot/slack/blocks/plot.py): valid PNGs for every input, fast, and safe across threads."""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from matplotlib.image import imread
+
+from bot.slack.blocks import loss_plot_png
+from bot.slack.blocks.plot import ema
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    assert png.startswith(PNG_MAGIC)
+    assert png[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def curve(n: int, start: int = 1) -> list[tuple[int, float]]:
+    return [(s, 4.0 * math.exp(-s / 300) + 0.8 + 0.05 * math.sin(s)) for s in range(start, start + n)]
+
+
+def test_a_curve_is_an_8x4_inch_png_at_100_dpi() -> None:
+    png = loss_plot_png(curve(30), title="tiny-lm — loss")
+    assert png_size(png) == (800, 400)
+    pixels = imread(io.BytesIO(png))
+    assert pixels.std() > 0.01  # something was drawn
+
+
+def test_empty_input_is_a_small_png_saying_no_data() -> None:
+    png = loss_plot_png([], title="tiny-lm — loss")
+    width, height = png_size(png)
+    assert width < 800 and height < 400
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_points_are_skipped_and_marked(bad: float) -> None:
+    points = [*curve(100), (101, bad), (102, bad)]
+    png = loss_plot_png(points, title="diverged", attempts=[(1, 1), (2, 60)])
+    assert png_size(png) == (800, 400)
+    pixels = imread(io.BytesIO(png))
+    red = (pixels[..., 0] > 0.75) & (pixels[..., 1] < 0.3) & (pixels[..., 2] < 0.3)
+    assert red.sum() > 100  # the red vertical marker at the first non-finite step
+    assert loss_plot_png(points, title="diverged") != loss_plot_png(curve(100), title="diverged")
+
+
+def test_only_non_finite_points_and_a_single_point_still_render() -> None:
+    assert png_size(loss_plot_png([(1, float("nan")), (2, float("nan"))], title="x")) == (800, 400)
+    assert png_size(loss_plot_png([(7, 2.5)], title="x")) == (800, 400)
+
+
+def test_restart_lines_change_the_picture() -> None:
+    plain = loss_plot_png(curve(200), title="t")
+    assert loss_plot_png(curve(200), title="t", attempts=[(1, 1), (2, 90)]) != plain
+    assert loss_plot_png(curve(200), title="t", attempts=[(1, 1)]) == plain  # the first attempt is not a restart
+
+
+def test_ema_is_debiased_and_smooths() -> None:
+    assert ema([5.0, 5.0, 5.0], 0.1) == pytest.approx([5.0, 5.0, 5.0])
+    noisy = [1.0 if i % 2 else 3.0 for i in range(200)]
+    assert max(ema(noisy, 0.05)[100:]) - min(ema(noisy, 0.05)[100:]) < 0.2
+
+
+def test_ten_thousand_points_under_two_seconds() -> None:
+    points = curve(10_000)
+    loss_plot_png(curve(10), title="warm-up")  # font cache and first-draw costs are not what is measured
+    started = time.perf_counter()
+    png = loss_plot_png(points, title="long run", attempts=[(2, 4000), (3, 8000)])
+    assert time.perf_counter() - started < 2.0
+    assert png_size(png) == (800, 400)
+
+
+def test_safe_from_several_threads_at_once() -> None:
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible to shake out shared state
+    try:
+        expected = {n: loss_plot_png(curve(n), title=f"run {n}") for n in (40, 120, 500)}
+        jobs = [40, 120, 500] * 6
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            results = list(pool.map(lambda n: (n, loss_plot_png(curve(n), title=f"run {n}")), jobs))
+    finally:
+        sys.setswitchinterval(switch)
+    for n, png in results:
+        assert png == expected[n]  # same bytes as a render with nothing else running

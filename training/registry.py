@@ -29,6 +29,7 @@ TINY_LM = JobSpec(
     params={
         "steps": 200,
         "checkpoint_every": 50,
+        "log_every": 10,
         "num_workers": 0,
         "batch_size": 16,
         "lr": 3e-3,

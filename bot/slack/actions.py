@@ -18,13 +18,13 @@ from bot.cli import render
 from bot.commands import Parsed, usage
 from bot.config import SlackSettings
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
-from bot.slack.blocks.limits import fits_in_messages
 from bot.slack.threads import RunThreads
 from training.errors import LabbotError
 from training.service import RunService
 from training.specs import LaunchRequest
 
 log = logging.getLogger(__name__)
+LOGS_INLINE_SECTIONS = 4  # longer logs are a file: a wall of ephemeral text helps nobody
 
 
 @dataclass
@@ -125,8 +125,9 @@ class LabActions:
         tail = parsed.options.get("tail") or 50
         text = await to_thread.run_sync(lambda: self.service.logs(run_id, tail=tail))
         body = f"```\n{text or '(no output yet)'}\n```"
-        if fits_in_messages(body, max_messages=1):
-            await self.tell(who, f"logs of {run_id}", text_blocks(body)[0])
+        messages = text_blocks(body)
+        if len(messages) == 1 and len(messages[0]) <= LOGS_INLINE_SECTIONS:
+            await self.tell(who, f"logs of {run_id}", messages[0])
             return
         # too long for a message: a file, in the run's thread when it has one
         channel, thread_ts = self.threads.thread_of(run_id) or (who.channel, None)

@@ -1,0 +1,265 @@
+"""The Slack front-end in HTTP mode, end to end: a real `labbot serve` with its Bolt app at POST /slack/events,
+signed requests as Slack sends them, the real slack_sdk client talking to a local Slack Web API fake, a real Ray head.
+
+The story: `/lab launch tiny-lm` → run card in the channel → thread updates → loss plot upload → completion summary;
+and what it must withstand (forged/stale requests, retries, double clicks, bots, 429/5xx, bad input, limits)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fakes.slack import SlackFake
+from support import Serve, wait_for
+
+from bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
+from training.ray_cluster import RayConnection
+
+SECRET = "test-signing-secret"
+OWNER, OTHER, ADMIN = "U0ALICE001", "U0BOB00001", "U0ADMIN001"
+TOML = f"""
+[slack]
+card_every = "2s"
+progress_every = "3s"
+plot_milestones = [50]
+
+[roles]
+admins = ["{ADMIN}"]
+
+[jobs.sleeper]
+entrypoint = "sleep 300"
+description = "holds a run open"
+"""
+
+
+class SlackSide:
+    def __init__(self, fake: SlackFake, serve: Serve) -> None:
+        self.fake = fake
+        self.serve = serve
+        self.ws = Workspace(team_id=fake.team_id, app_id=fake.app_id, channel=fake.default_channel)
+        self.http = httpx.Client(timeout=30)
+
+    def post(
+        self,
+        body: str,
+        *,
+        content_type: str = "application/x-www-form-urlencoded",
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        h = signed(body, SECRET, content_type=content_type) if headers is None else headers
+        start = time.monotonic()
+        r = self.http.post(f"{self.serve.url}/slack/events", content=body.encode(), headers=h)
+        assert time.monotonic() - start < 3, "Slack needs an answer within 3 s"
+        return r
+
+    def command(self, text: str, user: str = OWNER) -> httpx.Response:
+        return self.post(slash_command(self.ws, user=user, user_name=user.lower(), text=text))
+
+    def click(self, verb: str, run_id: str, user: str = OWNER) -> httpx.Response:
+        ts = self.card(run_id).ts
+        return self.post(button_click(self.ws, user=user, action_id=f"run_{verb}", value=run_id, message_ts=ts))
+
+    def card(self, run_id: str) -> Any:
+        for m in self.fake.messages(self.ws.channel):
+            if m.bot_id and any(
+                el.get("value") == run_id for b in m.blocks if b.get("type") == "actions" for el in b["elements"]
+            ):
+                return m
+        return None
+
+    def thread(self, run_id: str) -> list[Any]:
+        return self.fake.messages(self.ws.channel, thread_ts=self.card(run_id).ts)[1:]
+
+    def ephemerals(self, user: str = OWNER) -> list[str]:
+        return [m.text for m in self.fake.ephemeral_messages(self.ws.channel, user)]
+
+    def launched(self, text: str, user: str = OWNER) -> str:
+        """Launch from Slack; return the run id once its card is in the channel."""
+        before = {m.ts for m in self.fake.messages(self.ws.channel)}
+        assert self.command(text, user).status_code == 200
+        card = wait_for(
+            lambda: next((m for m in self.fake.messages(self.ws.channel) if m.ts not in before and m.bot_id), None),
+            timeout=30,
+            what="the run card",
+        )
+        return next(el["value"] for b in card.blocks if b.get("type") == "actions" for el in b["elements"])
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.serve.client() as api:
+            return api.get(f"/runs/{run_id}").json()["run"]
+
+
+@pytest.fixture(scope="module")
+def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[SlackSide]:
+    home = tmp_path_factory.mktemp("slack-home")
+    (home / "labbot.toml").write_text(TOML)
+    fake = SlackFake(users={OWNER: "alice", OTHER: "bob", ADMIN: "admin"})
+    url = fake.start()
+    env = {
+        "SLACK_BOT_TOKEN": fake.bot_token,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": url,
+        "LABBOT_CONFIG": str(home / "labbot.toml"),
+    }
+    serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
+    side = SlackSide(fake, serve)
+    try:
+        yield side
+        fake.check_against_spec()  # every call labbot made has the shape Slack's published spec gives it
+    finally:
+        serve.stop()
+        fake.stop()
+
+
+def test_launch_from_slack_card_thread_plot_summary(slack: SlackSide) -> None:
+    run_id = slack.launched("launch tiny-lm steps=400 checkpoint_every=100")
+    card = slack.card(run_id)
+    assert "tiny-lm" in card.text and any(b["type"] == "actions" for b in card.blocks)
+    run = slack.run(run_id)
+    assert run["owner"] == OWNER and run["thread_ts"] == card.ts and run["channel"] == slack.ws.channel
+
+    def finished() -> bool:
+        texts = [m.text for m in slack.thread(run_id)]
+        return any("finished" in t for t in texts)
+
+    wait_for(finished, timeout=120, interval=0.5, what="the completion summary in the thread")
+    thread = slack.thread(run_id)
+    texts = [m.text for m in thread]
+    assert "launched" in texts[0]  # the launch confirmation opens the thread
+    files = [f for m in thread for f in m.files]
+    assert files and all(f["name"].endswith(".png") for f in files)  # loss plot(s): 50% and final
+    png = slack.fake.file_bytes(files[-1]["id"])
+    assert png.startswith(b"\x89PNG")
+    card = slack.card(run_id)
+    assert card.edited and "succeeded" in json.dumps(card.blocks)  # the card was kept current
+    assert len(slack.fake.calls_to("chat.update")) < 15, "card updates must be rate-limited"
+
+
+def test_forged_unsigned_and_stale_requests_are_refused(slack: SlackSide) -> None:
+    before = len(slack.fake.calls)
+    body = slash_command(slack.ws, user=OWNER, user_name="alice", text="launch sleeper")
+    forged = signed(body, "not-the-secret")
+    stale = signed(body, SECRET, timestamp=int(time.time()) - 6 * 60)
+    for headers in (forged, stale, {"Content-Type": "application/x-www-form-urlencoded"}):
+        assert slack.post(body, headers=headers).status_code == 401
+    time.sleep(0.5)  # nothing may happen after the refusal either; give it a moment to (not) happen
+    assert len(slack.fake.calls) == before
+    with slack.serve.client() as api:
+        assert not [r for r in api.get("/runs").json()["runs"] if r["job"] == "sleeper"]
+
+
+def test_bad_input_gets_an_ephemeral_answer_and_does_nothing(slack: SlackSide) -> None:
+    cases = [
+        ("lanch tiny-lm", "did you mean 'launch'"),
+        ("stop", "needs RUN_ID"),
+        ("launch tiny-lm steps=ten", "expects an integer"),
+        ("launch nosuchjob", "unknown job 'nosuchjob'"),
+        ("status zzzzzz", "unknown run 'zzzzzz'"),
+        ("launch tiny-lm --stall-after soon", "duration"),
+    ]
+    with slack.serve.client() as api:
+        runs_before = len(api.get("/runs").json()["runs"])
+    for text, expected in cases:
+        r = slack.command(text)
+        answered = r.text if r.content else ""
+        wait_for(
+            lambda e=expected, a=answered: e in a or any(e in t for t in slack.ephemerals()),
+            timeout=10,
+            what=f"an ephemeral answer to {text!r} saying {expected!r}",
+        )
+    with slack.serve.client() as api:
+        assert len(api.get("/runs").json()["runs"]) == runs_before
+
+
+def test_permission_retries_double_clicks(slack: SlackSide) -> None:
+    run_id = slack.launched("launch sleeper")
+    wait_for(lambda: slack.run(run_id)["status"] == "running", timeout=30, what="the sleeper to run")
+    # someone else may not stop it, by command or by button
+    slack.command(f"stop {run_id}", user=OTHER)
+    slack.click("stop", run_id, user=OTHER)
+    wait_for(lambda: len([t for t in slack.ephemerals(OTHER) if "only the run's owner" in t]) >= 2, what="refusals")
+    assert slack.run(run_id)["status"] == "running"
+    # the owner double-clicks Stop: acted on once
+    slack.click("stop", run_id)
+    slack.click("stop", run_id)
+    wait_for(lambda: slack.run(run_id)["status"] == "stopped", what="the stop")
+    wait_for(lambda: "stopped the run" in json.dumps(slack.card(run_id).blocks), what="the card to show who stopped it")
+    time.sleep(1)
+    assert json.dumps(slack.card(run_id).blocks).count("stopped the run") == 1
+    assert len([t for t in slack.ephemerals(OWNER) if "stopped the run" in t]) == 1
+    # an admin may restart someone else's run
+    slack.command(f"restart {run_id}", user=ADMIN)
+    wait_for(lambda: slack.run(run_id)["attempt"] == 2, what="the admin's restart")
+    slack.command(f"stop {run_id}")
+
+
+def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
+    run_id = slack.launched("launch sleeper")
+    root = slack.card(run_id).ts
+    msg = slack.fake.user_message(slack.ws.channel, OTHER, "why is the loss flat?", thread_ts=root)
+    event = slack.fake.validated_event(msg, event_id="Ev0REPLY1")
+    body = json.dumps(event)
+    assert slack.post(body, content_type=JSON).status_code == 200
+    retry = signed(body, SECRET, content_type=JSON) | {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    assert slack.post(body, content_type=JSON, headers=retry).status_code == 200
+    wait_for(lambda: any("No agent is configured" in m.text for m in slack.thread(run_id)), what="the no-agent note")
+    # a bot's message in the thread (another bot, or labbot itself) triggers nothing
+    bot_msg = slack.fake.user_message(slack.ws.channel, OTHER, "beep", thread_ts=root)
+    bot_event = slack.fake.event_payload(bot_msg, event_id="Ev0BOT0001")
+    bot_event["event"]["bot_id"] = "B0OTHERBOT"
+    slack.post(json.dumps(bot_event), content_type=JSON)
+    second = slack.fake.user_message(slack.ws.channel, OWNER, "second reply", thread_ts=root)
+    slack.post(json.dumps(slack.fake.validated_event(second, event_id="Ev0REPLY2")), content_type=JSON)
+    time.sleep(1)
+    notes = [m for m in slack.thread(run_id) if "No agent is configured" in m.text]
+    assert len(notes) == 1, "said once per thread"
+    from storage.db import Database
+    from storage.models import ThreadMessage
+
+    db = Database(f"sqlite:///{slack.serve.home / 'labbot.db'}")
+    with db.session() as s:
+        texts = [m.text for m in s.query(ThreadMessage).filter_by(run_id=run_id).order_by(ThreadMessage.id)]
+    assert texts == ["why is the loss flat?", "second reply"]  # the retry and the bot's message are not stored
+    slack.command(f"stop {run_id}")
+
+
+def test_slack_429_and_500_are_retried_without_duplicates(slack: SlackSide) -> None:
+    slack.fake.fail("chat.postMessage", status=429, retry_after=1)
+    slack.fake.fail("chat.postMessage", status=500)
+    run_id = slack.launched("launch sleeper")
+    time.sleep(1)
+    cards = [m for m in slack.fake.messages(slack.ws.channel) if m.bot_id and run_id in json.dumps(m.blocks)]
+    assert len(cards) == 1, "one card, not one per attempt"
+    failed = [c for c in slack.fake.calls_to("chat.postMessage") if c.failed]
+    assert len(failed) >= 2
+    slack.command(f"stop {run_id}")
+
+
+def test_long_logs_are_uploaded_not_rejected(slack: SlackSide) -> None:
+    run_id = slack.launched("launch tiny-lm steps=2000 log_every=1")
+    wait_for(lambda: (slack.run(run_id)["step"] or 0) > 900, timeout=120, what="a thousand log lines")
+    r = slack.command(f"logs {run_id} --tail 5000")
+    assert r.status_code == 200 and not r.content, r.text
+    wait_for(
+        lambda: any(f["name"] == f"{run_id}-logs.txt" for m in slack.thread(run_id) for f in m.files),
+        timeout=20,
+        what="the logs file in the thread",
+    )
+    slack.command(f"stop {run_id}")
+
+
+def test_manifest_grants_what_labbot_uses() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((Path(__file__).resolve().parents[2] / "slack-manifest.yaml").read_text())
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert {"chat:write", "commands", "files:write", "app_mentions:read", "channels:history"} <= scopes
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/lab"]
+    settings = manifest["settings"]
+    assert {"app_mention", "message.channels"} <= set(settings["event_subscriptions"]["bot_events"])
+    assert settings["interactivity"]["is_enabled"] and settings["socket_mode_enabled"]

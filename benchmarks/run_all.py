@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["telemetry_overhead.py", "ingest.py", "launch.py"]
+SCRIPTS = ["telemetry_overhead.py", "ingest.py", "launch.py", "slack_ack.py", "slack_calls.py"]
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -120,6 +121,15 @@ async def background(plane: ControlPlane) -> AsyncIterator[None]:
             await task
 
 
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (uvicorn[standard] brings it): faster acks under a burst of Slack requests."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """INFO to stderr; with ``quiet`` (the console, whose terminal shows the channel) only warnings go there and
     the rest to ``LABBOT_HOME/labbot.log``."""
@@ -147,6 +157,10 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
     configure_logging(settings, quiet=console is not None)
     plane = ControlPlane.build(settings, slack=slack)
     app = plane.app()
+    # everything imported and built so far lives as long as the process: keep the cyclic GC from walking it
+    # again and again (ray, sqlalchemy, slack_bolt make a big heap; a full collection stalls Slack's acks)
+    gc.collect()
+    gc.freeze()
 
     async def main() -> None:
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="off")
@@ -181,7 +195,8 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
     # uvicorn re-raises the signal that stopped it; make SIGTERM an exception so the finally below runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(main())
     finally:
         plane.close()
         log.info("labbot control plane stopped")

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ray.job_submission import JobSubmissionClient  # heavy (≈1 s): imported with the control plane, not
+
+# lazily on a worker thread, where it would hold the GIL while the event loop is answering Slack
 from training.errors import Conflict, RayUnavailable
 from training.ray_cluster import RayConnection
 
@@ -85,8 +88,6 @@ class RayLauncher:
 
         def attempt() -> T:
             if self._client is None:
-                from ray.job_submission import JobSubmissionClient  # heavy import: only when Ray is used
-
                 self._client = JobSubmissionClient(self.address, headers=dict(self.connection.headers))
             return fn(self._client)
 

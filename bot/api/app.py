@@ -142,6 +142,7 @@ def create_app(
         return JSONResponse({"accepted": accepted})
 
     routes = [
+        *extra_routes,  # first: POST /slack/events is the route under a burst (Slack's 3 s)
         Route("/healthz", healthz),
         Route("/api/v1/jobs", admin(jobs)),
         Route("/api/v1/runs", admin(list_runs), methods=["GET"]),
@@ -152,7 +153,6 @@ def create_app(
         Route("/api/v1/runs/{run_id}/logs", admin(logs)),
         Route("/api/v1/runs/{run_id}/metrics/{name}", admin(metric)),
         Route("/api/v1/runs/{run_id}/telemetry", telemetry, methods=["POST"]),
-        *extra_routes,  # POST /slack/events when Slack is configured (HTTP mode)
     ]
     return Starlette(routes=routes)
 

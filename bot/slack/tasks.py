@@ -11,13 +11,30 @@ log = logging.getLogger(__name__)
 
 
 class TaskSet:
-    """Keeps a reference to every spawned task (asyncio only keeps weak ones) and logs what fails."""
+    """Keeps a reference to every spawned task (asyncio only keeps weak ones), logs what fails, and runs at most
+    ``concurrency`` at a time: a burst of commands queues its work instead of starving the acks of the next ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, concurrency: int = 4, *, quiet_s: float = 0.05, max_defer_s: float = 2.0) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
+        self.quiet_s = quiet_s
+        self.max_defer_s = max_defer_s
+        self._last_request = 0.0
+
+    def touch(self) -> None:
+        """A Slack request arrived: background work yields to acks while a burst lasts (at most max_defer_s)."""
+        self._last_request = asyncio.get_running_loop().time()
+
+    async def _limited(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.max_defer_s
+        while (quiet_for := loop.time() - self._last_request) < self.quiet_s and loop.time() < give_up:
+            await asyncio.sleep(self.quiet_s - quiet_for)
+        async with self._slots:
+            return await coro
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task = asyncio.get_running_loop().create_task(self._limited(coro), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task

@@ -33,13 +33,19 @@ NO_AGENT = (
 def build_app(
     *,
     client: AsyncWebClient,
-    signing_secret: str,
+    signing_secret: str | None,
     actions: LabActions,
     threads: RunThreads,
     tasks: TaskSet,
     command: str = "/lab",
 ) -> AsyncApp:
-    app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
+    # Socket Mode alone has no signing secret: Slack's websocket is authenticated by the app token instead
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret,
+        request_verification_enabled=signing_secret is not None,
+        process_before_response=False,
+    )
     events_seen = SeenKeys(ttl_s=3600)
     clicks_seen = SeenKeys(ttl_s=10)
 

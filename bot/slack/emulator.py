@@ -32,10 +32,11 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from bot.slack.emulator_methods import SlackWorkspace
 from bot.slack.emulator_model import ApiError, Call, EmulatorEvent, Failure, Message, UploadedFile, User
+from bot.slack.emulator_socket import SocketHub
 from bot.slack.emulator_workspace import DEFAULT_CHANNEL_ID, DEFAULT_USERS
 
 __all__ = [
@@ -92,10 +93,12 @@ class SlackEmulator(SlackWorkspace):
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self.socket = SocketHub()  # Socket Mode: apps.connections.open → a websocket on this emulator
         self.app = Starlette(
             routes=[
                 Route("/api/{method:str}", self._api, methods=["GET", "POST"]),
                 Route("/upload/v1/{file_id:str}", self._upload, methods=["POST"], name="upload"),
+                WebSocketRoute("/socket/{conn:str}", self.socket.endpoint),
             ]
         )
 
@@ -166,6 +169,14 @@ class SlackEmulator(SlackWorkspace):
             return JSONResponse(body, status_code=failure.status, headers=extra)
 
         status, body = 200, {}
+        if method == "apps.connections.open":  # Socket Mode: takes the app-level token, not the bot's
+            if not token or not token.startswith(self.socket.app_token_prefix):
+                body = {"ok": False, "error": "invalid_auth"}
+            else:
+                ws_base = f"ws://{request.url.netloc}"
+                body = {"ok": True, "url": self.socket.open(ws_base)}
+            self._record(Call(method, params, headers, arrived, status, body))
+            return JSONResponse(body)
         try:
             if method not in self.methods:
                 raise ApiError("unknown_method")

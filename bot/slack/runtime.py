@@ -30,6 +30,7 @@ from bot.slack.app import build_app
 from bot.slack.tasks import TaskSet
 from bot.slack.thread_plan import Cadence
 from bot.slack.threads import RunThreads
+from training.errors import BadRequest
 from training.service import RunService
 from training.telemetry_store import TelemetryStore
 
@@ -62,8 +63,11 @@ class SlackRuntime:
     def build(
         cls, settings: SlackSettings, service: RunService, telemetry: TelemetryStore, *, tick_s: float = 2.0
     ) -> SlackRuntime:
-        if not settings.bot_token or not settings.signing_secret:
-            raise ValueError("the Slack runtime needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
+        if not settings.bot_token or not (settings.signing_secret or settings.app_token):
+            raise BadRequest(
+                "Slack needs SLACK_BOT_TOKEN and, to receive requests, SLACK_SIGNING_SECRET (HTTP mode) "
+                "or SLACK_APP_TOKEN (Socket Mode)"
+            )
         client = web_client(settings.bot_token, settings.api_url)
         cadence = Cadence(
             card_every_s=settings.card_every_s,
@@ -84,7 +88,10 @@ class SlackRuntime:
         return cls(settings, client, app, threads, actions, tasks, tick_s)
 
     def routes(self) -> list[Route]:
-        """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode)."""
+        """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode). Without a signing
+        secret (Socket Mode only) there is no HTTP door: unsigned requests are never accepted."""
+        if not self.settings.signing_secret:
+            return []
         handler = AsyncSlackRequestHandler(self.app)
 
         async def endpoint(request: Request) -> Response:

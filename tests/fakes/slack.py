@@ -74,8 +74,8 @@ def _sdk_params(method: str) -> tuple[frozenset[str], frozenset[str]] | None:
         return None
     allowed, required = set(), set()
     for name, param in inspect.signature(fn).parameters.items():
-        if name == "self" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-            continue
+        if name in ("self", "app_token") or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue  # app_token (apps.connections.open) travels as the bearer token, like token
         allowed.add(name)
         if param.default is param.empty:
             required.add(name)

@@ -83,6 +83,8 @@ class ControlPlane:
     async def reconcile_forever(self) -> None:
         ray_down = False
         while True:
+            if self.slack is not None:
+                await self.slack.tasks.quiet()  # Slack's acks first: reconciling can wait out a burst
             try:
                 changed = await to_thread.run_sync(self.service.reconcile)
                 if ray_down:

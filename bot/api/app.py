@@ -85,7 +85,7 @@ def create_app(
         }
 
     async def list_runs(request: Request) -> Any:
-        limit = _int_query(request, "limit", 50, lo=1, hi=1000)
+        limit = _int_query(request, "limit", 50, lo=1, hi=10_000)
         status = request.query_params.get("status") or None
         return {"runs": await _blocking(service.runs, status=status, limit=limit)}
 

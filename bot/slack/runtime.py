@@ -101,6 +101,7 @@ class SlackRuntime:
 
     async def keep_threads(self) -> None:
         while True:
+            await self.tasks.quiet()
             try:
                 await self.threads.tick()
             except Exception:

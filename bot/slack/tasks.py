@@ -14,7 +14,7 @@ class TaskSet:
     """Keeps a reference to every spawned task (asyncio only keeps weak ones), logs what fails, and runs at most
     ``concurrency`` at a time: a burst of commands queues its work instead of starving the acks of the next ones."""
 
-    def __init__(self, concurrency: int = 4, *, quiet_s: float = 0.05, max_defer_s: float = 2.0) -> None:
+    def __init__(self, concurrency: int = 4, *, quiet_s: float = 0.2, max_defer_s: float = 2.0) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self.quiet_s = quiet_s
@@ -25,11 +25,16 @@ class TaskSet:
         """A Slack request arrived: background work yields to acks while a burst lasts (at most max_defer_s)."""
         self._last_request = asyncio.get_running_loop().time()
 
-    async def _limited(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    async def quiet(self) -> None:
+        """Wait until no Slack request arrived for ``quiet_s`` (at most ``max_defer_s``): work that can wait —
+        background commands, thread upkeep, reconciling — yields to acks while a burst lasts."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.max_defer_s
         while (quiet_for := loop.time() - self._last_request) < self.quiet_s and loop.time() < give_up:
             await asyncio.sleep(self.quiet_s - quiet_for)
+
+    async def _limited(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        await self.quiet()
         async with self._slots:
             return await coro
 

@@ -200,8 +200,8 @@ class Console:
                 return
         # end of piped input: let what was launched here finish, so a script sees the whole story
         deadline = asyncio.get_running_loop().time() + wait_s
-        waiting = await to_thread.run_sync(self.unfinished)
-        if waiting or self.busy():
+        await asyncio.sleep(0.5)  # commands typed last are still being carried out
+        if await to_thread.run_sync(self.unfinished):
             print("(end of input: waiting for the runs launched here to finish — Ctrl-C leaves now)", flush=True)
         while asyncio.get_running_loop().time() < deadline:
             if not self.busy() and not await to_thread.run_sync(self.unfinished):

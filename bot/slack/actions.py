@@ -100,6 +100,9 @@ class LabActions:
         runs = await to_thread.run_sync(lambda: self.service.runs(status=status, limit=limit))
         if parsed.options.get("mine"):
             runs = [r for r in runs if r["owner"] == who.user]
+        if not runs:
+            await self.tell(who, f"no runs yet — launch one with `{self.settings.command} launch tiny-lm`")
+            return
         text = "```\n" + render.runs_table(runs) + "\n```"
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, f"{len(runs)} runs", blocks)

@@ -37,14 +37,6 @@ def decode_float(value: Any) -> float:
     raise ValueError(f"expected a number or one of NaN, Infinity, -Infinity; got {value!r}")
 
 
-def encode_metrics(metrics: dict[str, float]) -> dict[str, float | str]:
-    return {name: encode_float(v) for name, v in metrics.items()}
-
-
-def decode_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    return {name: decode_float(v) for name, v in metrics.items()}
-
-
 class NanFloat(TypeDecorator[float]):
     """A double column that round-trips NaN (stored as NULL: the column holds no other NULLs)."""
 

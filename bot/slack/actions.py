@@ -15,7 +15,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.cli import render
-from bot.commands import Parsed, usage
+from bot.commands import LAB, Parsed, help_text, usage
 from bot.config import SlackSettings
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from bot.slack.threads import RunThreads
@@ -110,7 +110,7 @@ class LabActions:
     async def _do_status(self, parsed: Parsed, who: Asker) -> None:
         run = await to_thread.run_sync(self.service.get, parsed.args["run_id"])
         text, blocks = run_card(run)
-        thread = self.threads.thread_of(run["id"])
+        thread = await to_thread.run_sync(self.threads.thread_of, run["id"])
         if thread:
             link = await self._permalink(*thread)
             if link:
@@ -133,15 +133,13 @@ class LabActions:
             await self.tell(who, f"logs of {run_id}", messages[0])
             return
         # too long for a message: a file, in the run's thread when it has one
-        channel, thread_ts = self.threads.thread_of(run_id) or (who.channel, None)
+        channel, thread_ts = await to_thread.run_sync(self.threads.thread_of, run_id) or (who.channel, None)
         await self.client.files_upload_v2(
             channel=channel, thread_ts=thread_ts, content=text, filename=f"{run_id}-logs.txt", title=f"logs of {run_id}"
         )
         await self.tell(who, f"the last {tail} lines of `{run_id}`'s logs are in a file in its thread")
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
-        from bot.commands import LAB, help_text
-
         topic = parsed.args.get("command")
         await self.tell(
             who, help_text(LAB, is_admin=self.is_admin(who.user), command_name=self.settings.command, topic=topic)

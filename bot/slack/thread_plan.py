@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -47,7 +47,6 @@ class Plan:
     plot_milestone: int | None = None  # a milestone percent to plot now (the latest one passed)
     milestones_passed: tuple[int, ...] = ()  # every milestone this plot covers: none is plotted later
     summary: bool = False  # the run ended: final plot and summary
-    notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:

@@ -244,11 +244,6 @@ class RunThreads:
         except IntegrityError:
             return None  # the same message delivered twice: stored once
 
-    def replies(self, run_id: str) -> list[dict[str, str]]:
-        with self.db.session() as s:
-            q = select(ThreadMessage).where(ThreadMessage.run_id == run_id).order_by(ThreadMessage.id)
-            return [{"user": m.user, "text": m.text, "ts": m.ts} for m in s.scalars(q)]
-
     def thread_of(self, run_id: str) -> tuple[str, str] | None:
         row = self._row(run_id)
         return (row.channel, row.card_ts) if row else None

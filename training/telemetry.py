@@ -241,10 +241,9 @@ class Telemetry:
             if self._closed:
                 return
             ts = time.time()
-            istep = _step(step)
+            istep = self._checked_step(step, "a point")
             if istep is None:
                 self._invalid += 1
-                self._warn_once("step", f"dropped a point: step {step!r:.40} is not a non-negative integer")
                 return
             values: dict[str, float | str] = {}
             for name, raw in metrics.items():
@@ -270,15 +269,20 @@ class Telemetry:
         except Exception:
             pass
 
+    def _checked_step(self, step: Any, what: str) -> int | None:
+        istep = _step(step)
+        if istep is None:
+            self._warn_once("step", f"dropped {what}: step {step!r:.40} is not a non-negative integer")
+        return istep
+
     def checkpoint(self, step: int, path: str | None = None) -> None:
         """Record a checkpoint event (sent promptly, with the next batch). Never raises."""
         try:
             if self._closed:
                 return
             ts = time.time()
-            istep = _step(step)
+            istep = self._checked_step(step, "an event")
             if istep is None:
-                self._warn_once("step", f"dropped an event: step {step!r:.40} is not a non-negative integer")
                 return
             spath = None if path is None else str(path)[:MAX_PATH_CHARS]
             self._events.append(("checkpoint", istep, ts, spath))

@@ -6,18 +6,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.humanize import duration
+
 
 def age(iso: str | None, now: datetime | None = None) -> str:
     if not iso:
         return "-"
-    seconds = int(((now or datetime.now(UTC)) - datetime.fromisoformat(iso)).total_seconds())
-    if seconds < 60:
-        return f"{max(seconds, 0)}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
-    return f"{seconds // 86400}d"
+    seconds = ((now or datetime.now(UTC)) - datetime.fromisoformat(iso)).total_seconds()
+    return duration(max(seconds, 0.0), unknown="-")
 
 
 def metric(value: Any, digits: int = 4) -> str:

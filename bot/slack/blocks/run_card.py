@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.humanize import duration
+
 Block = dict[str, Any]
 
 TERMINAL = frozenset({"succeeded", "failed", "stopped"})
@@ -89,20 +91,6 @@ def throughput(value: Any) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.1f}{unit} tok/s"
     return f"{v:.0f} tok/s"
-
-
-def duration(seconds: float | None) -> str:
-    """ "45s", "12m", "1h 05m", "2d 3h"; "—" when unknown."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return DASH
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d {(s % 86400) // 3600}h"
 
 
 def parse_time(iso: str | None) -> datetime | None:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
@@ -50,10 +51,22 @@ def dashboard_alive(address: str, token: str | None, timeout: float = 2.0) -> bo
     return r.status_code == 200
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every socket stays bound until all are chosen, so none is handed out twice."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
+
+
+_PORT_ERRORS = re.compile(r"address already in use|is trying to use a port number|failed to bind", re.IGNORECASE)
+
+
+class _PortTaken(Exception):
+    """The head exited at start because one of its chosen ports was taken meanwhile."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -105,18 +118,28 @@ class EmbeddedRayHead:
             return RayConnection(str(state["address"]), token, embedded=True)
         return self._start(token)
 
-    def _start(self, token: str) -> RayConnection:
+    def _start(self, token: str, attempts: int = 3) -> RayConnection:
+        """Start the head; a port taken by another process between choosing and binding it means a retry."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(token)
+            except _PortTaken as exc:
+                log.warning("the local Ray head could not bind its ports (try %d of %d): %s", attempt, attempts, exc)
+        raise RuntimeError(f"the local Ray head could not bind free ports after {attempts} tries; see {self.dir}")
+
+    def _start_once(self, token: str) -> RayConnection:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        dashboard_port, gcs_port = _free_port(), _free_port()
-        ports = {
-            "--dashboard-agent-listen-port": _free_port(),
-            "--dashboard-agent-grpc-port": _free_port(),
-            "--runtime-env-agent-port": _free_port(),
-            "--metrics-export-port": _free_port(),
-            "--ray-client-server-port": _free_port(),
-            "--node-manager-port": _free_port(),
-            "--object-manager-port": _free_port(),
-        }
+        dashboard_port, gcs_port, *component_ports = _free_ports(9)
+        flags = (
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--runtime-env-agent-port",
+            "--metrics-export-port",
+            "--ray-client-server-port",
+            "--node-manager-port",
+            "--object-manager-port",
+        )
+        ports = dict(zip(flags, component_ports, strict=True))
         ray_bin = Path(sys.executable).with_name("ray")
         cmd = [
             str(ray_bin) if ray_bin.exists() else "ray",
@@ -140,6 +163,7 @@ class EmbeddedRayHead:
         env.pop("RAY_ADDRESS", None)
         address = f"http://127.0.0.1:{dashboard_port}"
         log_path = self.dir / "head.log"
+        log_start = log_path.stat().st_size if log_path.exists() else 0
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.dir
@@ -147,6 +171,9 @@ class EmbeddedRayHead:
         deadline = time.monotonic() + self.start_timeout
         while not dashboard_alive(address, token, timeout=1.0):
             if proc.poll() is not None:
+                tail = log_path.read_bytes()[log_start:].decode(errors="replace")
+                if _PORT_ERRORS.search(tail):
+                    raise _PortTaken(tail.strip().splitlines()[-1])
                 raise RuntimeError(f"the local Ray head exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
                 self._terminate(proc.pid)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
+from training import ray_cluster
 from training.ray_cluster import EmbeddedRayHead, connect, dashboard_alive
 
 
@@ -33,3 +36,29 @@ def test_an_external_cluster_is_used_as_given_and_never_started(tmp_path: Path) 
     conn, head = connect(tmp_path, "127.0.0.1:8265", "tok")
     assert head is None and conn.address == "http://127.0.0.1:8265" and conn.headers == {"Authorization": "Bearer tok"}
     assert not (tmp_path / "ray").exists()
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = ray_cluster._free_ports(50)
+    assert len(set(ports)) == 50
+
+
+def test_a_port_clash_at_start_is_retried_with_fresh_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI once saw two components handed the same port; the head died at start. Now it retries with new ports."""
+    real = ray_cluster._free_ports
+    calls: list[list[int]] = []
+
+    def clashing_once(count: int) -> list[int]:
+        ports = real(count)
+        if not calls:
+            ports[8] = ports[4]  # object manager and runtime-env agent on one port, as in that CI run
+        calls.append(ports)
+        return ports
+
+    monkeypatch.setattr(ray_cluster, "_free_ports", clashing_once)
+    head = EmbeddedRayHead(tmp_path / "home")
+    try:
+        conn = head.ensure()
+        assert len(calls) == 2 and dashboard_alive(conn.address, conn.token)
+    finally:
+        head.stop()

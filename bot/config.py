@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from agents.deadman import DeadmanSettings
+from agents.pagerduty import EVENTS_URL
+from agents.policy import PagingPolicy, WatchdogPolicy
 from training.durations import parse_duration
 from training.errors import BadRequest
 
@@ -73,8 +76,12 @@ class Settings:
     config: dict[str, Any] = field(repr=False)
     ray_address: str | None = None
     ray_token: str | None = field(default=None, repr=False)
-    reconcile_every_s: float = 2.0
     slack: SlackSettings = field(default_factory=lambda: SlackSettings())
+    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
+    paging: PagingPolicy = field(default_factory=PagingPolicy)
+    pagerduty_key: str | None = field(default=None, repr=False)
+    pagerduty_url: str = EVENTS_URL
+    deadman: DeadmanSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -90,7 +97,6 @@ class Settings:
         config_path = _config_path(env)
         config = load_toml(config_path) if config_path else {}
         artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
-        control = config.get("control", {})
         artifacts_root = _local_root(artifacts_url)
         if artifacts_root is None and not config.get("training", {}).get("checkpoint_root"):
             raise BadRequest(
@@ -108,8 +114,12 @@ class Settings:
             config=config,
             ray_address=env.get("RAY_ADDRESS") or None,
             ray_token=env.get("RAY_AUTH_TOKEN") or None,
-            reconcile_every_s=parse_duration(str(control.get("reconcile_every", "2s"))),
             slack=SlackSettings.from_env(env, config),
+            watchdog=WatchdogPolicy.from_config(config),
+            paging=PagingPolicy.from_config(config),
+            pagerduty_key=env.get("PAGERDUTY_ROUTING_KEY") or None,
+            pagerduty_url=env.get("PAGERDUTY_EVENTS_URL") or EVENTS_URL,
+            deadman=DeadmanSettings.from_config(config.get("deadman") or {}),
         )
 
     @property

@@ -8,6 +8,7 @@ waits for the runs launched in this session to finish (their summaries posted), 
     /lab launch tiny-lm steps=100     a slash command (any /lab subcommand)
     reply RUN_ID some text            a reply in the run's thread
     click stop RUN_ID                 press a button on the run's card (stop | restart)
+    click ack PAGE_ID                 press a button on a page (ack | resolve)
     @labbot some text                 mention the bot in the channel
     anything else                     a message in the channel
 """
@@ -15,6 +16,7 @@ waits for the runs launched in this session to finish (their summaries posted), 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import getpass
 import json
 import re
@@ -37,6 +39,7 @@ from bot.slack.payloads import JSON, Workspace, button_click, signed, slash_comm
 from storage.models import Run, RunThread
 
 CONSOLE_USER = "U0CONSOLE1"
+ONCALL_CHANNEL = "C0ONCALL01"  # level 1 of the paging policy goes here unless labbot.toml names another
 HELP = __doc__.split("\n\n", 2)[2] if __doc__ else ""
 _MRKDWN = re.compile(r"[*`]")
 
@@ -69,6 +72,7 @@ class ConsoleView:
         self.files_dir = files_dir
         self._lock = threading.Lock()
         self.card_of: dict[str, str] = {}  # run id -> card ts, learned from the cards' buttons
+        self.page_at: dict[str, tuple[str, str]] = {}  # page id -> (channel, ts) of a message showing it
 
     def __call__(self, event: EmulatorEvent) -> None:
         msg = event.message
@@ -76,8 +80,10 @@ class ConsoleView:
             return
         for block in msg.blocks:
             for el in block.get("elements", []) if block.get("type") == "actions" else []:
-                if el.get("action_id", "").startswith("run_"):
+                if el.get("action_id", "").startswith("run_") and block.get("block_id") == "run_actions":
                     self.card_of[str(el.get("value"))] = msg.ts
+                if el.get("action_id", "").startswith("page_"):
+                    self.page_at[str(el.get("value"))] = (msg.channel, msg.ts)
         with self._lock:
             self.out.write(self._render(event.kind, msg) + "\n")
             self.out.flush()
@@ -87,7 +93,7 @@ class ConsoleView:
         when = datetime.fromtimestamp(float(msg.ts)).strftime("%H:%M:%S")
         indent = "    │ " if msg.is_reply else "  "
         head = {"updated": "✎ ", "ephemeral": "(only you) "}.get(kind, "")
-        where = f"thread {msg.thread_ts}" if msg.is_reply else "#lab"
+        where = f"thread {msg.thread_ts}" if msg.is_reply else self.emulator.channel_label(msg.channel)
         lines = blocks_text(msg.blocks) if msg.blocks else msg.text.splitlines()
         for f in msg.files:
             lines.append(f"📎 {f.get('title') or f.get('name')} → {self._save(f)}")
@@ -165,6 +171,18 @@ class Console:
                 button_click(self.ws, user=CONSOLE_USER, action_id=f"run_{verb}", value=run_id, message_ts=ts)
             )
             return True
+        m = re.match(r"^click\s+(ack|resolve)\s+(\S+)$", line)
+        if m:
+            verb, page_id = m.groups()
+            where = (self.view.page_at if self.view else {}).get(page_id)
+            if where is None:
+                print(f"(no page {page_id} in this console; `/lab pages` lists them)", flush=True)
+                return True
+            ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=where[0])
+            await self.post(
+                button_click(ws, user=CONSOLE_USER, action_id=f"page_{verb}", value=page_id, message_ts=where[1])
+            )
+            return True
         m = re.match(r"^reply\s+(\S+)\s+(.+)$", line)
         thread_ts = None
         if m:
@@ -227,7 +245,7 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
     from bot.serve import serve
 
     user_name = getpass.getuser()
-    emulator = SlackEmulator(users={CONSOLE_USER: user_name})
+    emulator = SlackEmulator(channels={"C0LAB00001": "lab", ONCALL_CHANNEL: "oncall"}, users={CONSOLE_USER: user_name})
     api_url = emulator.start()
     secret = secrets.token_hex(16)
     slack = SlackSettings(
@@ -241,6 +259,12 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
         plot_milestones=settings.slack.plot_milestones,
     )
     out = sys.stdout
+    paging = settings.paging
+    if not paging.oncall_channel:
+        paging = dataclasses.replace(paging, oncall_channel=ONCALL_CHANNEL)
+    if fast:  # a demo: escalation within minutes, not a quarter of an hour
+        paging = dataclasses.replace(paging, escalate_after_s=min(paging.escalate_after_s, 60.0))
+    settings = dataclasses.replace(settings, paging=paging)
 
     async def console_main(plane: Any) -> None:
         console = Console(

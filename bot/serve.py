@@ -1,7 +1,9 @@
-"""The composition root of ``labbot serve``: settings → database → Ray → run service → HTTP server + reconciler.
+"""The composition root of ``labbot serve``: settings → database → Ray → run service → pager → HTTP server,
+Slack, and the APScheduler jobs: the watchdog tick (one ``list_jobs`` call and one query), the outbox sender and
+the optional dead-man ping.
 
-One asyncio process: uvicorn serves ``/healthz`` and ``/api/v1``; a background task reconciles runs with Ray every
-few seconds (one ``list_jobs`` call per tick). On exit it stops the embedded Ray head if it started it.
+One asyncio process. Everything the scheduler runs survives a restart of labbot: incidents, their timers and the
+deliveries not yet sent are rows, picked up again on start. On exit it stops the embedded Ray head if it started it.
 """
 
 from __future__ import annotations
@@ -14,17 +16,24 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import uvicorn
 from anyio import to_thread
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 
+from agents.deadman import DeadmanSwitch
+from agents.outbox import Notifier, Outbox, PagerDutyNotifier
+from agents.pager import Pager
+from agents.pagerduty import PagerDutyClient
+from agents.watchdog import Watchdog
 from bot.api import create_app
 from bot.config import Settings, SlackSettings
+from bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from bot.slack.runtime import SlackRuntime
 from storage.db import Database
-from training.errors import RayUnavailable
 from training.launcher import RayLauncher
 from training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from training.registry import JobRegistry
@@ -32,6 +41,10 @@ from training.service import RunService
 from training.telemetry_store import TelemetryStore
 
 log = logging.getLogger("labbot")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -44,7 +57,12 @@ class ControlPlane:
     service: RunService
     telemetry: TelemetryStore
     admin_token: str
+    pager: Pager
+    watchdog: Watchdog
+    outbox: Outbox
     slack: SlackRuntime | None = None
+    deadman: DeadmanSwitch | None = None
+    pagerduty: PagerDutyClient | None = None
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -62,8 +80,30 @@ class ControlPlane:
         assert token is not None
         telemetry = TelemetryStore(db)
         slack = slack or settings.slack
-        runtime = SlackRuntime.build(slack, service, telemetry) if slack.configured else None
-        return cls(settings, db, ray, head, launcher, service, telemetry, token, runtime)
+        pagerduty = (
+            PagerDutyClient(settings.pagerduty_key, url=settings.pagerduty_url) if settings.pagerduty_key else None
+        )
+        pager = Pager(db, settings.paging, slack=slack.configured, pagerduty=pagerduty is not None)
+        runtime = SlackRuntime.build(slack, service, telemetry, pager=pager) if slack.configured else None
+        notifiers: dict[str, Notifier] = {}
+        if runtime is not None and slack.bot_token:
+            notifiers["slack"] = SlackPageNotifier(
+                outbox_client(slack.bot_token, slack.api_url),
+                runtime.threads,
+                usergroup=settings.paging.oncall_usergroup,
+            )
+        if pagerduty is not None:
+            notifiers["pagerduty"] = PagerDutyNotifier(pagerduty)
+        outbox = Outbox(db, notifiers)
+        watchdog = Watchdog(db, launcher, service, pager, settings.watchdog, address=ray.address)
+        deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
+        plane = cls(
+            settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, runtime, deadman,
+            pagerduty,
+        )  # fmt: skip
+        if runtime is not None:
+            runtime.actions.after_page_change = plane.deliver
+        return plane
 
     def app(self) -> Starlette:
         return create_app(
@@ -71,6 +111,7 @@ class ControlPlane:
             self.telemetry,
             admin_token=self.admin_token,
             health=self.health,
+            pager=self.pager,
             extra_routes=self.slack.routes() if self.slack else (),
         )
 
@@ -80,25 +121,38 @@ class ControlPlane:
             mode = "socket" if self.slack.settings.app_token else "http"
         return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
 
-    async def reconcile_forever(self) -> None:
-        ray_down = False
-        while True:
-            if self.slack is not None:
-                await self.slack.tasks.quiet()  # Slack's acks first: reconciling can wait out a burst
-            try:
-                changed = await to_thread.run_sync(self.service.reconcile)
-                if ray_down:
-                    log.info("Ray at %s answers again", self.ray.address)
-                ray_down = False
-                if changed:
-                    log.info("reconciled %d run(s) with Ray", changed)
-            except RayUnavailable as e:
-                if not ray_down:
-                    log.warning("%s", e.message)
-                ray_down = True
-            except Exception:
-                log.exception("reconcile failed")
-            await asyncio.sleep(self.settings.reconcile_every_s)
+    async def watch(self) -> None:
+        """One watchdog tick (on a worker thread), then the outbox at once: a page goes out in the same second."""
+        if self.slack is not None:
+            await self.slack.tasks.quiet()  # Slack's acks first: a tick can wait out a burst
+        try:
+            report = await to_thread.run_sync(self.watchdog.tick)
+            if report.changed or report.restarts_scheduled or report.restarts_submitted:
+                log.info(
+                    "watchdog: %d run(s) changed, %d restart(s) scheduled, %d submitted",
+                    report.changed,
+                    report.restarts_scheduled,
+                    report.restarts_submitted,
+                )
+        except Exception:
+            log.exception("watchdog tick failed")
+        await self.deliver()
+
+    async def deliver(self) -> None:
+        try:
+            await self.outbox.drain()
+        except Exception:
+            log.exception("sending notifications failed")
+
+    def scheduler(self) -> AsyncIOScheduler:
+        """The watchdog every ``[watchdog] tick``, the outbox every second, the dead-man ping when configured."""
+        sched = AsyncIOScheduler(timezone="UTC")
+        every = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+        sched.add_job(self.watch, "interval", seconds=self.settings.watchdog.tick_s, id="watchdog", **every)
+        sched.add_job(self.deliver, "interval", seconds=1.0, id="outbox", **every)
+        if self.deadman is not None and self.settings.deadman is not None:
+            sched.add_job(self.deadman.ping, "interval", seconds=self.settings.deadman.every_s, id="deadman", **every)
+        return sched
 
     def close(self) -> None:
         self.launcher.close()
@@ -109,8 +163,11 @@ class ControlPlane:
 
 @contextlib.asynccontextmanager
 async def background(plane: ControlPlane) -> AsyncIterator[None]:
-    """The reconciler, and the Slack runtime's loops when Slack is on, for as long as the server runs."""
-    task = asyncio.create_task(plane.reconcile_forever(), name="reconcile")
+    """The scheduler (watchdog, outbox, dead-man) and the Slack runtime when Slack is on, while the server runs."""
+    await to_thread.run_sync(plane.outbox.recover)  # deliveries cut off by a crash go out again (checked first)
+    sched = plane.scheduler()
+    sched.start()
+    asyncio.get_running_loop().call_soon(lambda: sched.modify_job("watchdog", next_run_time=_now()))
     try:
         if plane.slack is not None:
             async with plane.slack.running():
@@ -118,9 +175,11 @@ async def background(plane: ControlPlane) -> AsyncIterator[None]:
         else:
             yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        sched.shutdown(wait=False)
+        for closable in (plane.deadman, plane.pagerduty):
+            if closable is not None:
+                with contextlib.suppress(Exception):
+                    await closable.aclose()
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -147,7 +206,7 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
         to_file = logging.FileHandler(settings.home / "labbot.log")
         to_file.setFormatter(logging.Formatter(fmt))
         root.addHandler(to_file)
-    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk"):
+    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -90,6 +90,14 @@ class Run(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     channel: Mapped[str | None] = mapped_column(String(64))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
+    # when the current attempt was submitted to Ray (the pending timer and stall baselines start here)
+    attempt_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the watchdog's running judgment of the telemetry: trailing losses, step rates, a latched divergence
+    # (training.monitoring.observe); kept on the run so one query gives the watchdog all it needs
+    vitals: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    auto_restarts: Mapped[int] = mapped_column(Integer, default=0)
+    # an automatic restart is scheduled: attempt+1 is submitted at this time (backoff), then it is cleared
+    restart_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (Index("ix_runs_status", "status"), Index("ix_runs_created_at", "created_at"))
 
@@ -156,3 +164,80 @@ class ThreadMessage(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     __table_args__ = (Index("ux_thread_messages_channel_ts", "channel", "ts", unique=True),)
+
+
+class IncidentState(StrEnum):
+    TRIGGERED = "triggered"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
+OPEN_INCIDENT_STATES = (IncidentState.TRIGGERED.value, IncidentState.ACKNOWLEDGED.value)
+
+
+class Incident(Base):
+    """A page: one row per (run, condition) dedup key, ever. Its state cycles triggered → acknowledged → resolved;
+    a condition that returns re-opens the same row (quietly within the flap window, as a new occurrence after it).
+    ``key`` is also PagerDuty's ``dedup_key``."""
+
+    __tablename__ = "incidents"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)  # short, typed by humans: `/lab ack ID`
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))  # None: the cluster
+    kind: Mapped[str] = mapped_column(String(16))  # silent|hung|failed|pending|diverged|slow|infra
+    severity: Mapped[str] = mapped_column(String(8))  # page|warning
+    state: Mapped[str] = mapped_column(String(16), default=IncidentState.TRIGGERED.value)
+    summary: Mapped[str] = mapped_column(Text)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    escalation_level: Mapped[int] = mapped_column(Integer, default=0)
+    occurrence: Mapped[int] = mapped_column(Integer, default=1)  # a new occurrence pages from level 0 again
+    reopened: Mapped[int] = mapped_column(Integer, default=0)  # flaps within the window, this occurrence
+    condition_active: Mapped[bool] = mapped_column(default=True)  # what the watchdog saw on its last look
+    pagerduty_open: Mapped[bool] = mapped_column(default=False)  # a trigger was sent for this occurrence
+    triggered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(100))
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    resolved_by: Mapped[str | None] = mapped_column(String(100))
+    next_escalation_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    next_renotify_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    renotified: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (Index("ix_incidents_run_id", "run_id"), Index("ix_incidents_state", "state"))
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"  # handed to the receiver; found so after a crash, the outcome is unknown (checked first)
+    SENT = "sent"
+    DEAD = "dead"  # the receiver refused it for good (a 400, a channel that does not exist): logged, not retried
+
+
+class Delivery(Base):
+    """The outbox: every notification is a row before it is sent; a sender retries it with backoff until the
+    receiver accepts it. ``key`` makes enqueueing idempotent (the same page step is never queued twice)."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    incident_id: Mapped[str | None] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    channel: Mapped[str] = mapped_column(String(16))  # slack|pagerduty
+    action: Mapped[str] = mapped_column(String(24))  # slack: post|refresh; pagerduty: trigger|acknowledge|resolve
+    target: Mapped[str] = mapped_column(String(100))  # slack: thread | dm:USER | channel:CHANNEL
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(12), default=DeliveryState.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # e.g. the Slack message's channel and ts
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_deliveries_due", "state", "next_attempt_at"),
+        Index("ix_deliveries_incident_id", "incident_id"),
+    )

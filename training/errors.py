@@ -4,6 +4,7 @@ LabbotError                 what went wrong + what would be right; ``status`` is
 ├── BadRequest (400)        malformed input: bad KEY=VALUE, bad duration, unknown parameter
 │   └── UnknownJob (404)    no such job in the registry
 ├── UnknownRun (404)        no such run id
+├── UnknownPage (404)       no such page (incident) id
 ├── Conflict (409)          the run is in a state where that action makes no sense
 ├── Unauthorized (401)      missing or wrong bearer token
 └── RayUnavailable (503)    the Ray dashboard did not answer; names the address, never the token
@@ -36,6 +37,11 @@ class UnknownRun(LabbotError):
     code = "unknown_run"
 
 
+class UnknownPage(LabbotError):
+    status = 404
+    code = "unknown_page"
+
+
 class Conflict(LabbotError):
     status = 409
     code = "conflict"
@@ -52,5 +58,5 @@ class RayUnavailable(LabbotError):
 
 
 ERRORS_BY_CODE: dict[str, type[LabbotError]] = {
-    cls.code: cls for cls in (BadRequest, UnknownJob, UnknownRun, Conflict, Unauthorized, RayUnavailable)
+    cls.code: cls for cls in (BadRequest, UnknownJob, UnknownRun, UnknownPage, Conflict, Unauthorized, RayUnavailable)
 }

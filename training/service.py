@@ -13,16 +13,16 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from storage.db import Database
-from storage.models import ACTIVE_STATUSES, LaunchKey, Run, RunStatus, utcnow
+from storage.models import LaunchKey, Run, RunStatus, utcnow
 from training.errors import Conflict, LabbotError, UnknownRun
 from training.launcher import (
     RAY_FAILED,
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: ids are read aloud and typed
 LOST_AFTER = timedelta(seconds=60)
+LOST = "Ray has no job"  # how a lost submission's error begins
 
 
 def new_run_id() -> str:
@@ -162,6 +163,8 @@ class RunService:
                 },
                 num_gpus=cfg.gpus,
             )
+        with self.db.session() as s:
+            s.get_one(Run, run_id).attempt_started_at = utcnow()  # the pending timer and stall baselines
         try:
             self.launcher.submit(sub)
         except LabbotError as e:
@@ -238,11 +241,15 @@ class RunService:
             if RunStatus(run.status).is_terminal:
                 raise Conflict(f"run {run_id} is already {run.status}; nothing to stop")
             sid = run.ray_submission_id
+            if run.restart_at is not None and run.attempt > 1:
+                # an automatic restart is scheduled: the new attempt is not on Ray yet, the previous may still run
+                sid = submission_id(run_id, run.attempt - 1)
         if sid:
             self.launcher.stop(sid)  # RayUnavailable propagates: nothing changed
         with self.db.session() as s:
             run = self._load(s, run_id)
-            run.stop_requested = True  # Ray ignores stop_job on PENDING jobs: reconcile() stops it later
+            run.stop_requested = True  # Ray ignores stop_job on PENDING jobs: the watchdog stops it later
+            run.restart_at = None  # an automatic restart that was scheduled is off
             run.status = RunStatus.STOPPED.value
             run.ended_at = utcnow()
             run.error = f"stopped by {by}"
@@ -284,38 +291,49 @@ class RunService:
 
     # -- reconciling with Ray --------------------------------------------------------------------------------
 
-    def reconcile(self) -> int:
-        """Bring every active run in line with Ray: one ``list_jobs`` call and one indexed query.
+    def resubmit(self, run_id: str) -> dict[str, Any]:
+        """Submit the current attempt of a run whose automatic restart is due (the watchdog scheduled it).
 
-        Returns how many runs changed. RayUnavailable propagates (the cluster, not the runs, is in trouble).
+        The previous attempt is stopped first if it still runs (a hung job), so it writes no checkpoint the new one
+        reads. Safe to repeat after a crash: a new telemetry token is issued each time, and Ray's "already exists"
+        for our own submission id is success.
         """
-        jobs = self.launcher.jobs()
-        changed = 0
-        now = utcnow()
-        to_stop: list[str] = []
         with self.db.session() as s:
-            q = select(Run).where(
-                or_(
-                    Run.status.in_(ACTIVE_STATUSES),
-                    (Run.stop_requested.is_(True)) & (Run.ended_at > now - timedelta(hours=1)),
-                )
-            )
-            for run in s.scalars(q):
-                job = jobs.get(run.ray_submission_id or "")
-                if job is None:
-                    if not RunStatus(run.status).is_terminal and now - run.updated_at > LOST_AFTER:
-                        run.status = RunStatus.FAILED.value
-                        run.error = f"Ray has no job {run.ray_submission_id}: the submission was lost"
-                        run.ended_at = now
-                        changed += 1
-                    continue
-                if run.stop_requested and job.status not in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
-                    to_stop.append(job.submission_id)
-                    continue
-                changed += _apply_ray_state(run, job)
-        for sid in to_stop:
-            self.launcher.stop(sid)
-        return changed
+            run = self._load(s, run_id)
+            attempt = run.attempt
+        if attempt > 1:
+            previous = submission_id(run_id, attempt - 1)
+            job = self.launcher.job(previous)
+            if job is not None and job.status not in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
+                self.launcher.stop(previous)
+                self._await_end(previous)
+        token = secrets.token_urlsafe(32)
+        with self.db.session() as s:
+            self._load(s, run_id).telemetry_token_hash = token_hash(token)
+        view = self._submit(run_id, attempt=attempt, token=token)
+        with self.db.session() as s:
+            self._load(s, run_id).restart_at = None
+        return view
+
+
+def reconcile_run(run: Run, job: RayJob | None, now: datetime) -> tuple[int, str | None]:
+    """Bring one run in line with what Ray says of its current attempt (the watchdog calls this every tick).
+
+    Returns (1 if the status changed else 0, a submission id to stop or None): a run stopped while its job was
+    PENDING — Ray's stop does nothing then — has its stop issued again until Ray ends the job.
+    """
+    if job is None:
+        if run.status == RunStatus.RESTARTING.value and run.restart_at is not None:
+            return 0, None  # an automatic restart is scheduled: the watchdog submits it when due
+        if not RunStatus(run.status).is_terminal and now - run.updated_at > LOST_AFTER:
+            run.status = RunStatus.FAILED.value
+            run.error = f"{LOST} {run.ray_submission_id}: the submission was lost"
+            run.ended_at = now
+            return 1, None
+        return 0, None
+    if run.stop_requested and job.status not in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
+        return 0, job.submission_id
+    return _apply_ray_state(run, job), None
 
 
 class _DuplicateKey(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,6 +19,8 @@ from training.params import PARAM_KEY, ParamValue, coerce_param
 
 DEFAULT_STALL_AFTER_S = 600.0
 DEFAULT_MAX_RESTARTS = 2
+RestartCondition = Literal["failed", "hung", "silent"]
+RESTART_CONDITIONS: tuple[str, ...] = get_args(RestartCondition)
 
 
 class JobSpec(BaseModel):
@@ -35,10 +37,15 @@ class JobSpec(BaseModel):
     params: dict[str, ParamValue] = Field(default_factory=dict)
     stall_after: float = DEFAULT_STALL_AFTER_S
     max_restarts: int = Field(default=DEFAULT_MAX_RESTARTS, ge=0)
+    # None: the [watchdog] defaults of labbot.toml
+    pending_after: float | None = None
+    restart_on: tuple[RestartCondition, ...] | None = None
 
-    @field_validator("stall_after", mode="before")
+    @field_validator("stall_after", "pending_after", mode="before")
     @classmethod
-    def _duration(cls, v: Any) -> float:
+    def _duration(cls, v: Any) -> float | None:
+        if v is None:
+            return None
         return parse_duration(v) if isinstance(v, str) else float(v)
 
     @field_validator("params")
@@ -61,6 +68,7 @@ class LaunchRequest(BaseModel):
     params: dict[str, ParamValue] = Field(default_factory=dict)
     gpus: float | None = Field(default=None, ge=0)
     stall_after: str | float | None = None
+    pending_after: str | float | None = None
     max_restarts: int | None = Field(default=None, ge=0)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -72,6 +80,8 @@ class RunConfig(BaseModel):
     gpus: float
     stall_after_s: float
     max_restarts: int
+    pending_after_s: float | None = None  # None: the watchdog's default
+    restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
 
 
 def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
@@ -86,20 +96,27 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         )
     for key, raw in req.params.items():
         params[key] = coerce_param(key, raw, spec.params[key])
-    if req.stall_after is None:
-        stall_after = spec.stall_after
-    elif isinstance(req.stall_after, str):
-        stall_after = parse_duration(req.stall_after)
-    else:
-        stall_after = float(req.stall_after)
-        if not stall_after > 0:
-            raise BadRequest(f"bad duration {req.stall_after!r}: it must be positive, e.g. 30s")
+    stall_after = _duration_or(req.stall_after, spec.stall_after)
+    pending_after = _duration_or(req.pending_after, spec.pending_after)
     return RunConfig(
         params=params,
         gpus=spec.gpus if req.gpus is None else req.gpus,
         stall_after_s=stall_after,
         max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
+        pending_after_s=pending_after,
+        restart_on=list(spec.restart_on) if spec.restart_on is not None else None,
     )
+
+
+def _duration_or(given: str | float | None, default: float | None) -> Any:
+    if given is None:
+        return default
+    if isinstance(given, str):
+        return parse_duration(given)
+    seconds = float(given)
+    if not seconds > 0:
+        raise BadRequest(f"bad duration {given!r}: it must be positive, e.g. 30s")
+    return seconds
 
 
 def entrypoint_command(spec: JobSpec, params: Mapping[str, ParamValue]) -> str:

@@ -17,6 +17,7 @@ from storage.db import Database
 from storage.floats import encode_float
 from storage.models import MetricPoint, Run, RunStatus, utcnow
 from training.errors import Unauthorized, UnknownRun
+from training.monitoring import observe
 from training.telemetry_ingest import TelemetryBatch
 
 
@@ -68,6 +69,8 @@ class TelemetryStore:
                 for p in sorted(batch.points, key=lambda p: p.step):
                     merged.update({k: encode_float(v) for k, v in p.metrics.items()})
                 run.metrics = merged
+            points = [(p.step, p.when, p.metrics) for p in batch.points]
+            run.vitals = observe(run.vitals or {}, batch.attempt, points, now=now)  # what the watchdog judges
             ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
             if ckpts:
                 run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])

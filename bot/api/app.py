@@ -1,5 +1,5 @@
-"""The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService`` and
-``TelemetryStore``.
+"""The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService``,
+``TelemetryStore`` and the pager (``/api/v1/pages``).
 
 Service calls block (SQL, Ray), so they run on worker threads; errors become JSON once, in ``bot.api.errors``.
 """
@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from agents.pager import Pager
 from bot.api.auth import bearer, require_admin
 from bot.api.body import read_limited
 from bot.api.errors import error_response, from_exception
@@ -52,6 +53,7 @@ def create_app(
     *,
     admin_token: str,
     health: Callable[[], dict[str, Any]],
+    pager: Pager | None = None,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -141,6 +143,29 @@ def create_app(
             return from_exception(e)
         return JSONResponse({"accepted": accepted})
 
+    def the_pager() -> Pager:
+        if pager is None:
+            raise LabbotError("paging is not running in this control plane")
+        return pager
+
+    async def list_pages(request: Request) -> Any:
+        limit = _int_query(request, "limit", 50, lo=1, hi=10_000)
+        include_resolved = request.query_params.get("all") in ("1", "true", "yes")
+        run_id = request.query_params.get("run") or None
+        pages = await _blocking(the_pager().pages, include_resolved=include_resolved, run_id=run_id, limit=limit)
+        return {"pages": pages}
+
+    async def get_page(request: Request) -> Any:
+        return {"page": await _blocking(the_pager().get, request.path_params["page_id"])}
+
+    async def ack_page(request: Request) -> Any:
+        by = request.query_params.get("by") or "api"
+        return {"page": await _blocking(the_pager().acknowledge, request.path_params["page_id"], by=by)}
+
+    async def resolve_page(request: Request) -> Any:
+        by = request.query_params.get("by") or "api"
+        return {"page": await _blocking(the_pager().resolve, request.path_params["page_id"], by=by)}
+
     routes = [
         *extra_routes,  # first: POST /slack/events is the route under a burst (Slack's 3 s)
         Route("/healthz", healthz),
@@ -153,6 +178,10 @@ def create_app(
         Route("/api/v1/runs/{run_id}/logs", admin(logs)),
         Route("/api/v1/runs/{run_id}/metrics/{name}", admin(metric)),
         Route("/api/v1/runs/{run_id}/telemetry", telemetry, methods=["POST"]),
+        Route("/api/v1/pages", admin(list_pages)),
+        Route("/api/v1/pages/{page_id}", admin(get_page)),
+        Route("/api/v1/pages/{page_id}/ack", admin(ack_page), methods=["POST"]),
+        Route("/api/v1/pages/{page_id}/resolve", admin(resolve_page), methods=["POST"]),
     ]
     return Starlette(routes=routes)
 

@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler; Slack when configured)")
     s = sub.add_parser("console", help="labbot with a local Slack in this terminal (what `make run` starts)")
-    s.add_argument("--fast", action="store_true", help="demo cadence: card every 5s, progress every 15s")
+    s.add_argument(
+        "--fast", action="store_true", help="demo cadence: card every 5s, progress every 15s, escalation after 1m"
+    )
     s.add_argument(
         "--wait",
         type=float,
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="a name for the run (default: JOB-ID)")
     s.add_argument("--gpus", type=float, help="GPUs for the job's entrypoint (default: the job's)")
     s.add_argument("--stall-after", metavar="DUR", help="no progress for this long is a stall, e.g. 30s, 10m")
+    s.add_argument("--pending-after", metavar="DUR", help="PENDING in Ray this long is a page, e.g. 5m")
     s.add_argument("--max-restarts", type=int, metavar="N", help="automatic restarts before paging a human")
     s.add_argument("--idempotency-key", help="the same key twice launches once (default: a fresh key)")
     s.add_argument("--no-wait", action="store_true", help="return once submitted, without waiting for RUNNING")
@@ -71,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("id")
     s.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
+    s = sub.add_parser("pages", help="open pages (stalls, failures, divergence, the cluster down)")
+    s.add_argument("--all", action="store_true", help="resolved pages too")
+    s.add_argument("--run", metavar="ID", help="only this run's pages")
+    s.add_argument("--json", action="store_true")
+    for name, text in (("ack", "acknowledge a page: its escalation stops"), ("resolve", "resolve a page by hand")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("page", help="a page id from `labbot pages`")
+        s.add_argument("--json", action="store_true")
+
     s = sub.add_parser("jobs", help="the jobs that can be launched")
     s.add_argument("--json", action="store_true")
 
@@ -90,7 +102,7 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
         "owner": getpass.getuser(),
         "idempotency_key": a.idempotency_key or f"cli-{uuid.uuid4()}",
     }
-    for key in ("name", "gpus", "stall_after", "max_restarts"):
+    for key in ("name", "gpus", "stall_after", "pending_after", "max_restarts"):
         if getattr(a, key) is not None:
             body[key] = getattr(a, key)
     try:
@@ -176,6 +188,24 @@ def _run_command(a: argparse.Namespace) -> int:
         if a.command == "logs":
             params = {"tail": a.tail} if a.tail is not None else {}
             sys.stdout.write(api.request("GET", f"/runs/{a.id}/logs", params=params).text.rstrip("\n") + "\n")
+            return 0
+        if a.command == "pages":
+            query: dict[str, Any] = {"all": "1"} if a.all else {}
+            if a.run:
+                query["run"] = a.run
+            pages = api.json("GET", "/pages", params=query)["pages"]
+            _print_json(pages) if a.json else print(render.pages_table(pages))
+            return 0
+        if a.command in ("ack", "resolve"):
+            page = api.json("POST", f"/pages/{a.page}/{a.command}", params={"by": _who()})["page"]
+            if a.json:
+                _print_json(page)
+            else:
+                by = page.get("acknowledged_by") if a.command == "ack" else page.get("resolved_by")
+                print(
+                    f"page {page['id']} ({page['kind']} on {page.get('run_id') or 'the cluster'}) is {page['state']}"
+                    f"{f' by {by}' if by else ''}"
+                )
             return 0
         if a.command == "jobs":
             jobs = api.json("GET", "/jobs")["jobs"]

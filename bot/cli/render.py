@@ -72,3 +72,23 @@ def run_details(r: dict[str, Any]) -> str:
         fields.append((name, metric(value)))
     width = max(len(k) for k, _ in fields)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in fields)
+
+
+def pages_table(pages: Sequence[dict[str, Any]], now: datetime | None = None) -> str:
+    """``labbot pages``: one row per page, newest first."""
+    if not pages:
+        return "no open pages (labbot pages --all shows resolved ones)"
+    rows = [
+        [
+            p["id"],
+            p["kind"],
+            p.get("run_id") or "(cluster)",
+            p["state"],
+            str(p.get("escalation_level", 0)),
+            age(p.get("triggered_at"), now),
+            p.get("acknowledged_by") or p.get("resolved_by") or "",
+            str(p.get("summary", ""))[:80],
+        ]
+        for p in pages
+    ]
+    return table(["page", "kind", "run", "state", "level", "age", "by", "summary"], rows)

@@ -1,6 +1,6 @@
 """The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
 
-Later subcommands (pages, ack, ask, artifacts) are declared the same way and added with ``registry.register(cmd)``,
+Later subcommands (ask, artifacts) are declared the same way and added with ``registry.register(cmd)``,
 or appended to ``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
 """
 
@@ -19,6 +19,7 @@ LAUNCH = Command(
         Option("--name", "str", "a name for the run (default: JOB-ID)", metavar="N"),
         Option("--gpus", "float", "GPUs for the job's entrypoint (default: the job's)", minimum=0),
         Option("--stall-after", "duration", "no progress for this long is a stall, e.g. 30s, 10m (default: the job's)"),
+        Option("--pending-after", "duration", "PENDING in Ray this long is a page, e.g. 5m (default: 10m)"),
         Option("--max-restarts", "int", "automatic restarts before paging a human (default: the job's)", minimum=0),
     ),
     accepts_params=True,
@@ -69,6 +70,32 @@ LOGS = Command(
     examples=("logs k3xq7p", "logs k3xq7p --tail 50"),
 )
 
+PAGE_ID = Arg("page", "str", "a page id, as `{cmd} pages` lists them")
+
+PAGES = Command(
+    "pages",
+    "open pages: stalls, failures, divergence, the cluster down",
+    options=(
+        Option("--all", "flag", "resolved pages too"),
+        Option("--run", "run_id", "only this run's pages", metavar="RUN_ID"),
+    ),
+    examples=("pages", "pages --all", "pages --run k3xq7p"),
+)
+
+ACK = Command(
+    "ack",
+    "acknowledge a page: its escalation stops (anyone may: whoever is on call)",
+    args=(PAGE_ID,),
+    examples=("ack pq3x7k",),
+)
+
+RESOLVE = Command(
+    "resolve",
+    "resolve a page by hand",
+    args=(PAGE_ID,),
+    examples=("resolve pq3x7k",),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -77,7 +104,7 @@ HELP = Command(
     examples=("help", "help launch"),
 )
 
-COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, HELP)
+COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, PAGES, ACK, RESOLVE, HELP)
 
 
 def lab_registry() -> Registry:

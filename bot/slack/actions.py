@@ -7,6 +7,7 @@ Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,10 +15,12 @@ from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agents.pager import Pager
 from bot.cli import render
 from bot.commands import LAB, Parsed, help_text, usage
 from bot.config import SlackSettings
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
+from bot.slack.blocks.pages import pages_list
 from bot.slack.threads import RunThreads
 from training.errors import LabbotError
 from training.service import RunService
@@ -38,12 +41,20 @@ class Asker:
 
 class LabActions:
     def __init__(
-        self, client: AsyncWebClient, service: RunService, threads: RunThreads, settings: SlackSettings
+        self,
+        client: AsyncWebClient,
+        service: RunService,
+        threads: RunThreads,
+        settings: SlackSettings,
+        pager: Pager | None = None,
     ) -> None:
         self.client = client
         self.service = service
         self.threads = threads
         self.settings = settings
+        self.pager = pager
+        # the control plane sets this: send the page's updates (who acknowledged) now rather than on the next tick
+        self.after_page_change: Callable[[], Awaitable[None]] | None = None
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -72,6 +83,16 @@ class LabActions:
             log.exception("/lab %s failed", name)
             await self.fail(who, f"`{self.settings.command} {name}` failed inside labbot; the error is in its log")
 
+    async def run_safely(self, work: Awaitable[None], who: Asker) -> None:
+        """A button's work: what goes wrong is told to the clicker, ephemerally."""
+        try:
+            await work
+        except LabbotError as e:
+            await self.fail(who, e.message)
+        except Exception:
+            log.exception("a button's action failed")
+            await self.fail(who, "that failed inside labbot; the error is in its log")
+
     # -- subcommands -----------------------------------------------------------------------------------------
 
     async def _do_launch(self, parsed: Parsed, who: Asker) -> None:
@@ -83,6 +104,7 @@ class LabActions:
             params=dict(parsed.params),
             gpus=opts.get("gpus"),
             stall_after=opts.get("stall_after"),
+            pending_after=opts.get("pending_after"),
             max_restarts=opts.get("max_restarts"),
             # the same slash command delivered twice (a retry) carries the same trigger id: one run
             idempotency_key=f"slack-{who.trigger_id}" if who.trigger_id else None,
@@ -138,6 +160,39 @@ class LabActions:
             channel=channel, thread_ts=thread_ts, content=text, filename=f"{run_id}-logs.txt", title=f"logs of {run_id}"
         )
         await self.tell(who, f"the last {tail} lines of `{run_id}`'s logs are in a file in its thread")
+
+    async def _do_pages(self, parsed: Parsed, who: Asker) -> None:
+        pager = self._pager()
+        opts = parsed.options
+        pages = await to_thread.run_sync(
+            lambda: pager.pages(include_resolved=bool(opts.get("all")), run_id=opts.get("run"), limit=20)
+        )
+        text = pages_list(pages, command=self.settings.command)
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, f"{len(pages)} pages", blocks)
+
+    async def _do_ack(self, parsed: Parsed, who: Asker) -> None:
+        await self.page_action(parsed.args["page"], "ack", who)
+
+    async def _do_resolve(self, parsed: Parsed, who: Asker) -> None:
+        await self.page_action(parsed.args["page"], "resolve", who)
+
+    def _pager(self) -> Pager:
+        if self.pager is None:
+            raise LabbotError("paging is not running in this labbot")
+        return self.pager
+
+    async def page_action(self, page_id: str, verb: str, who: Asker) -> None:
+        """Acknowledge or resolve a page (a command or a button): anyone may — whoever is on call."""
+        pager = self._pager()
+        fn = pager.acknowledge if verb == "ack" else pager.resolve
+        page = await to_thread.run_sync(lambda: fn(page_id, by=who.user))
+        if self.after_page_change is not None:
+            await self.after_page_change()
+        past = "acknowledged" if verb == "ack" else "resolved"
+        if page.get("run_id"):
+            await self.threads.record_action(page["run_id"], f"<@{who.user}> {past} page {page['id']} ({page['kind']})")
+        await self.tell(who, f"page `{page['id']}` ({page['kind']}) is {page['state']}")
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
         topic = parsed.args.get("command")

@@ -1,8 +1,9 @@
 """The Bolt app: every Slack listener of labbot, each one acking first and handing the work to a background task.
 
-Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, thread
-replies and ``@labbot`` mentions. Global middleware drops Slack's retries of events already seen (by ``event_id``)
-and messages from bots; Bolt itself verifies signatures (5-minute window) and ignores the bot's own events.
+Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, the pages'
+Ack / Resolve buttons, thread replies and ``@labbot`` mentions. Global middleware drops Slack's retries of events
+already seen (by ``event_id``) and messages from bots; Bolt itself verifies signatures (5-minute window) and ignores
+the bot's own events.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def build_app(
         channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
         if not clicks_seen.first_time(f"{user}:{verb}:{run_id}"):
             return  # a double click: acted on once
-        tasks.spawn(actions.act(run_id, verb, Asker(user=user, channel=channel)), name=f"button {verb}")
+        who = Asker(user=user, channel=channel)
+        tasks.spawn(actions.run_safely(actions.act(run_id, verb, who), who), name=f"button {verb}")
 
     @app.action("run_stop")
     async def on_stop(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -98,6 +100,24 @@ def build_app(
     @app.action("run_restart")
     async def on_restart(ack: AsyncAck, body: dict[str, Any]) -> None:
         await on_button(ack, body, "restart")
+
+    async def on_page_button(ack: AsyncAck, body: dict[str, Any], verb: str) -> None:
+        await ack()
+        user = body["user"]["id"]
+        page_id = str(body["actions"][0]["value"])
+        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
+        if not clicks_seen.first_time(f"{user}:{verb}:{page_id}"):
+            return  # a double click: acted on once
+        who = Asker(user=user, channel=channel)
+        tasks.spawn(actions.run_safely(actions.page_action(page_id, verb, who), who), name=f"page {verb}")
+
+    @app.action("page_ack")
+    async def on_page_ack(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_page_button(ack, body, "ack")
+
+    @app.action("page_resolve")
+    async def on_page_resolve(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_page_button(ack, body, "resolve")
 
     async def in_thread(event: dict[str, Any]) -> None:
         thread_ts = event.get("thread_ts")

@@ -98,6 +98,17 @@ class WorkspaceState:
         with self._lock:
             return self._channel(ref).id
 
+    def channel_label(self, channel_id: str) -> str:
+        """How a terminal shows a conversation: ``#name``, or ``DM with NAME``."""
+        with self._lock:
+            ch = self._channels.get(channel_id)
+            if ch is None:
+                return channel_id
+            if ch.is_im:
+                user = self._users.get(ch.user or "")
+                return f"DM with {user.name if user else ch.user}"
+            return f"#{ch.name}"
+
     def dm_channel(self, user_id: str) -> str:
         """The bot's DM channel with ``user_id`` (opened on first use, then stable)."""
         with self._lock:

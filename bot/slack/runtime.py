@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agents.pager import Pager
 from bot.config import SlackSettings
 from bot.slack.actions import LabActions
 from bot.slack.app import build_app
@@ -61,7 +62,13 @@ class SlackRuntime:
 
     @classmethod
     def build(
-        cls, settings: SlackSettings, service: RunService, telemetry: TelemetryStore, *, tick_s: float = 2.0
+        cls,
+        settings: SlackSettings,
+        service: RunService,
+        telemetry: TelemetryStore,
+        *,
+        pager: Pager | None = None,
+        tick_s: float = 2.0,
     ) -> SlackRuntime:
         if not settings.bot_token or not (settings.signing_secret or settings.app_token):
             raise BadRequest(
@@ -75,7 +82,7 @@ class SlackRuntime:
             plot_milestones=settings.plot_milestones,
         )
         threads = RunThreads(client, service, telemetry, cadence)
-        actions = LabActions(client, service, threads, settings)
+        actions = LabActions(client, service, threads, settings, pager)
         tasks = TaskSet()
         app = build_app(
             client=client,

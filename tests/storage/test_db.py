@@ -33,7 +33,7 @@ def test_upgrade_is_idempotent_and_uses_wal(tmp_path: Path) -> None:
     db.upgrade()  # a second `labbot db upgrade` changes nothing
     with db.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == _head_revision()
 
 
 def test_nan_and_inf_metric_values_round_trip(tmp_path: Path) -> None:
@@ -92,3 +92,16 @@ def test_models_and_inserts_compile_for_postgres() -> None:
             str(CreateIndex(index).compile(dialect=dialect))
     sql = str(pg_insert(MetricPoint).on_conflict_do_nothing().compile(dialect=dialect))
     assert "ON CONFLICT DO NOTHING" in sql
+
+
+def _head_revision() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from storage.db import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head

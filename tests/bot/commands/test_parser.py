@@ -145,18 +145,34 @@ def test_float_text_round_trips(x: float) -> None:
 
 
 def test_launch_full() -> None:
-    p = ok("launch tiny-lm steps=100 lr=3e-4 --name baseline --gpus 0.5 --stall-after 10m --max-restarts 2")
+    p = ok(
+        "launch tiny-lm steps=100 lr=3e-4 --name baseline --gpus 0.5 --stall-after 10m --pending-after 5m"
+        " --max-restarts 2"
+    )
     assert p.command.name == "launch"
     assert p.args == {"job": "tiny-lm"}
-    assert p.options == {"name": "baseline", "gpus": 0.5, "stall_after": "10m", "max_restarts": 2}
+    assert p.options == {
+        "name": "baseline",
+        "gpus": 0.5,
+        "stall_after": "10m",
+        "pending_after": "5m",
+        "max_restarts": 2,
+    }
     assert p.params == {"steps": "100", "lr": "3e-4"}
     assert list(p.params) == ["steps", "lr"]
 
 
 def test_options_default_when_absent() -> None:
-    assert ok("launch tiny-lm").options == {"name": None, "gpus": None, "stall_after": None, "max_restarts": None}
+    assert ok("launch tiny-lm").options == {
+        "name": None,
+        "gpus": None,
+        "stall_after": None,
+        "pending_after": None,
+        "max_restarts": None,
+    }
     assert ok("runs").options == {"status": None, "mine": False, "limit": 20}
     assert ok("logs ab12").options == {"tail": None}
+    assert ok("pages").options == {"all": False, "run": None}
 
 
 @pytest.mark.parametrize(
@@ -233,6 +249,21 @@ def test_slack_link_in_run_id_and_quoted_job() -> None:
     assert ok("launch “tiny-lm” --name “nightly run”").options["name"] == "nightly run"
 
 
+def test_pages_ack_and_resolve() -> None:
+    ack = ok("ack p2x3kq")
+    assert (ack.command.name, ack.args, ack.options, ack.params) == ("ack", {"page": "p2x3kq"}, {}, {})
+    assert ok("resolve p2x3kq").args == {"page": "p2x3kq"}
+    pages = ok("pages --all --run k3xq7p")
+    assert pages.command.name == "pages"
+    assert (pages.args, pages.options) == ({}, {"all": True, "run": "k3xq7p"})
+    assert ok("pages --run K3XQ7P").options == {"all": False, "run": "k3xq7p"}
+    missing = err("ack")
+    assert missing.message == "`/lab ack` needs PAGE"
+    assert missing.command is not None and missing.command.name == "ack"
+    assert missing.usage == "/lab ack PAGE"
+    assert err("resolve").message == "`/lab resolve` needs PAGE"
+
+
 def test_permission_is_recorded_not_enforced() -> None:
     assert ok("stop ab12").command.permission == "owner"
     assert ok("restart ab12").command.permission == "owner"
@@ -263,6 +294,9 @@ def test_permission_is_recorded_not_enforced() -> None:
         ),
         ("runs --zzz", "unknown option '--zzz' for `/lab runs` — it accepts --status, --mine, --limit"),
         ("stop ab12 --force", "`/lab stop` takes no options, got '--force'"),
+        ("ack p1 p2", "unexpected extra argument 'p2' — `/lab ack` takes only PAGE"),
+        ("pages --all=yes", "`--all` takes no value, got '--all=yes'"),
+        ("pages --run a_b", "`--run` expects a run id: letters, digits and '-', got 'a_b'"),
         ("runs --limit", "`--limit` needs a value (N)"),
         ("runs --limit --mine", "`--limit` needs a value (N)"),
         ("runs --limit ten", "`--limit` expects a whole number, got 'ten'"),
@@ -289,6 +323,7 @@ def test_bad_duration_names_what_is_accepted() -> None:
     e = err("launch t --stall-after '5 minutes'")
     assert e.message.startswith("`--stall-after` expects a positive duration")
     assert "30s, 10m, 1h30m" in err("launch t --stall-after soon").message
+    assert err("launch t --pending-after soon").message.startswith("`--pending-after` expects a positive duration")
 
 
 @pytest.mark.parametrize("item", ["1x=2", "=5", "a b=1", "-k=1", "k.x=1"])
@@ -299,10 +334,14 @@ def test_bad_param_keys(item: str) -> None:
 def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     e = err("launch --bogus")
     assert e.command is not None and e.command.name == "launch"
-    assert e.usage == "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--max-restarts N] [KEY=VALUE ...]"
+    assert e.usage == (
+        "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
+        " [KEY=VALUE ...]"
+    )
     unknown = err("nope")
     assert unknown.command is None
-    assert unknown.usage.startswith("/lab SUBCOMMAND") and "launch, runs, status" in unknown.usage
+    assert unknown.usage.startswith("/lab SUBCOMMAND")
+    assert "launch, runs, status, stop, restart, logs, pages, ack, resolve, help" in unknown.usage
 
 
 def test_unbalanced_quote_after_a_known_subcommand_gives_its_usage() -> None:
@@ -402,8 +441,14 @@ def launches(draw: st.DrawFn) -> Parsed:
     keys = draw(st.lists(st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,8}", fullmatch=True), unique=True, max_size=4))
     gpus = draw(st.none() | st.floats(min_value=0, allow_infinity=False))
     restarts = draw(st.none() | st.integers(min_value=0))
-    stall = draw(st.none() | st.sampled_from(["30s", "10m", "1h30m", "2.5h", "90"]))
-    options = {"name": draw(st.none() | safe_text), "gpus": gpus, "stall_after": stall, "max_restarts": restarts}
+    durations = st.none() | st.sampled_from(["30s", "10m", "1h30m", "2.5h", "90"])
+    options = {
+        "name": draw(st.none() | safe_text),
+        "gpus": gpus,
+        "stall_after": draw(durations),
+        "pending_after": draw(durations),
+        "max_restarts": restarts,
+    }
     return Parsed(cmd, {"job": job}, options, {k: draw(safe_text) for k in keys})
 
 

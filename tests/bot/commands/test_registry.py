@@ -84,9 +84,11 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
 
 
 def test_registration_order_and_words() -> None:
-    assert [c.name for c in LAB] == ["launch", "runs", "status", "stop", "restart", "logs", "help"]
-    assert len(LAB) == 7
-    assert LAB.words()[:7] == [c.name for c in LAB]
+    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "help"]
+    assert [c.name for c in LAB] == names
+    assert [c.name for c in COMMANDS] == names
+    assert len(LAB) == 10
+    assert LAB.words()[:10] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
 
@@ -94,6 +96,7 @@ def test_registration_order_and_words() -> None:
     "clash",
     [
         Command("launch", "again"),
+        Command("pages", "again"),
         Command("list", "l", aliases=("ls",)),  # alias already taken by runs
         Command("ls", "l"),  # name already an alias
         Command("x", "x", aliases=("show",)),
@@ -103,15 +106,17 @@ def test_register_rejects_duplicate_names_and_aliases(clash: Command) -> None:
     registry = lab_registry()
     with pytest.raises(ValueError, match="already taken"):
         registry.register(clash)
-    assert len(registry) == 7 and registry.resolve(clash.name) is not clash
+    assert len(registry) == len(COMMANDS) and registry.resolve(clash.name) is not clash
 
 
 def test_later_issues_plug_in_subcommands_without_touching_lab() -> None:
     registry = lab_registry()
-    pages = registry.register(Command("pages", "open pages"))
-    assert registry.resolve("pages") is pages
-    assert LAB.resolve("pages") is None
-    assert isinstance(parse("pages", registry), Parsed)
+    artifacts = registry.register(Command("artifacts", "a run's artifacts", args=(Arg("run_id", "run_id", "h"),)))
+    assert registry.resolve("artifacts") is artifacts
+    assert LAB.resolve("artifacts") is None
+    assert len(registry) == len(LAB) + 1
+    result = parse("artifacts k3xq7p", registry)
+    assert isinstance(result, Parsed) and result.command is artifacts
 
 
 def test_closest() -> None:
@@ -128,12 +133,18 @@ def test_closest() -> None:
 def test_usage_lines() -> None:
     lines = {c.name: usage(c) for c in LAB}
     assert lines == {
-        "launch": "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--max-restarts N] [KEY=VALUE ...]",
+        "launch": (
+            "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
+            " [KEY=VALUE ...]"
+        ),
         "runs": "/lab runs [--status S] [--mine] [--limit N]",
         "status": "/lab status RUN_ID",
         "stop": "/lab stop RUN_ID",
         "restart": "/lab restart RUN_ID",
         "logs": "/lab logs RUN_ID [--tail N]",
+        "pages": "/lab pages [--all] [--run RUN_ID]",
+        "ack": "/lab ack PAGE",
+        "resolve": "/lab resolve PAGE",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -148,6 +159,9 @@ def test_permissions_and_params() -> None:
         "stop": Permission.OWNER,
         "restart": Permission.OWNER,
         "logs": Permission.ANYONE,
+        "pages": Permission.ANYONE,
+        "ack": Permission.ANYONE,
+        "resolve": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]
@@ -213,8 +227,11 @@ def test_help_topic_unknown_or_hidden() -> None:
     assert text.startswith("unknown subcommand 'lanch' — did you mean 'launch'?")
     assert "`/lab runs" in text
     registry = with_admin()
-    assert help_text(registry, is_admin=False, topic="purge").startswith("unknown subcommand 'purge'")
-    assert "did you mean" not in help_text(registry, is_admin=False, topic="purge")
+    hidden = help_text(registry, is_admin=False, topic="purge")
+    assert hidden.startswith("unknown subcommand 'purge'")
+    assert "did you mean 'purge'" not in hidden and "/lab purge" not in hidden
+    assert "did you mean" not in help_text(registry, is_admin=False, topic="gc")
+    assert "did you mean" not in help_text(registry, is_admin=False, topic="xyzzy")
     assert help_text(registry, is_admin=True, topic="gc").startswith("*`/lab purge`*")
     assert help_text(LAB, is_admin=False, topic="  ") == help_text(LAB, is_admin=False)
 

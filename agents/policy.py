@@ -8,6 +8,7 @@ both tables are optional::
     tick = "2s"               # how often the watchdog looks (one Ray list_jobs + one DB query a tick)
     pending_after = "10m"     # PENDING in Ray this long is a page (Ray's own stop does nothing to PENDING jobs)
     infra_after = "2m"        # the Ray API unreachable this long is a page
+    startup_grace = "2m"      # before an attempt's first telemetry / first step, a stall needs at least this long
     restart_on = ["failed"]   # conditions restarted automatically from the checkpoint (add "hung", "silent")
     restart_backoff = "10s"   # before the first automatic restart; doubles for each next one (at most 5m)
 
@@ -55,6 +56,7 @@ class WatchdogPolicy:
     tick_s: float = 2.0
     pending_after_s: float = 600.0
     infra_after_s: float = 120.0
+    startup_grace_s: float = 120.0
     restart_on: tuple[str, ...] = ("failed",)
     restart_backoff_s: float = 10.0
     max_backoff_s: float = 300.0
@@ -72,6 +74,7 @@ class WatchdogPolicy:
             tick_s=_seconds(t, "tick", "2s", "watchdog"),
             pending_after_s=_seconds(t, "pending_after", "10m", "watchdog"),
             infra_after_s=_seconds(t, "infra_after", "2m", "watchdog"),
+            startup_grace_s=_seconds(t, "startup_grace", "2m", "watchdog", allow_zero=True),
             restart_on=tuple(restart_on),
             restart_backoff_s=_seconds(t, "restart_backoff", "10s", "watchdog"),
         )

@@ -195,6 +195,7 @@ class Watchdog:
             thresholds=Thresholds(
                 stall_after_s=float(cfg.get("stall_after_s") or 600.0),
                 pending_after_s=float(cfg.get("pending_after_s") or self.policy.pending_after_s),
+                startup_grace_s=self.policy.startup_grace_s,
             ),
             stop_requested=run.stop_requested,
         )
@@ -213,6 +214,8 @@ class Watchdog:
         self, s: Session, run: Run, findings: list[Finding], now: datetime, report: TickReport, *, was_terminal: bool
     ) -> list[Finding]:
         cfg = run.config or {}
+        if not was_terminal:  # it failed in this tick: the last lines of its log say why (one Ray call, once)
+            findings = [self._with_log_tail(run, f) if f.kind == FAILED else f for f in findings]
         restart_on = cfg.get("restart_on") or list(self.policy.restart_on)
         cause = next((f for f in findings if f.kind in RESTARTABLE and f.kind in restart_on), None)
         if cause is None or run.stop_requested or (was_terminal and cause.kind == FAILED):
@@ -228,8 +231,6 @@ class Watchdog:
                 else f
                 for f in findings
             ]
-        if cause.kind == FAILED:
-            cause = self._with_log_tail(run, cause)
         delay = self.policy.backoff(run.auto_restarts)
         old_attempt = run.attempt
         run.auto_restarts += 1

@@ -51,6 +51,9 @@ class Thresholds:
     spike_factor: float = 10.0  # diverged: loss over this × the trailing maximum (Megatron's factor)
     slow_factor: float = 0.5  # slow: step rate under this × its trailing median ...
     slow_samples: int = 3  # ... for this many consecutive rate samples
+    # before an attempt's first telemetry (or first step), silence is judged against at least this: loading a big
+    # model or a dataset is not a stall
+    startup_grace_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -179,12 +182,14 @@ def _silent(state: RunState, now: datetime) -> Finding | None:
     if baseline is None:
         return None
     silent_for = _seconds(now - baseline)
-    threshold = state.thresholds.stall_after_s
-    if silent_for < threshold:
-        return None
     fresh = state.last_telemetry_at is None or (
         state.attempt_started_at is not None and state.last_telemetry_at < state.attempt_started_at
     )
+    threshold = state.thresholds.stall_after_s
+    if fresh:
+        threshold = max(threshold, state.thresholds.startup_grace_s)
+    if silent_for < threshold:
+        return None
     since = f" since attempt {state.attempt} was submitted" if fresh else ""
     return Finding(
         kind=SILENT,
@@ -207,6 +212,8 @@ def _hung(state: RunState, now: datetime) -> Finding | None:
         return None
     stuck_for = _seconds(now - baseline)
     threshold = state.thresholds.stall_after_s
+    if state.last_step_at is None:
+        threshold = max(threshold, state.thresholds.startup_grace_s)
     if stuck_for < threshold:
         return None
     if state.last_step_at is None or state.last_step is None:

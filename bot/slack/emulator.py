@@ -4,8 +4,8 @@
 mount or serve in-process) or from its own uvicorn thread (`url = emulator.start()` → ``http://127.0.0.1:PORT/api/``,
 the ``base_url`` for `WebClient`/`AsyncWebClient`). It decodes form, multipart and JSON bodies the way Slack does,
 checks the bot token, records every call (`calls`, `calls_to`), can answer the next calls of a method with an
-injected 429/5xx (`fail`), and produces Events API envelopes for simulated human messages (`user_message`,
-`event_payload`) that the console and tests deliver to the Bolt app themselves.
+injected 429/5xx (`fail`; `clear_failures` ends an outage), and produces Events API envelopes for simulated human
+messages (`user_message`, `event_payload`) that the console and tests deliver to the Bolt app themselves.
 
 Slack's semantics live in `bot.slack.emulator_methods` (the methods), `bot.slack.emulator_workspace` (state) and
 `bot.slack.emulator_blocks` (Block Kit limits); the data model in `bot.slack.emulator_model`.
@@ -133,6 +133,14 @@ class SlackEmulator(SlackWorkspace):
         with self._lock:
             queue = self._failures.setdefault(method, deque())
             queue.append(Failure(method, status, retry_after if status == 429 else None, times, error or default))
+
+    def clear_failures(self, method: str | None = None) -> None:
+        """Drop the failures `fail` queued and not yet used, for ``method`` or for every method: Slack is back."""
+        with self._lock:
+            if method is None:
+                self._failures.clear()
+            else:
+                self._failures.pop(method, None)
 
     def _take_failure(self, method: str) -> Failure | None:
         with self._lock:

@@ -10,18 +10,16 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from fakes.slack import SlackFake
+from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
+from bot.slack.payloads import JSON, signed, slash_command
 from training.ray_cluster import RayConnection
 
-SECRET = "test-signing-secret"
-OWNER, OTHER, ADMIN = "U0ALICE001", "U0BOB00001", "U0ADMIN001"
+OTHER, ADMIN = "U0BOB00001", "U0ADMIN001"
 TOML = f"""
 [slack]
 card_every = "2s"
@@ -35,63 +33,6 @@ admins = ["{ADMIN}"]
 entrypoint = "sleep 300"
 description = "holds a run open"
 """
-
-
-class SlackSide:
-    def __init__(self, fake: SlackFake, serve: Serve) -> None:
-        self.fake = fake
-        self.serve = serve
-        self.ws = Workspace(team_id=fake.team_id, app_id=fake.app_id, channel=fake.default_channel)
-        self.http = httpx.Client(timeout=30)
-
-    def post(
-        self,
-        body: str,
-        *,
-        content_type: str = "application/x-www-form-urlencoded",
-        headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        h = signed(body, SECRET, content_type=content_type) if headers is None else headers
-        start = time.monotonic()
-        r = self.http.post(f"{self.serve.url}/slack/events", content=body.encode(), headers=h)
-        assert time.monotonic() - start < 3, "Slack needs an answer within 3 s"
-        return r
-
-    def command(self, text: str, user: str = OWNER) -> httpx.Response:
-        return self.post(slash_command(self.ws, user=user, user_name=user.lower(), text=text))
-
-    def click(self, verb: str, run_id: str, user: str = OWNER) -> httpx.Response:
-        ts = self.card(run_id).ts
-        return self.post(button_click(self.ws, user=user, action_id=f"run_{verb}", value=run_id, message_ts=ts))
-
-    def card(self, run_id: str) -> Any:
-        for m in self.fake.messages(self.ws.channel):
-            if m.bot_id and any(
-                el.get("value") == run_id for b in m.blocks if b.get("type") == "actions" for el in b["elements"]
-            ):
-                return m
-        return None
-
-    def thread(self, run_id: str) -> list[Any]:
-        return self.fake.messages(self.ws.channel, thread_ts=self.card(run_id).ts)[1:]
-
-    def ephemerals(self, user: str = OWNER) -> list[str]:
-        return [m.text for m in self.fake.ephemeral_messages(self.ws.channel, user)]
-
-    def launched(self, text: str, user: str = OWNER) -> str:
-        """Launch from Slack; return the run id once its card is in the channel."""
-        before = {m.ts for m in self.fake.messages(self.ws.channel)}
-        assert self.command(text, user).status_code == 200
-        card = wait_for(
-            lambda: next((m for m in self.fake.messages(self.ws.channel) if m.ts not in before and m.bot_id), None),
-            timeout=30,
-            what="the run card",
-        )
-        return next(el["value"] for b in card.blocks if b.get("type") == "actions" for el in b["elements"])
-
-    def run(self, run_id: str) -> dict[str, Any]:
-        with self.serve.client() as api:
-            return api.get(f"/runs/{run_id}").json()["run"]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,18 @@ from datetime import datetime
 from typing import Any
 
 from bot.humanize import duration
-from bot.slack.blocks.run_card import TERMINAL, _button, _confirm, _mrkdwn, _plain, clip, escape, mention, parse_time
+from bot.slack.blocks.run_card import (
+    TERMINAL,
+    _button,
+    _confirm,
+    _mrkdwn,
+    _plain,
+    _tail,
+    clip,
+    escape,
+    mention,
+    parse_time,
+)
 
 Block = dict[str, Any]
 
@@ -58,14 +69,15 @@ def page_message(
         lines.append(f"Owner: {owner}")
     blocks: list[Block] = [{"type": "section", "text": _mrkdwn("\n".join(lines))}]
     tail = (page.get("detail") or {}).get("log_tail")
-    if tail and page["state"] != "resolved":
-        blocks.append({"type": "section", "text": _mrkdwn(f"```\n{clip(str(tail), 2800)}\n```")})
+    if tail and page["state"] != "resolved":  # escaped, its own fences broken, and its end kept: the error is last
+        body = escape(str(tail)).replace("```", "`\u200b``")
+        blocks.append({"type": "section", "text": _mrkdwn(f"```\n{_tail(body, 2800)}\n```")})
     blocks.append({"type": "context", "elements": [_mrkdwn(_status_line(page), 3000)]})
     buttons = _buttons(page, run)
     if buttons:
         blocks.append({"type": "actions", "block_id": f"page_actions_{page['id']}", "elements": buttons})
     text = f"{page['kind']} on {'run ' + str(page['run_id']) if page.get('run_id') else 'the Ray cluster'}: "
-    text += str(page.get("summary", ""))
+    text += escape(str(page.get("summary", "")))
     if owner and page["state"] == "triggered" and page.get("severity") != "warning":
         text = f"{owner} {text}"  # the mention in the text is what notifies
     return clip(text, 3000), blocks

@@ -1,0 +1,87 @@
+"""Driving a real `labbot serve` as Slack does: signed slash commands and button clicks into `POST /slack/events`,
+and reading what labbot posted from the Slack Web API fake (the e2e tests of the Slack front-end and the pager)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from fakes.slack import SlackFake
+from support import Serve, wait_for
+
+from bot.slack.payloads import Workspace, button_click, signed, slash_command
+
+SECRET = "test-signing-secret"
+OWNER = "U0ALICE001"
+
+
+class SlackSide:
+    def __init__(self, fake: SlackFake, serve: Serve) -> None:
+        self.fake = fake
+        self.serve = serve
+        self.ws = Workspace(team_id=fake.team_id, app_id=fake.app_id, channel=fake.default_channel)
+        self.http = httpx.Client(timeout=30)
+
+    def post(
+        self,
+        body: str,
+        *,
+        content_type: str = "application/x-www-form-urlencoded",
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        h = signed(body, SECRET, content_type=content_type) if headers is None else headers
+        start = time.monotonic()
+        r = self.http.post(f"{self.serve.url}/slack/events", content=body.encode(), headers=h)
+        assert time.monotonic() - start < 3, "Slack needs an answer within 3 s"
+        return r
+
+    def command(self, text: str, user: str = OWNER) -> httpx.Response:
+        return self.post(slash_command(self.ws, user=user, user_name=user.lower(), text=text))
+
+    def click(self, verb: str, run_id: str, user: str = OWNER) -> httpx.Response:
+        ts = self.card(run_id).ts
+        return self.post(button_click(self.ws, user=user, action_id=f"run_{verb}", value=run_id, message_ts=ts))
+
+    def card(self, run_id: str) -> Any:
+        for m in self.fake.messages(self.ws.channel):
+            if m.bot_id and any(
+                el.get("value") == run_id for b in m.blocks if b.get("type") == "actions" for el in b["elements"]
+            ):
+                return m
+        return None
+
+    def thread(self, run_id: str) -> list[Any]:
+        return self.fake.messages(self.ws.channel, thread_ts=self.card(run_id).ts)[1:]
+
+    def ephemerals(self, user: str = OWNER) -> list[str]:
+        return [m.text for m in self.fake.ephemeral_messages(self.ws.channel, user)]
+
+    def launched(self, text: str, user: str = OWNER) -> str:
+        """Launch from Slack; return the run id once its card is in the channel."""
+        before = {m.ts for m in self.fake.messages(self.ws.channel)}
+        assert self.command(text, user).status_code == 200
+        card = wait_for(
+            lambda: next((m for m in self.fake.messages(self.ws.channel) if m.ts not in before and m.bot_id), None),
+            timeout=30,
+            what="the run card",
+        )
+        return next(el["value"] for b in card.blocks if b.get("type") == "actions" for el in b["elements"])
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.serve.client() as api:
+            return api.get(f"/runs/{run_id}").json()["run"]
+
+    def page_messages(self, channel: str | None = None, *, run_id: str | None = None) -> list[Any]:
+        """Messages showing a page (their blocks carry a page's Ack/Resolve buttons, or its status line)."""
+        msgs = self.thread(run_id) if run_id is not None else self.fake.messages(channel or self.ws.channel)
+        return [m for m in msgs if m.bot_id and "page `" in str(m.blocks)]
+
+    def click_page(self, verb: str, page_id: str, message: Any, user: str = OWNER) -> httpx.Response:
+        ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=message.channel)
+        body = button_click(ws, user=user, action_id=f"page_{verb}", value=page_id, message_ts=message.ts)
+        return self.post(body)
+
+    def pages(self, **params: Any) -> list[dict[str, Any]]:
+        with self.serve.client() as api:
+            return list(api.get("/pages", params=params).json()["pages"])

@@ -173,8 +173,7 @@ class Outbox:
             d = s.get_one(Delivery, env.id)
             d.state = DeliveryState.SENDING.value
             d.attempts += 1
-            attempts = d.attempts
-        return Envelope(**{**env.__dict__, "attempts": attempts})
+            return self._envelope(s, d)  # built now: a refresh sees the posts sent earlier in this drain
 
     def _record(self, env: Envelope, outcome: Outcome) -> None:
         now = self.clock()
@@ -219,15 +218,18 @@ class PagerDutyNotifier:
 
     async def deliver(self, envelope: Envelope) -> Outcome:
         p = envelope.payload
-        if envelope.action == "trigger":
-            sent = await self.client.send(
-                "trigger",
-                envelope.target,
-                summary=str(p.get("summary", "")),
-                severity=str(p.get("severity", "critical")),
-                custom_details=p.get("custom_details") or {},
-            )
-        else:
-            sent = await self.client.send(envelope.action, envelope.target)
+        try:
+            if envelope.action == "trigger":
+                sent = await self.client.send(
+                    "trigger",
+                    envelope.target,
+                    summary=str(p.get("summary", "")),
+                    severity=str(p.get("severity", "critical")),
+                    custom_details=p.get("custom_details") or {},
+                )
+            else:
+                sent = await self.client.send(envelope.action, envelope.target)
+        except ValueError as e:  # an event PagerDuty would answer 400: it will never be valid, so never retried
+            return Outcome("rejected", f"PagerDuty {envelope.action} {envelope.target!r}: invalid event: {e}")
         status: Status = sent.outcome
         return Outcome(status, sent.message, sent.retry_after_s, {"status": sent.status} if sent.accepted else {})

@@ -7,9 +7,12 @@ themselves are the same ones that run with the defaults.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psutil
@@ -45,10 +48,35 @@ max_restarts = 1
 """
 
 
+class DeadmanCheck(ThreadingHTTPServer):
+    """An external heartbeat check (healthchecks.io-style): counts the pings it gets."""
+
+    def __init__(self) -> None:
+        self.pings: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(handler) -> None:
+                self.pings.append(handler.path)
+                handler.send_response(200)
+                handler.end_headers()
+                handler.wfile.write(b"OK")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/ping/secret-uuid"
+
+
 class Babysat(SlackSide):
-    def __init__(self, fake: SlackFake, serve: Serve, pd: PagerDutyFake) -> None:
+    def __init__(self, fake: SlackFake, serve: Serve, pd: PagerDutyFake, deadman: DeadmanCheck) -> None:
         super().__init__(fake, serve)
         self.pd = pd
+        self.deadman = deadman
 
     def page_of(self, run_id: str, kind: str, *, state: str | None = None) -> dict[str, Any] | None:
         for p in self.pages(all="1", run=run_id):
@@ -64,7 +92,8 @@ class Babysat(SlackSide):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[Babysat]:
     home = tmp_path_factory.mktemp("babysitter")
-    (home / "labbot.toml").write_text(TOML)
+    deadman = DeadmanCheck()
+    (home / "labbot.toml").write_text(TOML + f'\n[deadman]\nurl = "{deadman.url}"\nevery = "1s"\n')
     fake = SlackFake(channels={"C0LAB00001": "lab", ONCALL: "oncall"}, users={OWNER: "alice"})
     url = fake.start()
     pd = PagerDutyFake().__enter__()
@@ -77,7 +106,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
         "PAGERDUTY_EVENTS_URL": pd.url,
     }
     serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
-    side = Babysat(fake, serve, pd)
+    side = Babysat(fake, serve, pd, deadman)
     try:
         yield side
         fake.check_against_spec()
@@ -85,6 +114,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
         serve.stop()
         fake.stop()
         pd.__exit__(None, None, None)
+        deadman.shutdown()
 
 
 def job_process(run_id: str) -> psutil.Process:
@@ -165,7 +195,7 @@ def test_hang_escalates_to_oncall_then_pagerduty_and_ack_reaches_both(lab: Babys
     resolved = lab.page_of(run_id, "hung")
     assert resolved is not None and resolved["state"] == "resolved"
     cli = lab.serve.cli("pages", "--all", "--json")
-    assert cli.returncode == 0 and any(p["id"] == page["id"] for p in __import__("json").loads(cli.stdout))
+    assert cli.returncode == 0 and any(p["id"] == page["id"] for p in json.loads(cli.stdout))
 
 
 def test_crash_is_restarted_from_the_checkpoint_not_step_zero(lab: Babysat) -> None:
@@ -189,6 +219,10 @@ def test_nan_loss_is_a_diverged_page(lab: Babysat) -> None:
     run_id = lab.launched("launch tiny-lm steps=100000 log_every=1 nan_at_step=10")
     page = wait_for(lambda: lab.page_of(run_id, "diverged"), timeout=90, what="a diverged page")
     assert "NaN" in page["summary"]
+    acked = lab.serve.cli("ack", page["id"], "--json")  # from a terminal, through /api/v1
+    assert acked.returncode == 0 and json.loads(acked.stdout)["state"] == "acknowledged"
+    unknown = lab.serve.cli("ack", "pnope1")
+    assert unknown.returncode == 2 and "unknown page" in unknown.stderr
     lab.stop_run(run_id)
     wait_for(lambda: lab.page_of(run_id, "diverged", state="resolved"), timeout=20, what="resolved by the stop")
 
@@ -210,3 +244,9 @@ def test_a_run_failing_after_its_restarts_pages_with_the_log_tail(lab: Babysat) 
     assert "boom: out of memory" in page["detail"].get("log_tail", "")
     texts = [m.text for m in lab.thread(run_id)]
     assert any("attempt 1 failed" in t for t in texts)
+
+
+def test_the_dead_man_switch_pings_while_labbot_lives(lab: Babysat) -> None:
+    wait_for(lambda: len(lab.deadman.pings) >= 2, timeout=15, what="two dead-man pings")
+    assert set(lab.deadman.pings) == {"/ping/secret-uuid"}
+    assert "secret-uuid" not in lab.serve.log(), "the check's URL holds a secret: never logged"

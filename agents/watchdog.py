@@ -141,7 +141,7 @@ class Watchdog:
             )
         )
         grouped: dict[str, tuple[Run, dict[str, Incident]]] = {}
-        for run, inc in s.execute(q).tuples():
+        for run, inc in s.execute(q):
             entry = grouped.setdefault(run.id, (run, {}))
             if inc is not None:
                 entry[1][inc.kind] = inc
@@ -162,6 +162,8 @@ class Watchdog:
         report.changed += changed
         if stop_sid:
             report.to_stop.append(stop_sid)
+        if run.restart_at is not None and job is not None:
+            run.restart_at = None  # the scheduled attempt is on Ray (labbot died between submitting and noting it)
         if run.status == RunStatus.RESTARTING.value and run.restart_at is not None:
             if job is None and run.restart_at <= now:
                 report.due.append(run.id)
@@ -304,7 +306,7 @@ class Watchdog:
                 .outerjoin(Run, Incident.run_id == Run.id)
                 .where(Incident.state.in_(OPEN_INCIDENT_STATES))
             )
-            for inc, run in s.execute(q).tuples():
+            for inc, run in s.execute(q):
                 self.pager.escalate(s, run, inc, now)
 
     def _judge_infra(self, s: Session, finding: Finding | None, now: datetime) -> None:

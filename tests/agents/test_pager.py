@@ -362,6 +362,21 @@ def test_a_page_resolved_by_hand_stays_resolved_while_the_condition_holds(tmp_pa
     assert lab.new_deliveries(seen) == [page_post("thread"), page_post(f"dm:{OWNER}")]
 
 
+def test_a_page_resolved_by_hand_that_returns_within_the_window_pages_again(tmp_path: Path) -> None:
+    """Only labbot's own auto-resolution is a flap: a person who resolved it believed it fixed, so its return is news."""
+    lab = make_lab(tmp_path)
+    lab.tick([HUNG], 0)
+    page_id = lab.incident().id
+    lab.clock.at(10)
+    lab.pager.resolve(page_id, by="U0BOB00001")
+    lab.tick([], 20)
+    seen = len(lab.deliveries())
+    lab.tick([HUNG], 40)  # well within the 300 s flap window
+    inc = lab.incident()
+    assert (inc.occurrence, inc.reopened, inc.state) == (2, 0, "triggered")
+    assert lab.new_deliveries(seen) == [page_post("thread"), page_post(f"dm:{OWNER}")]
+
+
 # ----------------------------------------------------------------- warnings, channels off, nowhere to go
 
 

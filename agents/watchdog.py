@@ -1,4 +1,5 @@
-"""The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs.
+"""The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
+only when some runs need a change, one more query loading just those).
 
 A tick brings each active run (and each run with an open page) in line with Ray (``training.service.reconcile_run``),
 judges it with the pure rules of ``training.monitoring``, schedules automatic restarts from the checkpoint
@@ -12,6 +13,7 @@ Runs on a worker thread (blocking DB and Ray calls); the server's scheduler call
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -25,9 +27,9 @@ from sqlalchemy.orm import Session
 from agents.pager import Pager
 from agents.policy import WatchdogPolicy
 from storage.db import Database
-from storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, Run, RunStatus, utcnow
+from storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
 from training.errors import LabbotError, RayUnavailable
-from training.launcher import RAY_FAILED, RayJob, RayLauncher, submission_id
+from training.launcher import RAY_FAILED, RAY_PENDING, RAY_RUNNING, RayJob, RayLauncher, submission_id
 from training.monitoring import (
     FAILED,
     HUNG,
@@ -46,6 +48,21 @@ from training.service import LOST, RunService, reconcile_run
 log = logging.getLogger(__name__)
 
 RESTARTABLE = (FAILED, HUNG, SILENT)
+WATCHED = (
+    Run.id,
+    Run.status,
+    Run.attempt,
+    Run.ray_submission_id,
+    Run.config,
+    Run.stop_requested,
+    Run.error,
+    Run.attempt_started_at,
+    Run.last_telemetry_at,
+    Run.last_step,
+    Run.last_step_at,
+    Run.vitals,
+    Run.restart_at,
+)
 LOG_TAIL_LINES = 20
 STOP_RETRY_WINDOW_S = 3600.0  # stops of PENDING jobs are re-issued for this long
 
@@ -108,8 +125,14 @@ class Watchdog:
         with self.db.session() as s:
             if self._infra_open:
                 self._judge_infra(s, None, now)
-            for run, incidents in self._runs(s, now):
-                self._look(s, run, incidents, jobs.get(run.ray_submission_id or ""), now, report)
+            needs_work: dict[str, dict[str, Incident]] = {}
+            for row, incidents in self._runs(s, now):
+                report.runs += 1
+                if not self._all_well(row, incidents, jobs.get(row.ray_submission_id or ""), now):
+                    needs_work[row.id] = incidents
+            if needs_work:  # the few runs that change are loaded as objects (one more query), the rest never are
+                for run in s.scalars(select(Run).where(Run.id.in_(list(needs_work)))):
+                    self._look(s, run, needs_work[run.id], jobs.get(run.ray_submission_id or ""), now, report)
         for sid in report.to_stop:
             try:
                 self.launcher.stop(sid)
@@ -121,16 +144,17 @@ class Watchdog:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _runs(self, s: Session, now: datetime) -> list[tuple[Run, dict[str, Incident]]]:
+    def _runs(self, s: Session, now: datetime) -> list[tuple[Any, dict[str, Incident]]]:
         """The one query: active runs, runs with an open page, recently stopped runs (PENDING stops), with every
-        incident of theirs (open, or resolved and so able to re-open)."""
+        incident of theirs (open, or resolved and so able to re-open). Only the columns the rules read: loading
+        10,000 full ORM runs (their metrics, every timestamp) would cost more than judging them."""
         with_open_page = select(Incident.run_id).where(
             Incident.state.in_(OPEN_INCIDENT_STATES), Incident.run_id.is_not(None)
         )
         cutoff = now.timestamp() - STOP_RETRY_WINDOW_S
         recent = datetime.fromtimestamp(cutoff, tz=now.tzinfo)
         q = (
-            select(Run, Incident)
+            select(*WATCHED, Incident)
             .outerjoin(Incident, Incident.run_id == Run.id)
             .where(
                 or_(
@@ -140,12 +164,25 @@ class Watchdog:
                 )
             )
         )
-        grouped: dict[str, tuple[Run, dict[str, Incident]]] = {}
-        for run, inc in s.execute(q):
-            entry = grouped.setdefault(run.id, (run, {}))
-            if inc is not None:
-                entry[1][inc.kind] = inc
+        grouped: dict[str, tuple[Any, dict[str, Incident]]] = {}
+        for row in s.execute(q):
+            entry = grouped.setdefault(row.id, (row, {}))
+            if row.Incident is not None:
+                entry[1][row.Incident.kind] = row.Incident
         return list(grouped.values())
+
+    def _all_well(self, row: Any, incidents: dict[str, Incident], job: RayJob | None, now: datetime) -> bool:
+        """Nothing to change for this run: Ray agrees with its status, no rule finds anything, no page is open."""
+        if job is None or row.stop_requested or row.restart_at is not None:
+            return False
+        if (row.status, job.status) not in (
+            (RunStatus.RUNNING.value, RAY_RUNNING),
+            (RunStatus.PENDING.value, RAY_PENDING),
+        ):
+            return False
+        if any(i.condition_active or i.state != IncidentState.RESOLVED.value for i in incidents.values()):
+            return False
+        return not evaluate(self._state(row, job), now)
 
     def _look(
         self,
@@ -156,7 +193,6 @@ class Watchdog:
         now: datetime,
         report: TickReport,
     ) -> None:
-        report.runs += 1
         was_terminal = RunStatus(run.status).is_terminal
         changed, stop_sid = reconcile_run(run, job, now)
         report.changed += changed
@@ -177,7 +213,8 @@ class Watchdog:
         for inc in incidents.values():
             self.pager.escalate(s, run, inc, now)
 
-    def _state(self, run: Run, job: RayJob | None) -> RunState:
+    def _state(self, run: Any, job: RayJob | None) -> RunState:
+        """What the rules see of a run (an ORM ``Run`` or a row of ``WATCHED`` columns: the same names)."""
         cfg = run.config or {}
         ray_status, error_type, message = (job.status, job.error_type, job.message) if job else (None, None, "")
         if job is None and run.status == RunStatus.FAILED.value and (run.error or "").startswith(LOST):
@@ -194,12 +231,16 @@ class Watchdog:
             last_step=run.last_step,
             last_step_at=run.last_step_at,
             vitals=run.vitals or {},
-            thresholds=Thresholds(
-                stall_after_s=float(cfg.get("stall_after_s") or 600.0),
-                pending_after_s=float(cfg.get("pending_after_s") or self.policy.pending_after_s),
-                startup_grace_s=self.policy.startup_grace_s,
-            ),
+            thresholds=self._thresholds(cfg.get("stall_after_s"), cfg.get("pending_after_s")),
             stop_requested=run.stop_requested,
+        )
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - a few distinct thresholds, judged for every run every tick
+    def _thresholds(self, stall_after_s: float | None, pending_after_s: float | None) -> Thresholds:
+        return Thresholds(
+            stall_after_s=float(stall_after_s or 600.0),
+            pending_after_s=float(pending_after_s or self.policy.pending_after_s),
+            startup_grace_s=self.policy.startup_grace_s,
         )
 
     @staticmethod

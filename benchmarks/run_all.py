@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["telemetry_overhead.py", "ingest.py", "launch.py", "slack_ack.py", "slack_calls.py"]
+SCRIPTS = [
+    "telemetry_overhead.py",
+    "ingest.py",
+    "launch.py",
+    "slack_ack.py",
+    "slack_calls.py",
+    "watchdog_cost.py",
+    "detection_lag.py",
+]
 
 
 def main() -> int:

@@ -6,11 +6,13 @@ the Alembic migrations shipped in ``storage/migrations`` (``labbot db upgrade`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, insert
@@ -21,6 +23,15 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 def default_sqlite_url(home: Path) -> str:
     return f"sqlite:///{(home / 'labbot.db').resolve()}"
+
+
+def json_loads(text: str | bytes) -> Any:
+    """JSON columns are read with orjson (the watchdog reads thousands of them a tick); a document holding the
+    non-standard ``NaN``/``Infinity`` literals that Python's json module writes still reads, through json."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -35,7 +46,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 class Database:
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
-        kwargs: dict[str, Any] = {"echo": echo, "future": True}
+        kwargs: dict[str, Any] = {"echo": echo, "future": True, "json_deserializer": json_loads}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
         self.engine: Engine = create_engine(url, **kwargs)

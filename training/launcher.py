@@ -72,6 +72,20 @@ def _as_job(details: Any) -> RayJob:
     )
 
 
+def _job_from_json(doc: dict[str, Any]) -> RayJob:
+    """A RayJob from the dashboard's JSON for one job (the fields of Ray's JobDetails that labbot reads)."""
+    start, end = doc.get("start_time"), doc.get("end_time")
+    return RayJob(
+        submission_id=str(doc.get("submission_id") or ""),
+        status=str(doc.get("status") or ""),
+        message=str(doc.get("message") or ""),
+        error_type=doc.get("error_type"),
+        metadata=dict(doc.get("metadata") or {}),
+        start_time=start / 1000 if start else None,
+        end_time=end / 1000 if end else None,
+    )
+
+
 class RayLauncher:
     def __init__(self, connection: RayConnection, *, timeout: float = 10.0) -> None:
         self.connection = connection
@@ -164,10 +178,17 @@ class RayLauncher:
         """Every labbot job Ray knows, by submission id: one ``list_jobs`` call."""
 
         def go(client: Any) -> dict[str, RayJob]:
+            # list_jobs() validates every job Ray ever ran into pydantic JobDetails (≈40 µs each): the watchdog
+            # calls this every tick, so the same request (the SDK's own, authenticated) is read as plain JSON and
+            # only labbot's jobs are kept
+            r = client._do_request("GET", "/api/jobs/")
+            if r.status_code != 200:
+                client._raise_error(r)
             out = {}
-            for details in client.list_jobs():
-                if details.submission_id and details.submission_id.startswith("labbot-"):
-                    out[details.submission_id] = _as_job(details)
+            for doc in r.json():
+                sid = doc.get("submission_id") or ""
+                if sid.startswith("labbot-"):
+                    out[sid] = _job_from_json(doc)
             return out
 
         return self._call("list jobs", go)

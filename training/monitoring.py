@@ -251,8 +251,10 @@ def _diverged(state: RunState) -> Finding | None:
 
 
 def _slow(raw_rates: Any, slow_factor: float, slow_samples: int) -> Finding | None:
-    rates = _finite_list(raw_rates)
     n = max(1, slow_samples)
+    if not isinstance(raw_rates, list | tuple) or len(raw_rates) < n + 5:
+        return None
+    rates = _finite_list(raw_rates[-(n + SLOW_MEDIAN_SAMPLES) :])  # judged every tick for every run: read no more
     if len(rates) < n + 5:
         return None
     recent, before = rates[-n:], rates[:-n][-SLOW_MEDIAN_SAMPLES:]
@@ -398,6 +400,8 @@ def _number(value: Any) -> float | None:
 def _finite_list(value: Any) -> list[float]:
     if not isinstance(value, list | tuple):
         return []
+    if all(type(v) is float or type(v) is int for v in value):  # what observe() stores: the fast path
+        return [float(v) for v in value if math.isfinite(v)]
     numbers = (_number(v) for v in value)
     return [v for v in numbers if v is not None and math.isfinite(v)]
 

@@ -363,7 +363,7 @@ def test_a_page_resolved_by_hand_stays_resolved_while_the_condition_holds(tmp_pa
 
 
 def test_a_page_resolved_by_hand_that_returns_within_the_window_pages_again(tmp_path: Path) -> None:
-    """Only labbot's own auto-resolution is a flap: a person who resolved it believed it fixed, so its return is news."""
+    """Only labbot's own auto-resolution is a flap: a person who resolved it thought it fixed; its return is news."""
     lab = make_lab(tmp_path)
     lab.tick([HUNG], 0)
     page_id = lab.incident().id

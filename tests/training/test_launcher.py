@@ -31,6 +31,8 @@ def test_the_same_submission_twice_is_one_ray_job(ray_head: RayConnection) -> No
     job = wait_for(lambda: (j := launcher.job(mine[0])) and j.status == RAY_SUCCEEDED and j, what="job to finish")
     assert job.metadata["labbot_run_id"] == run_id
     assert f"hello-from-{run_id}" in launcher.logs(mine[0])
+    # the watchdog's list (plain JSON, no pydantic) reads exactly what the SDK's JobDetails say
+    assert launcher.jobs()[mine[0]] == job
 
 
 def test_a_foreign_job_with_our_submission_id_is_a_conflict(ray_head: RayConnection) -> None:

@@ -186,10 +186,13 @@ class EmbeddedRayHead:
         return RayConnection(address, token, embedded=True)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the head if labbot started it (SIGTERM to ``ray start --block`` stops all its processes)."""
+        """Stop the head if labbot started it: first the jobs still running on it, through the Jobs API (a job's
+        entrypoint runs in a session of its own, so the head going away would leave it training, orphaned), then
+        SIGTERM to ``ray start --block``, which stops all the head's processes."""
         state = self._read_state()
         if not self.started_here or not state:
             return
+        _stop_jobs(str(state["address"]), self.token(), timeout=min(timeout, 10.0))
         self._terminate(int(str(state["pid"])), timeout)
         with contextlib.suppress(OSError):
             self.state_file.unlink()
@@ -214,6 +217,26 @@ class EmbeddedRayHead:
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def _stop_jobs(address: str, token: str | None, *, timeout: float) -> None:
+    """Stop every PENDING or RUNNING job on the head and wait (bounded) until Ray says they ended."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    live = ("PENDING", "RUNNING")
+    deadline = time.monotonic() + timeout
+    try:
+        with httpx.Client(base_url=address.rstrip("/"), headers=headers, timeout=2.0) as http:
+            jobs = [j for j in http.get("/api/jobs/").json() if j.get("status") in live and j.get("submission_id")]
+            for job in jobs:
+                http.post(f"/api/jobs/{job['submission_id']}/stop")
+            if jobs:
+                log.info("stopped %d job(s) still running on the local Ray head", len(jobs))
+            running = [j for j in jobs if j.get("status") == "RUNNING"]  # a PENDING job has no process to orphan
+            while running and time.monotonic() < deadline:
+                time.sleep(0.2)
+                running = [j for j in http.get("/api/jobs/").json() if j.get("status") == "RUNNING"]
+    except (httpx.HTTPError, ValueError) as e:
+        log.warning("could not stop the jobs on the local Ray head before stopping it: %s", type(e).__name__)
 
 
 def connect(home: Path, address: str | None, token: str | None) -> tuple[RayConnection, EmbeddedRayHead | None]:

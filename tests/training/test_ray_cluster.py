@@ -4,11 +4,15 @@ the labbot that owns it."""
 from __future__ import annotations
 
 import stat
+import uuid
 from pathlib import Path
 
+import psutil
 import pytest
+from support import wait_for
 
 from training import ray_cluster
+from training.launcher import RayLauncher, Submission
 from training.ray_cluster import EmbeddedRayHead, connect, dashboard_alive
 
 
@@ -62,3 +66,28 @@ def test_a_port_clash_at_start_is_retried_with_fresh_ports(tmp_path: Path, monke
         assert len(calls) == 2 and dashboard_alive(conn.address, conn.token)
     finally:
         head.stop()
+
+
+def test_stopping_the_head_stops_its_jobs_instead_of_orphaning_them(tmp_path: Path) -> None:
+    """A job's entrypoint runs in a session of its own: killing the head alone would leave it running, unowned."""
+    marker = uuid.uuid4().hex
+    head = EmbeddedRayHead(tmp_path / "home")
+    conn = head.ensure()
+    try:
+        launcher = RayLauncher(conn)
+        launcher.submit(Submission(f"labbot-{marker[:6]}-1", "sleep 300", {"env_vars": {"MARK": marker}}, {}))
+
+        def job_process() -> psutil.Process | None:
+            for proc in psutil.process_iter(["name"]):
+                try:
+                    if proc.info["name"] == "sleep" and proc.environ().get("MARK") == marker:
+                        return proc
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            return None
+
+        proc = wait_for(job_process, timeout=30, what="the job's process")
+        launcher.close()
+    finally:
+        head.stop()
+    assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE

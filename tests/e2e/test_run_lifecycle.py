@@ -15,7 +15,10 @@ def _run(serve: Serve, run_id: str) -> dict:
 
 
 def test_launch_train_crash_restart_resume(serve: Serve) -> None:
-    out = serve.cli("launch", "tiny-lm", "steps=60", "checkpoint_every=10", "crash_at_step=35", "--json")
+    # --max-restarts 0: the watchdog would restart it by itself (tests/e2e/test_babysitter.py); here a person does
+    out = serve.cli(
+        "launch", "tiny-lm", "steps=60", "checkpoint_every=10", "crash_at_step=35", "--max-restarts", "0", "--json"
+    )
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout)
     run_id = run["id"]
@@ -25,6 +28,8 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
     run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "failed" and r, timeout=120, what="the crash")
     assert run["step"] == 34 and run["checkpoint_step"] == 30
     assert "injected crash at step 35" in serve.cli("logs", run_id).stdout
+    pages = json.loads(serve.cli("pages", "--json").stdout)  # nobody restarts it: that is a page
+    assert [(p["run_id"], p["kind"], p["state"]) for p in pages] == [(run_id, "failed", "triggered")]
     with serve.client() as api:
         losses = [v for _, v in api.get(f"/runs/{run_id}/metrics/loss").json()["points"]]
     assert len(losses) == 34
@@ -45,6 +50,8 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
 
     table = serve.cli("runs").stdout
     assert run_id in table and "succeeded" in table
+    resolved = wait_for(lambda: json.loads(serve.cli("pages", "--all", "--json").stdout), what="the page")
+    assert resolved[0]["state"] == "resolved" and resolved[0]["resolved_by"] == "labbot"  # the restart fixed it
 
 
 def test_stop_a_running_job(serve: Serve) -> None:

@@ -5,12 +5,14 @@ and a loss plot, and a final summary. Driven here with piped input, as a script 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from support import free_port
 
+from training.launcher import RayLauncher
 from training.ray_cluster import RayConnection
 
 
@@ -51,3 +53,38 @@ def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: Ra
     pngs = list((tmp_path / "home" / "console-files").glob("*.png"))
     assert pngs and all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
     assert "Traceback" not in out.stderr
+
+
+def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: Path, ray_head: RayConnection) -> None:
+    """The babysitter issue's story, in the console: a hang, a page in the thread with its buttons and a DM, then
+    — nobody acknowledging — the escalation to #oncall (after 4 s here, from ./labbot.toml)."""
+    (tmp_path / "labbot.toml").write_text('[paging]\nescalate_after = "4s"\nrenotify_every = "0s"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_"))}
+    env.update(
+        LABBOT_HOME=str(tmp_path / "home"),
+        LABBOT_PORT=str(free_port()),
+        RAY_ADDRESS=ray_head.address,
+        RAY_AUTH_TOKEN=ray_head.token or "",
+        PYTHONUNBUFFERED="1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "bot.cli.main", "console", "--wait", "40"],
+        input="/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 --stall-after 5s\n",
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    text = out.stdout
+    run_id = re.search(r"run (\w{6}) · Ray job", text)
+    try:
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "hung — run" in text and "[Ack] [Resolve] [Stop run]" in text  # the page, with its buttons
+        assert "DM with" in text  # and the owner's DM
+        oncall = text[text.index("#oncall · labbot") :]
+        assert "Escalated: nobody has acknowledged this page" in oncall and "level 1" in oncall
+        assert "Traceback" not in out.stderr
+    finally:
+        if run_id:
+            RayLauncher(ray_head).stop(f"labbot-{run_id.group(1)}-1")

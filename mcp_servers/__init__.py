@@ -1,4 +1,27 @@
 """mcp_servers: one MCP server per system (codebase, lab, notion, linear, datadog), built in later issues.
 
 Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI.
+
+:data:`BUILTINS` names the servers ``labbot mcp NAME`` can run: each maps to a factory that takes no arguments
+(configuration comes from the environment) and returns the server object, imported only when it is built so the
+CLI starts fast. Add a server by adding one entry; :mod:`mcp_servers.runner` serves it over stdio or HTTP.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+
+def _codebase() -> MCPServer:
+    from mcp_servers.codebase import build_server
+
+    return build_server()
+
+
+BUILTINS: dict[str, Callable[[], MCPServer]] = {"codebase": _codebase}
+
+__all__ = ["BUILTINS"]

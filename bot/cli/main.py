@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.cli import render
-from bot.cli.client import ApiClient, CLIError
+from bot.cli.client import ApiClient, CLIError, home
 from training.errors import LabbotError
 from training.params import parse_assignments
 
@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("db", help="database maintenance")
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
+
+    s = sub.add_parser("mcp", help="run a built-in MCP server over stdio (or --http): labbot mcp codebase")
+    s.add_argument("name", help="a server from mcp_servers.BUILTINS, e.g. codebase")
+    s.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (bearer token) instead")
+    s.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
     return p
 
 
@@ -162,6 +167,9 @@ def _run_command(a: argparse.Namespace) -> int:
         print("database is at the latest migration", file=sys.stderr)
         return 0
 
+    if a.command == "mcp":
+        return _mcp(a)
+
     api = ApiClient()
     try:
         if a.command == "launch":
@@ -220,6 +228,24 @@ def _run_command(a: argparse.Namespace) -> int:
     finally:
         api.close()
     raise CLIError(f"unknown command {a.command!r}", exit_code=2)
+
+
+def _mcp(a: argparse.Namespace) -> int:
+    from mcp_servers import BUILTINS
+    from mcp_servers.runner import http_token, run
+
+    if a.name not in BUILTINS:
+        raise CLIError(f"unknown MCP server {a.name!r}; known servers: {', '.join(sorted(BUILTINS))}", exit_code=2)
+    try:
+        server = BUILTINS[a.name]()
+        token, path = http_token(home()) if a.http is not None else (None, None)
+    except ValueError as e:
+        raise CLIError(str(e), exit_code=2) from None
+    if a.http is not None:
+        where = f"in {path}" if path else "from LABBOT_MCP_TOKEN"
+        print(f"MCP server {a.name} on http://{a.host}:{a.http}/mcp; bearer token {where}", file=sys.stderr, flush=True)
+    run(server, http_port=a.http, host=a.host, token=token)
+    return 0
 
 
 def _who() -> str:

@@ -1,0 +1,272 @@
+"""The ``codebase`` MCP server through ``mcp.Client`` in memory: every tool, and every refusal, over a real git repo."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+from mcp.types import TextContent
+
+from mcp_servers import BUILTINS
+from mcp_servers.codebase import MAX_OUTPUT, ROOT_ENV, build_server
+
+SECRET = "sk-FAKE-SECRET-0123456789"
+TOOLS = {"search", "read_file", "list_dir", "git_log", "git_show", "git_diff", "git_blame"}
+GIT_ENV = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@lab", "GIT_COMMITTER_NAME": "Ada"}
+GIT_ENV |= {"GIT_COMMITTER_EMAIL": "ada@lab", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repo with two commits, an uncommitted change, committed secrets and symlinks in and out of it."""
+    base = tmp_path_factory.mktemp("codebase")
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0 TRAIN_MARKER\n")
+    repo = base / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "config").mkdir()
+    (repo / "README.md").write_text("# demo\nA tiny repo.\n")
+    (repo / "src" / "app.py").write_text("def train(lr):\n    return lr * 2  # TRAIN_MARKER\n")
+    (repo / ".env").write_text(f"API_KEY={SECRET}\nTRAIN_MARKER=1\n")
+    (repo / ".env.local").write_text(f"API_KEY={SECRET}\n")
+    (repo / "config" / "credentials.json").write_text(f'{{"key": "{SECRET}", "m": "TRAIN_MARKER"}}\n')
+    (repo / "deploy.pem").write_text(f"-----BEGIN {SECRET} TRAIN_MARKER\n")
+    (repo / "my_secret.txt").write_text(f"{SECRET} TRAIN_MARKER\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first: train and secrets")
+    (repo / "src" / "app.py").write_text("def train(lr):\n    return lr * 3  # TRAIN_MARKER\n")
+    (repo / ".env").write_text(f"API_KEY={SECRET}-rotated\n")
+    (repo / "big.txt").write_text("".join(f"line {i} BIG_MARKER {'x' * 60}\n" for i in range(3000)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second: lr times three")
+    (repo / "src" / "app.py").write_text("def train(lr):\n    return lr * 4  # TRAIN_MARKER\n")  # not committed
+    (repo / "escape").symlink_to(outside / "passwd")
+    (repo / "escape_dir").symlink_to(outside)
+    (repo / "app_link.py").symlink_to("src/app.py")
+    (repo / "env_link").symlink_to(".env")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def server(repo: Path) -> MCPServer:
+    return build_server(repo)
+
+
+def call(server: MCPServer, tool: str, **args: Any) -> tuple[bool, str]:
+    """Call one tool through a fresh in-memory ``mcp.Client``: (is_error, the text it returned)."""
+
+    async def go() -> tuple[bool, str]:
+        async with Client(server) as client:
+            result = await client.call_tool(tool, args)
+        return result.is_error, "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+    return asyncio.run(go())
+
+
+def ok(server: MCPServer, tool: str, **args: Any) -> str:
+    is_error, text = call(server, tool, **args)
+    assert not is_error, text
+    return text
+
+
+def refused(server: MCPServer, tool: str, **args: Any) -> str:
+    is_error, text = call(server, tool, **args)
+    assert is_error, text
+    assert SECRET not in text and "root:x" not in text
+    return text
+
+
+def test_every_tool_is_listed_read_only(server: MCPServer) -> None:
+    async def go() -> Any:
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    tools = asyncio.run(go())
+    assert {t.name for t in tools} == TOOLS
+    for t in tools:
+        assert t.annotations is not None and t.annotations.read_only_hint is True, t.name
+        assert t.annotations.destructive_hint is False, t.name
+        assert t.description and "Args" not in t.description, t.name
+    assert "codebase" in BUILTINS
+
+
+SEARCHERS = ["python", pytest.param("ripgrep", marks=pytest.mark.skipif(not shutil.which("rg"), reason="no rg"))]
+
+
+@pytest.mark.parametrize("search_with", SEARCHERS)
+def test_search_finds_code_and_never_secrets(repo: Path, search_with: Any) -> None:
+    server = build_server(repo, search_with=search_with)
+    text = ok(server, "search", query="TRAIN_MARKER")
+    assert "src/app.py:2:     return lr * 4  # TRAIN_MARKER" in text
+    for leak in (SECRET, ".env", "credentials", "deploy.pem", "my_secret", "root:x", "escape", ".git/"):
+        assert leak not in text, leak
+    # a path_glob cannot bring a secret back
+    for glob in (".env", ".env*", "*.pem", "*secret*", "credentials.json", "**/config/*"):
+        assert ok(server, "search", query="TRAIN_MARKER", path_glob=glob).startswith("no matches"), glob
+    assert "src/app.py:1:" in ok(server, "search", query=r"def \w+\(lr\)", path_glob="*.py")
+    assert "src/app.py:2:" in ok(server, "search", query="lr * 4", literal=True)
+    assert "README.md:1: # demo" in ok(server, "search", query="# DEMO", literal=True, ignore_case=True)
+    # a leading '-' is a query, not a flag
+    assert ok(server, "search", query="-> None", literal=True).startswith("no matches")
+    assert ok(server, "search", query="--files").startswith("no matches")
+    hits = ok(server, "search", query="BIG_MARKER", max_results=5).splitlines()
+    assert len(hits) == 6 and hits[0].startswith("big.txt:1: line 0") and hits[-1].startswith("…(cut")
+
+
+def test_search_refuses_a_bad_regex_and_says_what_to_do(server: MCPServer) -> None:
+    assert "literal=true" in refused(server, "search", query="train(")
+    assert "query is empty" in refused(server, "search", query="")
+
+
+def test_read_file_whole_range_and_cut(server: MCPServer) -> None:
+    text = ok(server, "read_file", path="src/app.py")
+    assert text.splitlines() == [
+        "src/app.py: lines 1-2 of 2",
+        "     1\tdef train(lr):",
+        "     2\t    return lr * 4  # TRAIN_MARKER",
+    ]
+    assert ok(server, "read_file", path="./src/../src/app.py", start_line=2, end_line=2).splitlines() == [
+        "src/app.py: lines 2-2 of 2",
+        "     2\t    return lr * 4  # TRAIN_MARKER",
+    ]
+    assert ok(server, "read_file", path="big.txt", start_line=2, end_line=3).splitlines()[0] == "big.txt: lines 2-3"
+    assert "src/app.py: lines 1-2" in ok(server, "read_file", path="app_link.py")  # a link inside the root is fine
+    big = ok(server, "read_file", path="big.txt")
+    assert len(big.encode()) < MAX_OUTPUT + 200 and "…(cut at 64 KB: read on with start_line=" in big
+    resume = int(big.rsplit("start_line=", 1)[1].rstrip(")"))
+    assert ok(server, "read_file", path="big.txt", start_line=resume).splitlines()[1].startswith(f"{resume:>6}\tline")
+    assert "nothing from line 99" in ok(server, "read_file", path="README.md", start_line=99)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("../../etc/passwd", "outside the repository root"),
+        ("src/../../outside/passwd", "outside the repository root"),
+        ("/etc/passwd", "absolute paths are refused"),
+        ("escape", "symlinks that lead out of it are refused"),
+        ("escape_dir/passwd", "outside the repository root"),
+    ],
+)
+def test_paths_are_confined_to_the_root(server: MCPServer, path: str, message: str) -> None:
+    assert message in refused(server, "read_file", path=path)
+    assert message in refused(server, "git_blame", path=path)
+    assert message in refused(server, "git_log", path=path)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".env", ".env.local", "src/../.env", "env_link", "config/credentials.json", "deploy.pem", "my_secret.txt",
+     ".git/config", ".git/HEAD", ".GIT/config", "DEPLOY.PEM"],
+)  # fmt: skip
+def test_secrets_and_git_internals_are_never_read(server: MCPServer, path: str) -> None:
+    assert "withheld" in refused(server, "read_file", path=path)
+    assert "withheld" in refused(server, "git_log", path=path)
+
+
+def test_list_dir_shows_types_and_sizes_and_hides_secrets(server: MCPServer, repo: Path) -> None:
+    text = ok(server, "list_dir")
+    assert f"file  {(repo / 'README.md').stat().st_size:>10}  README.md" in text
+    assert "dir               src/" in text and "app_link.py → src/app.py" in text
+    assert "escape → outside the root or withheld" in text and "env_link → outside the root or withheld" in text
+    for hidden in (".env", ".git/", "deploy.pem", "my_secret.txt"):
+        assert f" {hidden}\n" not in text + "\n" and f" {hidden}/" not in text, hidden
+    assert "(5 withheld:" in text  # .env, .env.local, .git, deploy.pem, my_secret.txt
+    assert "config/: 0 entries" in ok(server, "list_dir", path="config") and "(1 withheld" in ok(
+        server, "list_dir", path="config"
+    )
+    assert "withheld" in refused(server, "list_dir", path=".git")
+    assert "outside the repository root" in refused(server, "list_dir", path="escape_dir")
+    assert "not a directory" in refused(server, "list_dir", path="README.md")
+
+
+def test_git_tools_answer_and_leave_secrets_out(server: MCPServer) -> None:
+    log = ok(server, "git_log").splitlines()
+    assert [line.split("  ", 1)[1] for line in log] == ["second: lr times three", "first: train and secrets"]
+    assert "Ada" in log[0]
+    assert len(ok(server, "git_log", path="src/app.py", max_count=1).splitlines()) == 1
+    assert "first: train" in ok(server, "git_log", revision="main~1")
+    assert "first: train" not in ok(server, "git_log", revision="main~1..main")
+    # .env sorts first in a diff: had it not been left out, it would be there before the 64 KB cut
+    for show, changed in ((ok(server, "git_show"), "big.txt"), (ok(server, "git_show", revision="HEAD~1"), "src/app")):
+        assert changed in show and SECRET not in show and ".env" not in show and "credentials" not in show
+    assert "-    return lr * 2" in ok(server, "git_show", revision="HEAD", path="src/app.py")
+    assert "+    return lr * 4" in ok(server, "git_diff")  # the work tree against HEAD
+    diff = ok(server, "git_diff", base="HEAD~1", target="HEAD")
+    assert "big.txt" in diff and SECRET not in diff and ".env" not in diff
+    assert "+    return lr * 3" in ok(server, "git_diff", base="HEAD~1", target="HEAD", path="src")
+    assert "src/app.py" in ok(server, "git_diff", base="HEAD~1", stat=True)
+    blame = ok(server, "git_blame", path="src/app.py", start_line=1, end_line=1).splitlines()
+    assert len(blame) == 1 and "Ada" in blame[0] and "def train(lr):" in blame[0]
+    big = ok(server, "git_show", revision="HEAD", path="big.txt")
+    assert "…(cut at 64 KB: pass a path or a narrower range)" in big and len(big.encode()) < MAX_OUTPUT + 200
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("git_log", {"path": "--output={out}"}),
+        ("git_log", {"revision": "--output={out}"}),
+        ("git_show", {"revision": "--output={out}"}),
+        ("git_show", {"path": "--output={out}"}),
+        ("git_diff", {"base": "--output={out}"}),
+        ("git_diff", {"base": "HEAD", "target": "--output={out}"}),
+        ("git_blame", {"path": "--output={out}"}),
+    ],
+)
+def test_git_options_cannot_be_injected(server: MCPServer, tmp_path: Path, tool: str, args: dict[str, str]) -> None:
+    out = tmp_path / "x"
+    text = refused(server, tool, **{k: v.format(out=out) for k, v in args.items()})
+    assert "starts with '-': options are not accepted" in text
+    assert not out.exists()
+
+
+def test_revisions_name_commits_only(server: MCPServer, repo: Path) -> None:
+    assert "REV:path is not accepted" in refused(server, "git_show", revision="HEAD:.env")
+    blob = git(repo, "rev-parse", "HEAD:.env").strip()
+    assert "not a commit" in refused(server, "git_show", revision=blob)
+    assert "not a commit" in refused(server, "git_diff", base=blob, target="HEAD")
+    assert "not a commit" in refused(server, "git_log", revision=f"HEAD..{blob}")
+    assert "only accepted by git_log" in refused(server, "git_show", revision="HEAD~1..HEAD")
+    assert "target needs a base" in refused(server, "git_diff", target="HEAD")
+
+
+def test_errors_are_tool_errors_and_the_server_keeps_answering(server: MCPServer) -> None:
+    assert "no file 'nope.py'" in refused(server, "read_file", path="nope.py")
+    assert "is a directory: use list_dir" in refused(server, "read_file", path="src")
+    assert "end_line 1 is before start_line 2" in refused(
+        server, "read_file", path="README.md", start_line=2, end_line=1
+    )
+    assert "not a file" in refused(server, "git_blame", path="src")
+    assert "not a commit" in refused(server, "git_show", revision="no-such-branch")
+    assert "README.md" in ok(server, "list_dir")
+
+
+def test_root_comes_from_the_environment_and_git_is_optional(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = tmp_path / "plain"
+    (plain / "pkg").mkdir(parents=True)
+    (plain / "pkg" / "mod.py").write_text("VALUE = 42\n")
+    (plain / ".env").write_text(f"VALUE={SECRET}\n")
+    monkeypatch.setenv(ROOT_ENV, str(plain))
+    server = BUILTINS["codebase"]()
+    assert "pkg/" in ok(server, "list_dir")
+    assert ok(server, "search", query="VALUE") == "pkg/mod.py:1: VALUE = 42"
+    assert "git log failed" in refused(server, "git_log")
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="is not a directory"):
+        build_server()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -241,3 +241,88 @@ class Delivery(Base):
         Index("ix_deliveries_due", "state", "next_attempt_at"),
         Index("ix_deliveries_incident_id", "incident_id"),
     )
+
+
+class Artifact(Base):
+    """One named file in an agent's artifact store (storage.artifacts). The bytes live in a content-addressed
+    blob (``blobs/<sha[:2]>/<sha>`` under LABBOT_ARTIFACTS_URL), shared by every row with the same sha256; names are
+    per agent, and a put of a name the agent already has replaces that row's content (same id, shares kept)."""
+
+    __tablename__ = "artifacts"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)  # short, typed by humans like run ids
+    owner_agent: Mapped[str] = mapped_column(String(100))  # the agent whose store holds it (and whose quota)
+    name: Mapped[str] = mapped_column(String(200))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(BigInteger)
+    content_type: Mapped[str] = mapped_column(String(100))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    # the unique (owner, name) index also serves "an agent's artifacts" and its quota sum; by sha: "is this blob
+    # still referenced" on delete
+    __table_args__ = (
+        Index("ux_artifacts_owner_name", "owner_agent", "name", unique=True),
+        Index("ix_artifacts_sha256", "sha256"),
+    )
+
+
+class ArtifactShare(Base):
+    """An artifact one agent shared with another: the other may read it (not share, replace or delete it)."""
+
+    __tablename__ = "artifact_shares"
+
+    artifact_id: Mapped[str] = mapped_column(ForeignKey("artifacts.id", ondelete="CASCADE"), primary_key=True)
+    shared_with: Mapped[str] = mapped_column(String(100), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (Index("ix_artifact_shares_shared_with", "shared_with"),)
+
+
+class Approval(Base):
+    """A destructive tool call waiting for (or settled by) a human's Approve / Deny (agents.approvals)."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(64))
+    tool: Mapped[str] = mapped_column(String(100))
+    arguments: Mapped[str] = mapped_column(Text)  # redacted preview, as the approver saw it
+    approvers: Mapped[list[str]] = mapped_column(JSON, default=list)  # besides admins
+    channel: Mapped[str | None] = mapped_column(String(64))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    message_ts: Mapped[str | None] = mapped_column(String(32))  # the prompt's message, to update it when settled
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(12), default="pending")  # pending|approved|denied|expired
+    decided_by: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_approvals_state", "state"),)
+
+
+class ToolCall(Base):
+    """The audit trail: one row per tool call an agent made (agents.audit); arguments only as digest + redacted
+    preview."""
+
+    __tablename__ = "tool_calls"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(100))
+    tool: Mapped[str] = mapped_column(String(100))
+    args_digest: Mapped[str] = mapped_column(String(64))
+    args_preview: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(32))  # ok|error|not run: denied|not run: timeout|not run: unavailable
+    approver: Mapped[str | None] = mapped_column(String(100))
+    error: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+
+    __table_args__ = (Index("ix_tool_calls_agent", "agent"), Index("ix_tool_calls_started_at", "started_at"))

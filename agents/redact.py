@@ -1,0 +1,64 @@
+"""Secrets out of everything labbot keeps or shows about a tool call: audit rows, approval prompts, logs.
+
+Two nets: values under keys that name a secret (``token``, ``api_key``, ``password``, ``authorization`` …), and
+strings that look like a known credential wherever they are (Slack ``xox…`` tokens, Anthropic ``sk-ant-…`` keys,
+AWS access key ids, GitHub tokens, bearer headers, private-key blocks). Pure functions; JSON in, JSON out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "[redacted]"
+SECRET_KEY = re.compile(
+    r"(pass(word|wd)?|secret|token|api[_-]?key|apikey|auth(orization)?|credential|private[_-]?key|cookie|session)",
+    re.IGNORECASE,
+)
+SECRET_VALUE = re.compile(
+    r"xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|xapp-[A-Za-z0-9-]{10,}"
+    r"|sk-ant-[A-Za-z0-9_-]{16,}"
+    r"|sk-[A-Za-z0-9]{32,}"
+    r"|AKIA[0-9A-Z]{16}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{30,}"
+    r"|lin_api_[A-Za-z0-9]{20,}"
+    r"|secret_[A-Za-z0-9]{30,}"
+    r"|ntn_[A-Za-z0-9]{30,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{12,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
+)
+
+
+def redact_text(text: str) -> str:
+    return SECRET_VALUE.sub(REDACTED, text)
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` with secrets replaced by ``[redacted]``."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {
+            str(k): (REDACTED if SECRET_KEY.search(str(k)) and v not in (None, "", False) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def digest(arguments: Any) -> str:
+    """A stable sha256 of a tool call's arguments (canonical JSON), so calls can be matched without storing them."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def preview(arguments: Any, limit: int = 500) -> str:
+    """The arguments as people may see them: redacted, compact, cut to ``limit`` characters."""
+    text = json.dumps(redact(arguments), sort_keys=True, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,4 +1,4 @@
-"""mcp_servers: one MCP server per system (codebase, lab, notion, linear, datadog), built in later issues.
+"""mcp_servers: one MCP server per system: codebase and lab now; notion, linear, datadog with their issue.
 
 Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI.
 
@@ -22,6 +22,12 @@ def _codebase() -> MCPServer:
     return build_server()
 
 
-BUILTINS: dict[str, Callable[[], MCPServer]] = {"codebase": _codebase}
+def _lab() -> MCPServer:
+    from mcp_servers.lab import build_server
+
+    return build_server()
+
+
+BUILTINS: dict[str, Callable[[], MCPServer]] = {"codebase": _codebase, "lab": _lab}
 
 __all__ = ["BUILTINS"]

@@ -1,0 +1,181 @@
+"""The ``lab`` MCP server: labbot itself as tools — runs, their metrics and logs, pages — and the actions on them
+(launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves.
+
+Like the ``labbot`` CLI it is a client of the running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL``
+/ ``LABBOT_PORT``, admin token from ``LABBOT_HOME/admin_token``), so every front door goes through the same service
+layer, and the same server serves labbot's own agents and an outside MCP client (Cursor, Claude Desktop:
+``labbot mcp lab`` over stdio, or ``--http PORT`` with a bearer token). Imports nothing from bot/ or agents/.
+Answers are compact text a model can read; metric series are summarised (downsampled, with min/max/last).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+MAX_POINTS = 60
+MAX_LOG_LINES = 400
+
+
+class LabApi:
+    """The control plane's ``/api/v1``, with its errors turned into tool errors that say what to do."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0) -> None:
+        port = os.environ.get("LABBOT_PORT") or "3000"
+        self.url = (url or os.environ.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/")
+        self._token = token
+        self.timeout = timeout
+
+    def _headers(self) -> dict[str, str]:
+        token = self._token
+        if token is None:
+            path = Path(os.environ.get("LABBOT_HOME") or ".labbot").expanduser().resolve() / "admin_token"
+            if not path.exists():
+                raise ToolError(f"labbot is not running here (no admin token at {path}): start `labbot serve` first")
+            token = path.read_text().strip()
+        return {"Authorization": f"Bearer {token}"}
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            async with httpx.AsyncClient(base_url=f"{self.url}/api/v1", timeout=self.timeout) as http:
+                r = await http.request(method, path, headers=self._headers(), **kwargs)
+        except httpx.TransportError as e:
+            raise ToolError(f"the labbot control plane is not answering at {self.url} ({type(e).__name__})") from None
+        if r.status_code >= 400:
+            try:
+                message = r.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = r.text.strip()[:300] or f"HTTP {r.status_code}"
+            raise ToolError(message)
+        return r
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return (await self.request(method, path, **kwargs)).json()
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    loss = (r.get("metrics") or {}).get("loss")
+    bits = [f"{r['id']}", r["job"], r["status"], f"attempt {r['attempt']}", f"step {r.get('step')}"]
+    if loss is not None:
+        bits.append(f"loss {loss}")
+    bits.append(f"owner {r['owner']}")
+    return " · ".join(str(b) for b in bits)
+
+
+def summarise_series(points: list[list[Any]], max_points: int = MAX_POINTS) -> str:
+    """A metric series a model can read: count, first/last, min/max, and at most ``max_points`` (step, value)
+    pairs (each the last of its bucket, so spikes show in min/max even when cut)."""
+    if not points:
+        return "no points yet"
+    values = [v for _, v in points if isinstance(v, int | float) and math.isfinite(v)]
+    odd = [(s, v) for s, v in points if not (isinstance(v, int | float) and math.isfinite(v))]
+    head = f"{len(points)} points, steps {points[0][0]}..{points[-1][0]}, first {points[0][1]}, last {points[-1][1]}"
+    if values:
+        head += f", min {min(values):.6g}, max {max(values):.6g}"
+    if odd:
+        head += f"; non-finite at steps {', '.join(str(s) for s, _ in odd[:10])}"
+    step = max(1, math.ceil(len(points) / max_points))
+    sample = points[step - 1 :: step]
+    if sample[-1] is not points[-1]:
+        sample.append(points[-1])
+    return head + "\n" + "\n".join(f"{s}\t{v}" for s, v in sample)
+
+
+def build_server(api: LabApi | None = None) -> MCPServer:
+    lab = api or LabApi()
+    server: MCPServer = MCPServer(
+        "labbot-lab",
+        instructions="labbot's runs, metrics, logs and pages. Launching, stopping, restarting and acknowledging "
+        "change things: a human approves each such call.",
+    )
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_runs(
+        status: Annotated[str | None, Field(description="only runs in this status, e.g. running")] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> str:
+        """Runs, newest first: id, job, status, attempt, step, latest loss, owner."""
+        params: dict[str, Any] = {"limit": limit}
+        if status:
+            params["status"] = status
+        runs = (await lab.json("GET", "/runs", params=params))["runs"]
+        return "\n".join(_run_line(r) for r in runs) or "no runs"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def get_run(run_id: str) -> str:
+        """One run in full (JSON): status, attempt, step, latest metrics, checkpoint, parameters, timestamps, error."""
+        return json.dumps((await lab.json("GET", f"/runs/{run_id}"))["run"], indent=1)
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def run_metrics(
+        run_id: str, name: Annotated[str, Field(description="a metric name, e.g. loss or tokens_per_s")] = "loss"
+    ) -> str:
+        """A metric's series for a run, summarised: count, min/max/last and up to 60 (step, value) samples."""
+        doc = await lab.json("GET", f"/runs/{run_id}/metrics/{name}")
+        return f"{name} of run {run_id}: " + summarise_series(doc["points"])
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def run_logs(run_id: str, tail: Annotated[int, Field(ge=1, le=MAX_LOG_LINES)] = 100) -> str:
+        """The last lines of the run's current attempt's logs (from Ray)."""
+        text = (await lab.request("GET", f"/runs/{run_id}/logs", params={"tail": tail})).text
+        return text or "(no output yet)"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_pages(include_resolved: bool = False, run_id: str | None = None) -> str:
+        """Pages (stalls, failures, divergence, the cluster down): id, kind, run, state, escalation level, summary."""
+        params: dict[str, Any] = {"all": "1"} if include_resolved else {}
+        if run_id:
+            params["run"] = run_id
+        pages = (await lab.json("GET", "/pages", params=params))["pages"]
+        return (
+            "\n".join(
+                f"{p['id']} · {p['kind']} · run {p.get('run_id') or '(cluster)'} · {p['state']} · level "
+                f"{p['escalation_level']} · {p['summary']}"
+                for p in pages
+            )
+            or "no pages"
+        )
+
+    @server.tool(annotations=ACT, structured_output=False)
+    async def launch_run(
+        job: str,
+        params: Annotated[dict[str, Any] | None, Field(description='job parameters, e.g. {"steps": 200}')] = None,
+        stall_after: Annotated[str | None, Field(description="e.g. 10m")] = None,
+    ) -> str:
+        """Launch a job on Ray (needs a human's approval)."""
+        body: dict[str, Any] = {"job": job, "params": params or {}, "owner": "agent"}
+        if stall_after:
+            body["stall_after"] = stall_after
+        run = (await lab.json("POST", "/runs", json=body))["run"]
+        return f"launched: {_run_line(run)}"
+
+    @server.tool(annotations=ACT, structured_output=False)
+    async def stop_run(run_id: str) -> str:
+        """Stop a run (needs a human's approval). Its checkpoints are kept."""
+        run = (await lab.json("POST", f"/runs/{run_id}/stop", params={"by": "agent"}))["run"]
+        return f"stopped: {_run_line(run)}"
+
+    @server.tool(annotations=ACT, structured_output=False)
+    async def restart_run(run_id: str) -> str:
+        """Restart a run from its newest checkpoint as a new attempt (needs a human's approval)."""
+        run = (await lab.json("POST", f"/runs/{run_id}/restart", params={"by": "agent"}))["run"]
+        return f"restarted: {_run_line(run)}"
+
+    @server.tool(annotations=ACT, structured_output=False)
+    async def ack_page(page_id: str) -> str:
+        """Acknowledge a page so its escalation stops (needs a human's approval)."""
+        page = (await lab.json("POST", f"/pages/{page_id}/ack", params={"by": "agent"}))["page"]
+        return f"page {page['id']} is {page['state']}"
+
+    return server

@@ -16,6 +16,8 @@ SCRIPTS = [
     "slack_calls.py",
     "watchdog_cost.py",
     "detection_lag.py",
+    "artifacts.py",
+    "agent_loop.py",
 ]
 
 

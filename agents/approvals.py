@@ -73,6 +73,7 @@ class ApprovalGate:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         run_owner: Callable[[str], str | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        waiting: dict[str, asyncio.Future[tuple[bool, str]]] | None = None,
     ) -> None:
         self.inner = inner
         self.db = db
@@ -81,7 +82,22 @@ class ApprovalGate:
         self.timeout_s = timeout_s
         self.run_owner = run_owner  # run id -> owner, to let a run's owner approve in its thread
         self.clock = clock
-        self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+        # calls waiting for a decision, by approval id; shared by the gates of every role (see ``around``)
+        self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {} if waiting is None else waiting
+
+    def around(self, inner: ToolExecutor) -> ApprovalGate:
+        """The same gate (prompter, admins, timeout, waiting calls) around another executor — one per role — so a
+        press of Approve reaches the waiting call whichever role's gate asked."""
+        return ApprovalGate(
+            inner,
+            self.db,
+            self.prompter,
+            admins=self.admins,
+            timeout_s=self.timeout_s,
+            run_owner=self.run_owner,
+            clock=self.clock,
+            waiting=self._waiting,
+        )
 
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()

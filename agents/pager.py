@@ -103,6 +103,12 @@ class Pager:
         self.slack = slack  # False: no Slack deliveries are queued (serve without a bot token)
         self.pagerduty = pagerduty
         self.clock = clock
+        # pages opened (or back as a new occurrence) since the last ``take_opened``: the investigator looks at them
+        self._opened: list[str] = []
+
+    def take_opened(self) -> list[str]:
+        opened, self._opened = self._opened, []
+        return opened
 
     # -- the watchdog's side: inside its transaction ---------------------------------------------------------
 
@@ -171,6 +177,8 @@ class Pager:
 
     def _page(self, s: Session, run: Run | None, inc: Incident, now: datetime) -> None:
         """Level 0 of a new occurrence, and the timers of what follows."""
+        if inc.severity == PAGE:
+            self._opened.append(inc.id)
         for target in self._level0_targets(run, inc):
             self._post(s, inc, target, level=0)
         if inc.severity == PAGE:

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from agents.deadman import DeadmanSettings
+from agents.model import ModelSettings
 from agents.pagerduty import EVENTS_URL
 from agents.policy import PagingPolicy, WatchdogPolicy
 from training.durations import parse_duration
@@ -82,6 +83,8 @@ class Settings:
     pagerduty_key: str | None = field(default=None, repr=False)
     pagerduty_url: str = EVENTS_URL
     deadman: DeadmanSettings | None = None
+    model: ModelSettings = field(default_factory=lambda: ModelSettings.from_env({}))
+    artifacts_url: str = ""  # LABBOT_ARTIFACTS_URL as given (an fsspec URL); the local folder when unset
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -120,6 +123,8 @@ class Settings:
             pagerduty_key=env.get("PAGERDUTY_ROUTING_KEY") or None,
             pagerduty_url=env.get("PAGERDUTY_EVENTS_URL") or EVENTS_URL,
             deadman=DeadmanSettings.from_config(config.get("deadman") or {}),
+            model=ModelSettings.from_env(env),
+            artifacts_url=artifacts_url,
         )
 
     @property

@@ -29,10 +29,12 @@ from agents.outbox import Notifier, Outbox, PagerDutyNotifier
 from agents.pager import Pager
 from agents.pagerduty import PagerDutyClient
 from agents.watchdog import Watchdog
+from bot.agents_wiring import AgentsStack, build_agents
 from bot.api import create_app
 from bot.config import Settings, SlackSettings
 from bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from bot.slack.runtime import SlackRuntime
+from storage.artifacts import ArtifactStore
 from storage.db import Database
 from training.launcher import RayLauncher
 from training.ray_cluster import EmbeddedRayHead, RayConnection, connect
@@ -63,6 +65,8 @@ class ControlPlane:
     slack: SlackRuntime | None = None
     deadman: DeadmanSwitch | None = None
     pagerduty: PagerDutyClient | None = None
+    agents: AgentsStack | None = None
+    artifacts: ArtifactStore | None = None
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -101,8 +105,19 @@ class ControlPlane:
             settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, runtime, deadman,
             pagerduty,
         )  # fmt: skip
+        # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
+        plane.artifacts = ArtifactStore(db, settings.artifacts_url)
         if runtime is not None:
             runtime.actions.after_page_change = plane.deliver
+            plane.agents = build_agents(
+                config=settings.config,
+                db=db,
+                service=service,
+                slack=runtime,
+                public_url=settings.public_url,
+                admin_token=token,
+                model=settings.model,
+            )
         return plane
 
     def app(self) -> Starlette:
@@ -112,6 +127,8 @@ class ControlPlane:
             admin_token=self.admin_token,
             health=self.health,
             pager=self.pager,
+            db=self.db,
+            artifacts=self.artifacts,
             extra_routes=self.slack.routes() if self.slack else (),
         )
 
@@ -137,6 +154,9 @@ class ControlPlane:
         except Exception:
             log.exception("watchdog tick failed")
         await self.deliver()
+        opened = self.pager.take_opened()
+        if opened and self.agents is not None and self.agents.fleet is not None and self.slack is not None:
+            self.slack.tasks.spawn(self.agents.investigate(self.db, opened), name="investigate")
 
     async def deliver(self) -> None:
         try:
@@ -176,6 +196,9 @@ async def background(plane: ControlPlane) -> AsyncIterator[None]:
             yield
     finally:
         sched.shutdown(wait=False)
+        if plane.agents is not None:
+            with contextlib.suppress(Exception):
+                await plane.agents.close()
         for closable in (plane.deadman, plane.pagerduty):
             if closable is not None:
                 with contextlib.suppress(Exception):

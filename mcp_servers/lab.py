@@ -1,5 +1,8 @@
 """The ``lab`` MCP server: labbot itself as tools — runs, their metrics and logs, pages — and the actions on them
-(launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves.
+(launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves; and the
+agent's own artifact store (list, put, get, share: ``/api/v1/artifacts``). Putting and sharing only add to the
+agent's own store, so they are not destructive. The agent is ``LabApi(agent=...)``, else ``LABBOT_AGENT``, else
+``agent``: one server process speaks for one agent's store.
 
 Like the ``labbot`` CLI it is a client of the running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL``
 / ``LABBOT_PORT``, admin token from ``LABBOT_HOME/admin_token``), so every front door goes through the same service
@@ -10,11 +13,14 @@ Answers are compact text a model can read; metric series are summarised (downsam
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
+import mimetypes
 import os
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import httpx
 from mcp.server import MCPServer
@@ -24,18 +30,40 @@ from pydantic import Field
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+STORE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_POINTS = 60
 MAX_LOG_LINES = 400
+MAX_ARTIFACT_TEXT = 64 * 1024  # what get_artifact returns at most, in bytes of the artifact
+AGENT_ENV = "LABBOT_AGENT"
+DEFAULT_AGENT = "agent"
+_TEXTUAL = {"application/json", "application/xml", "application/yaml", "application/toml", "application/x-yaml"}
 
 
 class LabApi:
-    """The control plane's ``/api/v1``, with its errors turned into tool errors that say what to do."""
+    """The control plane's ``/api/v1``, with its errors turned into tool errors that say what to do.
 
-    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0) -> None:
+    Args:
+        url: the control plane (default: LABBOT_PUBLIC_URL, else http://127.0.0.1:LABBOT_PORT).
+        token: the admin token (default: read from LABBOT_HOME/admin_token on each call).
+        agent: whose artifact store the artifact tools use (default: LABBOT_AGENT, else "agent").
+        transport: the httpx transport (default: the network; tests pass ``httpx.ASGITransport(app)``).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        agent: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         port = os.environ.get("LABBOT_PORT") or "3000"
         self.url = (url or os.environ.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/")
         self._token = token
         self.timeout = timeout
+        self.agent = agent or os.environ.get(AGENT_ENV) or DEFAULT_AGENT
+        self._transport = transport
 
     def _headers(self) -> dict[str, str]:
         token = self._token
@@ -46,19 +74,47 @@ class LabApi:
             token = path.read_text().strip()
         return {"Authorization": f"Bearer {token}"}
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            async with httpx.AsyncClient(base_url=f"{self.url}/api/v1", timeout=self.timeout) as http:
-                r = await http.request(method, path, headers=self._headers(), **kwargs)
-        except httpx.TransportError as e:
-            raise ToolError(f"the labbot control plane is not answering at {self.url} ({type(e).__name__})") from None
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=f"{self.url}/api/v1", timeout=self.timeout, transport=self._transport)
+
+    def _not_answering(self, e: httpx.TransportError) -> ToolError:
+        return ToolError(f"the labbot control plane is not answering at {self.url} ({type(e).__name__})")
+
+    @staticmethod
+    def _raise_for_error(r: httpx.Response) -> None:
         if r.status_code >= 400:
             try:
                 message = r.json()["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = r.text.strip()[:300] or f"HTTP {r.status_code}"
             raise ToolError(message)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self._headers(), **kwargs.pop("headers", {})}
+        try:
+            async with self._client() as http:
+                r = await http.request(method, path, headers=headers, **kwargs)
+        except httpx.TransportError as e:
+            raise self._not_answering(e) from None
+        self._raise_for_error(r)
         return r
+
+    async def read(self, path: str, limit: int, **kwargs: Any) -> tuple[bytes, httpx.Headers, bool]:
+        """GET ``path`` but read at most ``limit`` bytes of the body: (those bytes, the headers, whether it was cut).
+        The rest of a large body is never downloaded."""
+        try:
+            async with self._client() as http, http.stream("GET", path, headers=self._headers(), **kwargs) as r:
+                if r.status_code >= 400:
+                    await r.aread()
+                    self._raise_for_error(r)
+                data = bytearray()
+                async for chunk in r.aiter_bytes():
+                    data += chunk
+                    if len(data) > limit:
+                        return bytes(data[:limit]), r.headers, True
+                return bytes(data), r.headers, False
+        except httpx.TransportError as e:
+            raise self._not_answering(e) from None
 
     async def json(self, method: str, path: str, **kwargs: Any) -> Any:
         return (await self.request(method, path, **kwargs)).json()
@@ -92,12 +148,64 @@ def summarise_series(points: list[list[Any]], max_points: int = MAX_POINTS) -> s
     return head + "\n" + "\n".join(f"{s}\t{v}" for s, v in sample)
 
 
+def _segment(value: str) -> str:
+    """One path segment: a model-written id like ``../runs/r1/stop?`` must not reach another route (share is a POST
+    that needs no approval)."""
+    return quote(value, safe="")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _artifact_line(a: dict[str, Any], agent: str) -> str:
+    bits = [a["id"], a["name"], _size(a["size"]), a["content_type"]]
+    if a["owner_agent"] != agent:
+        bits.append(f"shared by {a['owner_agent']}")
+    elif a.get("shared_with"):
+        bits.append(f"shared with {', '.join(a['shared_with'])}")
+    return " · ".join(bits)
+
+
+def _is_text(content_type: str) -> bool:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind.startswith("text/") or kind in _TEXTUAL or kind.endswith(("+json", "+xml"))
+
+
+def _text_type(name: str) -> str:
+    """The content type of text an agent stores as ``name``: its textual type by extension, else text/plain."""
+    guess = mimetypes.guess_type(name)[0]
+    return f"{guess if guess and _is_text(guess) else 'text/plain'}; charset=utf-8"
+
+
+def _decode(data: bytes, content_type: str) -> str | None:
+    """The bytes as text, or None when they are not text (a binary content type, or NUL bytes in them)."""
+    if b"\x00" in data:
+        return None
+    charset = "utf-8"
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key.lower() == "charset" and value:
+            charset = value.strip('"')
+    try:
+        decoder = codecs.getincrementaldecoder(charset)(errors="replace")
+    except LookupError:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    if not _is_text(content_type) and "\ufffd" in decoder.decode(data[:4096]):
+        return None  # declared binary and does not read as text either
+    decoder.reset()
+    return decoder.decode(data)  # not final: a character cut at the end is dropped, not shown as garbage
+
+
 def build_server(api: LabApi | None = None) -> MCPServer:
     lab = api or LabApi()
     server: MCPServer = MCPServer(
         "labbot-lab",
-        instructions="labbot's runs, metrics, logs and pages. Launching, stopping, restarting and acknowledging "
-        "change things: a human approves each such call.",
+        instructions="labbot's runs, metrics, logs and pages, and your artifact store. Launching, stopping, "
+        "restarting and acknowledging change things: a human approves each such call.",
     )
 
     @server.tool(annotations=READ, structured_output=False)
@@ -177,5 +285,55 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         """Acknowledge a page so its escalation stops (needs a human's approval)."""
         page = (await lab.json("POST", f"/pages/{page_id}/ack", params={"by": "agent"}))["page"]
         return f"page {page['id']} is {page['state']}"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_artifacts() -> str:
+        """Your artifacts and those other agents shared with you: id, name, size, content type, sharing."""
+        doc = await lab.json("GET", "/artifacts", params={"agent": lab.agent})
+        usage = doc["usage"]
+        head = (
+            f"agent {lab.agent}: {usage['artifacts']} artifact(s), {_size(usage['used_bytes'])} of "
+            f"{_size(usage['quota_bytes'])} used"
+        )
+        return "\n".join([head, *(_artifact_line(a, lab.agent) for a in doc["artifacts"])])
+
+    @server.tool(annotations=STORE, structured_output=False)
+    async def put_artifact(
+        name: Annotated[str, Field(description="a name in your store, e.g. report.md; the same name replaces it")],
+        text: Annotated[str, Field(description="the content (text)")],
+    ) -> str:
+        """Store text as an artifact in your own store (a report, notes, a small CSV or JSON file)."""
+        headers = {"Content-Type": _text_type(name)}
+        params = {"agent": lab.agent, "name": name}
+        r = await lab.request("POST", "/artifacts", params=params, content=text.encode(), headers=headers)
+        a = r.json()["artifact"]
+        verb = "stored" if r.status_code == 201 else "replaced"
+        return f"{verb} {a['name']} as {a['id']} ({_size(a['size'])}, {a['content_type']})"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def get_artifact(artifact_id: Annotated[str, Field(description="an id from list_artifacts")]) -> str:
+        """An artifact's content as text (yours or one shared with you); the first 64 KB of a longer one."""
+        path = f"/artifacts/{_segment(artifact_id)}"
+        data, headers, cut = await lab.read(path, MAX_ARTIFACT_TEXT, params={"agent": lab.agent})
+        content_type = headers.get("content-type", "application/octet-stream")
+        size = headers.get("content-length")
+        text = _decode(data, content_type)
+        if text is None:
+            return f"artifact {artifact_id} is binary ({content_type}, {size or 'unknown'} bytes): not shown as text"
+        if cut:
+            total = f"{int(size):,} bytes" if size and size.isdigit() else "more"
+            kb = MAX_ARTIFACT_TEXT // 1024
+            text += f"\n[cut: artifact {artifact_id} has {total}; only its first {kb} KB are shown]"
+        return text
+
+    @server.tool(annotations=STORE, structured_output=False)
+    async def share_artifact(
+        artifact_id: Annotated[str, Field(description="an id of one of your own artifacts")],
+        with_agent: Annotated[str, Field(description="the agent that may then read it")],
+    ) -> str:
+        """Let another agent read one of your artifacts (it can read it, not change or delete it)."""
+        params = {"agent": lab.agent, "with": with_agent}
+        a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
+        return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 
     return server

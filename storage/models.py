@@ -326,3 +326,38 @@ class ToolCall(Base):
     thread_ts: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (Index("ix_tool_calls_agent", "agent"), Index("ix_tool_calls_started_at", "started_at"))
+
+
+class AgentSession(Base):
+    """A conversation with labbot's agents (agents.sessions): one per Slack thread, so a reply in the thread carries
+    on where the last answer left off, across restarts. Its role and run are fixed when it starts."""
+
+    __tablename__ = "agent_sessions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    channel: Mapped[str | None] = mapped_column(String(64))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))  # None with channel None: a session with no thread
+    role: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(100))  # who started it
+    run_id: Mapped[str | None] = mapped_column(String(32))  # set when the thread is a run's
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    # one session per thread; rows without a thread (NULLs) never collide, on SQLite and Postgres alike
+    __table_args__ = (Index("ux_agent_sessions_thread", "channel", "thread_ts", unique=True),)
+
+
+class AgentMessage(Base):
+    """One message of a session's history, exactly as the Messages API takes it (role and content blocks)."""
+
+    __tablename__ = "agent_messages"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("agent_sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)  # 0-based position in the history
+    role: Mapped[str] = mapped_column(String(16))  # user|assistant
+    content: Mapped[Any] = mapped_column(JSON)  # a string or a list of content blocks
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    # also serves "a session's history in order"
+    __table_args__ = (Index("ux_agent_messages_session_seq", "session_id", "seq", unique=True),)

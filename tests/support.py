@@ -50,7 +50,7 @@ class Serve:
         self.home = home
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_"))}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "ANTHROPIC_"))}
         self.env.update(LABBOT_HOME=str(home), LABBOT_PORT=str(self.port), PYTHONUNBUFFERED="1")
         if ray_address:
             self.env["RAY_ADDRESS"] = ray_address

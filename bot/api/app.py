@@ -1,26 +1,49 @@
 """The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService``,
-``TelemetryStore`` and the pager (``/api/v1/pages``).
+``TelemetryStore``, the pager (``/api/v1/pages``), the agents' audit trail (``/api/v1/audit``) and the per-agent
+artifact stores (``/api/v1/artifacts``).
 
-Service calls block (SQL, Ray), so they run on worker threads; errors become JSON once, in ``bot.api.errors``.
+Service calls block (SQL, Ray, the artifact filesystem), so they run on worker threads; errors become JSON once, in
+``bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not found
+404, not the owner 403, over quota 413). A service the composition root did not pass in answers 503.
+
+Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` MCP server sends it)::
+
+    GET    /api/v1/artifacts?agent=A[&include_shared=0]    {"artifacts": [...], "usage": {...}}
+    POST   /api/v1/artifacts?agent=A&name=N   raw body     {"artifact": {...}}  201 new, 200 replaced the name
+    GET    /api/v1/artifacts/{id}?agent=A                  the bytes, with the artifact's content type
+    POST   /api/v1/artifacts/{id}/share?agent=A&with=B     {"artifact": {...}}
+    DELETE /api/v1/artifacts/{id}?agent=A                  {"deleted": id}
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, BinaryIO, TypeVar
+from urllib.parse import quote
 
 from anyio import to_thread
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from agents.audit import audit_rows
 from agents.pager import Pager
 from bot.api.auth import bearer, require_admin
-from bot.api.body import read_limited
+from bot.api.body import BodyTooLarge, read_limited
 from bot.api.errors import error_response, from_exception
+from storage.artifacts import (
+    ArtifactError,
+    ArtifactNotFound,
+    ArtifactStore,
+    BadArtifactRequest,
+    NotShared,
+    QuotaExceeded,
+)
+from storage.db import Database
 from storage.floats import encode_float
 from training.errors import BadRequest, LabbotError
 from training.service import RunService
@@ -32,6 +55,44 @@ T = TypeVar("T")
 Handler = Callable[[Request], Any]
 MAX_API_BODY = 64 * 1024
 MAX_WAIT_S = 30
+MAX_ARTIFACT_BODY = 100 << 20  # one artifact upload; the store's per-agent quota applies on top
+SPOOL_BYTES = 1 << 20  # an upload is kept in memory up to this size, then in a temp file
+READ_CHUNK = 1 << 20
+MAX_CONTENT_TYPE = 100  # Artifact.content_type
+
+
+class NotRunning(LabbotError):
+    """A service this labbot was started without (the composition root passed ``None``)."""
+
+    status = 503
+    code = "not_running"
+
+
+class ArtifactRefused(LabbotError):
+    """One of the artifact store's errors, with the store's message and the HTTP status it maps to."""
+
+    def __init__(self, message: str, *, status: int, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+_ARTIFACT_STATUS: dict[type[ArtifactError], tuple[int, str]] = {
+    BadArtifactRequest: (400, "bad_request"),
+    ArtifactNotFound: (404, "unknown_artifact"),
+    NotShared: (403, "not_owner"),
+    QuotaExceeded: (413, "quota_exceeded"),
+}
+
+
+async def _in_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call the artifact store on a worker thread; its errors become labbot errors that keep its message."""
+    try:
+        return await _blocking(fn, *args, **kwargs)
+    except ArtifactError as e:
+        # a blob missing under the store (changed outside labbot) is the server's fault: 500, still said plainly
+        status, code = _ARTIFACT_STATUS.get(type(e), (500, "artifact_store"))
+        raise ArtifactRefused(str(e), status=status, code=code) from None
 
 
 async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -47,6 +108,59 @@ def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0,
     return int(raw)
 
 
+def _required(request: Request, name: str, example: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise BadRequest(f"query parameter {name} is required: {example}")
+    return value
+
+
+def _agent(request: Request) -> str:
+    return _required(request, "agent", "the agent whose store this is, e.g. ?agent=researcher")
+
+
+def _flag(request: Request, name: str, default: bool) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "no"):
+        return False
+    raise BadRequest(f"query parameter {name}={raw!r} must be 1 or 0 (true or false)")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+async def _receive_into(request: Request, out: IO[bytes], limit: int) -> None:
+    """Write the request body to ``out`` and rewind it; over ``limit`` is 413 while streaming, before the store
+    sees a byte (a declared Content-Length over it, before anything is read)."""
+    too_large = (
+        f"an artifact upload is limited to {_mib(limit)} per request: store a smaller file, or split it into parts"
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"{too_large} (this one is {declared} bytes)")
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(too_large)
+        out.write(chunk)
+    out.seek(0)
+
+
+def _chunks(stream: BinaryIO) -> Iterator[bytes]:
+    """A blob stream read in chunks (Starlette iterates a sync iterator on a worker thread); closed at the end."""
+    try:
+        while chunk := stream.read(READ_CHUNK):
+            yield chunk
+    finally:
+        stream.close()
+
+
 def create_app(
     service: RunService,
     telemetry_store: TelemetryStore,
@@ -54,8 +168,15 @@ def create_app(
     admin_token: str,
     health: Callable[[], dict[str, Any]],
     pager: Pager | None = None,
+    db: Database | None = None,
+    artifacts: ArtifactStore | None = None,
+    max_artifact_bytes: int = MAX_ARTIFACT_BODY,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
+    """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``agents.audit.audit_rows``) and
+    ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
+    ``max_artifact_bytes`` caps one upload's body (413 over it)."""
+
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
             try:
@@ -166,6 +287,73 @@ def create_app(
         by = request.query_params.get("by") or "api"
         return {"page": await _blocking(the_pager().resolve, request.path_params["page_id"], by=by)}
 
+    async def audit(request: Request) -> Any:
+        if db is None:
+            raise NotRunning("the audit trail is not running in this labbot (it was started without a database)")
+        limit = _int_query(request, "limit", 100, lo=1, hi=10_000) or 100
+        agent = request.query_params.get("agent") or None
+        return {"audit": await _blocking(audit_rows, db, limit=limit, agent=agent)}
+
+    def the_store() -> ArtifactStore:
+        if artifacts is None:
+            raise NotRunning("the artifact store is not running in this labbot (it was started without one)")
+        return artifacts
+
+    async def list_artifacts(request: Request) -> Any:
+        store, agent = the_store(), _agent(request)
+        include_shared = _flag(request, "include_shared", True)
+        listed = await _in_store(store.list, agent, include_shared=include_shared)
+        return {"artifacts": listed, "usage": await _in_store(store.usage, agent)}
+
+    async def put_artifact(request: Request) -> Any:
+        store, agent = the_store(), _agent(request)
+        name = _required(request, "name", "the artifact's name in the agent's store, e.g. ?name=report.md")
+        content_type = request.headers.get("content-type") or None  # None: the store guesses from the name
+        if content_type and len(content_type) > MAX_CONTENT_TYPE:
+            raise BadRequest(f"the Content-Type header is over {MAX_CONTENT_TYPE} characters: send a plain media type")
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:  # memory, then a temp file
+            await _receive_into(request, body, max_artifact_bytes)
+            view = await _in_store(store.put, agent, name, body, content_type)
+        created = view["created_at"] == view["updated_at"]  # a put of a name the agent has replaces it, same id
+        return JSONResponse({"artifact": view}, status_code=201 if created else 200)
+
+    async def get_artifact(request: Request) -> Any:
+        store, agent, artifact_id = the_store(), _agent(request), request.path_params["artifact_id"]
+
+        def work() -> tuple[dict[str, Any] | None, BinaryIO]:
+            stream = store.open(agent, artifact_id)  # not found / not shared: raised before anything is listed
+            try:
+                views = store.list(agent, include_shared=True)
+            except BaseException:
+                stream.close()
+                raise
+            return next((v for v in views if v["id"] == artifact_id), None), stream
+
+        view, stream = await _in_store(work)
+        if view is None:  # deleted between the open and the listing: the stream still reads the old blob
+            view = {"name": artifact_id, "content_type": "application/octet-stream", "sha256": None, "size": None}
+        headers = {
+            # kept as stored: Starlette would add "; charset=utf-8" to a text/* media_type
+            "content-type": view["content_type"],
+            "content-disposition": f"inline; filename*=UTF-8''{quote(view['name'], safe='')}",
+            "x-artifact-id": artifact_id,
+        }
+        if view["sha256"]:
+            headers["etag"] = f'"{view["sha256"]}"'
+        if view["size"] is not None:
+            headers["content-length"] = str(view["size"])
+        return StreamingResponse(_chunks(stream), headers=headers)
+
+    async def share_artifact(request: Request) -> Any:
+        store, agent = the_store(), _agent(request)
+        with_agent = _required(request, "with", "the agent to share it with, e.g. ?with=evaluator")
+        return {"artifact": await _in_store(store.share, agent, request.path_params["artifact_id"], with_agent)}
+
+    async def delete_artifact(request: Request) -> Any:
+        store, agent, artifact_id = the_store(), _agent(request), request.path_params["artifact_id"]
+        await _in_store(store.delete, agent, artifact_id)
+        return {"deleted": artifact_id}
+
     routes = [
         *extra_routes,  # first: POST /slack/events is the route under a burst (Slack's 3 s)
         Route("/healthz", healthz),
@@ -182,6 +370,12 @@ def create_app(
         Route("/api/v1/pages/{page_id}", admin(get_page)),
         Route("/api/v1/pages/{page_id}/ack", admin(ack_page), methods=["POST"]),
         Route("/api/v1/pages/{page_id}/resolve", admin(resolve_page), methods=["POST"]),
+        Route("/api/v1/audit", admin(audit)),
+        Route("/api/v1/artifacts", admin(list_artifacts), methods=["GET"]),
+        Route("/api/v1/artifacts", admin(put_artifact), methods=["POST"]),
+        Route("/api/v1/artifacts/{artifact_id}", admin(get_artifact), methods=["GET"]),
+        Route("/api/v1/artifacts/{artifact_id}", admin(delete_artifact), methods=["DELETE"]),
+        Route("/api/v1/artifacts/{artifact_id}/share", admin(share_artifact), methods=["POST"]),
     ]
     return Starlette(routes=routes)
 

@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("jobs", help="the jobs that can be launched")
     s.add_argument("--json", action="store_true")
 
+    s = sub.add_parser("audit", help="the agents' tool calls, newest first (arguments redacted)")
+    s.add_argument("--limit", type=int, default=100, metavar="N", help="at most N calls (default: 100)")
+    s.add_argument("--agent", metavar="A", help="only agent A's calls")
+    s.add_argument("--json", action="store_true", help="print the calls as one JSON list")
+
     s = sub.add_parser("db", help="database maintenance")
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
 
@@ -224,6 +229,11 @@ def _run_command(a: argparse.Namespace) -> int:
                     [j["name"], j["description"], " ".join(f"{k}={v}" for k, v in j["params"].items())] for j in jobs
                 ]
                 print(render.table(["job", "description", "parameters (defaults)"], rows))
+            return 0
+        if a.command == "audit":
+            query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
+            calls = api.json("GET", "/audit", params=query)["audit"]
+            _print_json(calls) if a.json else print(render.audit_table(calls, agent=a.agent))
             return 0
     finally:
         api.close()

@@ -1,4 +1,4 @@
-"""Human output of the CLI: run tables and run details (pure functions of the API's JSON)."""
+"""Human output of the CLI: run tables, run details, pages and the audit trail (pure functions of the API's JSON)."""
 
 from __future__ import annotations
 
@@ -92,3 +92,39 @@ def pages_table(pages: Sequence[dict[str, Any]], now: datetime | None = None) ->
         for p in pages
     ]
     return table(["page", "kind", "run", "state", "level", "age", "by", "summary"], rows)
+
+
+def call_duration(ms: float | None) -> str:
+    """A tool call's duration: milliseconds under a second, tenths of seconds under a minute, then 2m, 1h 05m."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return duration(ms / 1000, unknown="-")
+
+
+def utc_time(iso: str | None) -> str:
+    if not iso:
+        return "-"
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def audit_table(calls: Sequence[dict[str, Any]], agent: str | None = None) -> str:
+    """``labbot audit``: one row per tool call, newest first, as ``/api/v1/audit`` answers them."""
+    if not calls:
+        return f"no tool calls by agent {agent} recorded" if agent else "no tool calls recorded yet"
+    rows = [
+        [
+            utc_time(c.get("started_at")),
+            c["agent"],
+            c["role"],
+            c["tool"],
+            c["outcome"],
+            c.get("approver") or "-",
+            call_duration(c.get("duration_ms")),
+        ]
+        for c in calls
+    ]
+    return table(["time", "agent", "role", "tool", "outcome", "approver", "duration"], rows)

@@ -1,6 +1,6 @@
 """The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
 
-Later subcommands (ask, artifacts) are declared the same way and added with ``registry.register(cmd)``,
+Later subcommands (artifacts) are declared the same way and added with ``registry.register(cmd)``,
 or appended to ``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
 """
 
@@ -96,6 +96,13 @@ RESOLVE = Command(
     examples=("resolve pq3x7k",),
 )
 
+ASK = Command(
+    "ask",
+    "ask labbot's agents about your runs, code and pages; the answer comes in a thread",
+    args=(Arg("question", "text", "your question, in plain words"),),
+    examples=("ask why is run k3xq7p slow?", "ask which runs failed today and why?"),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -104,7 +111,7 @@ HELP = Command(
     examples=("help", "help launch"),
 )
 
-COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, PAGES, ACK, RESOLVE, HELP)
+COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, PAGES, ACK, RESOLVE, ASK, HELP)
 
 
 def lab_registry() -> Registry:

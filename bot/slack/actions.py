@@ -15,10 +15,12 @@ from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agents.approvals import ApprovalGate
 from agents.pager import Pager
 from bot.cli import render
 from bot.commands import LAB, Parsed, help_text, usage
 from bot.config import SlackSettings
+from bot.slack.agent_threads import AgentConversations
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from bot.slack.blocks.pages import pages_list
 from bot.slack.threads import RunThreads
@@ -55,6 +57,9 @@ class LabActions:
         self.pager = pager
         # the control plane sets this: send the page's updates (who acknowledged) now rather than on the next tick
         self.after_page_change: Callable[[], Awaitable[None]] | None = None
+        # and these, with the agents: threads as conversations, and the approval gate the buttons decide
+        self.conversations: AgentConversations | None = None
+        self.gate: ApprovalGate | None = None
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -193,6 +198,28 @@ class LabActions:
         if page.get("run_id"):
             await self.threads.record_action(page["run_id"], f"<@{who.user}> {past} page {page['id']} ({page['kind']})")
         await self.tell(who, f"page `{page['id']}` ({page['kind']}) is {page['state']}")
+
+    async def _do_ask(self, parsed: Parsed, who: Asker) -> None:
+        question = str(parsed.args["question"])
+        talks = self.conversations
+        if talks is None:
+            from agents.model import NO_MODEL_MESSAGE
+
+            await self.tell(who, NO_MODEL_MESSAGE)
+            return
+        # the question opens a thread in the channel; the agent answers in it, and replies there continue the session
+        posted = await self.client.chat_postMessage(channel=who.channel, text=f"<@{who.user}> asked: {question}")
+        await talks.answer(user=who.user, text=question, channel=who.channel, thread_ts=str(posted["ts"]))
+
+    async def decide_approval(self, approval_id: str, approve: bool, who: Asker) -> None:
+        """Approve or Deny pressed: the gate checks who may decide; the prompt then shows the verdict."""
+        if self.gate is None:
+            raise LabbotError("no agent is waiting for approvals in this labbot")
+        decision = await to_thread.run_sync(lambda: self.gate.decide(approval_id, approve=approve, by=who.user))  # type: ignore[union-attr]
+        if not decision.ok:
+            await self.tell(who, f":no_entry: {decision.message}")
+            return
+        await self.gate.settled(approval_id)
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
         topic = parsed.args.get("command")

@@ -12,10 +12,12 @@ import logging
 import re
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
+from anyio import to_thread
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agents.model import NO_MODEL_MESSAGE
 from bot.commands import LAB, UsageError, help_text, parse
 from bot.slack.actions import Asker, LabActions
 from bot.slack.blocks import ephemeral_error
@@ -26,8 +28,8 @@ from bot.slack.threads import RunThreads
 log = logging.getLogger(__name__)
 
 NO_AGENT = (
-    "No agent is configured yet, so nobody will answer here; I keep your replies with the run. "
-    "(Agents arrive with the research-agents issue: set ANTHROPIC_API_KEY.)"
+    "No model is configured, so no agent will answer here; I keep your replies with the run. "
+    "(Set ANTHROPIC_API_KEY and restart labbot to talk to agents in threads.)"
 )
 
 
@@ -119,30 +121,62 @@ def build_app(
     async def on_page_resolve(ack: AsyncAck, body: dict[str, Any]) -> None:
         await on_page_button(ack, body, "resolve")
 
-    async def in_thread(event: dict[str, Any]) -> None:
+    async def in_thread(event: dict[str, Any], bot_user: str | None) -> None:
         thread_ts = event.get("thread_ts")
         if not thread_ts or thread_ts == event.get("ts"):
             return
-        reply = await threads.store_reply(
-            event["channel"], thread_ts, event.get("user", ""), event["ts"], event.get("text", "")
-        )
+        channel, user, text = event["channel"], event.get("user", ""), event.get("text", "")
+        reply = await threads.store_reply(channel, thread_ts, user, event["ts"], text)
+        talks = actions.conversations
+        if talks is not None and talks.configured:
+            if bot_user and f"<@{bot_user}>" in text:
+                return  # a mention: the app_mention event answers it
+            in_session = reply is not None or await to_thread.run_sync(talks.has_session, channel, thread_ts)
+            if in_session:
+                run_id = reply.run_id if reply is not None else None
+                await talks.answer(user=user, text=text, channel=channel, thread_ts=thread_ts, run_id=run_id)
+            return
         if reply is not None and reply.first_without_agent:
-            await client.chat_postMessage(channel=event["channel"], thread_ts=thread_ts, text=NO_AGENT)
+            await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=NO_AGENT)
 
     @app.event("message")
-    async def on_message(ack: AsyncAck, event: dict[str, Any]) -> None:
+    async def on_message(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
         if event.get("subtype") not in (None, "thread_broadcast", "file_share"):
             return  # edits, deletions, joins: nothing to do
-        tasks.spawn(in_thread(event), name="thread reply")
+        tasks.spawn(in_thread(event, context.bot_user_id), name="thread reply")
 
     @app.event("app_mention")
     async def on_mention(ack: AsyncAck, event: dict[str, Any]) -> None:
         await ack()
-        if event.get("thread_ts") and event.get("thread_ts") != event.get("ts"):
-            return  # the message event for the same reply handles threads
         text = re.sub(r"<@[A-Z0-9]+>", "", event.get("text", "")).strip()
-        hint = f"Try `{command} help`." if not text else NO_AGENT
-        tasks.spawn(client.chat_postMessage(channel=event["channel"], thread_ts=event["ts"], text=hint), name="mention")
+        talks = actions.conversations
+        thread_ts = event.get("thread_ts") or event["ts"]  # a mention in the channel starts a thread on itself
+        if talks is None:
+            hint = f"Try `{command} help`." if not text else NO_MODEL_MESSAGE
+            tasks.spawn(
+                client.chat_postMessage(channel=event["channel"], thread_ts=thread_ts, text=hint), name="mention"
+            )
+            return
+        answer = talks.answer(user=event.get("user", ""), text=text, channel=event["channel"], thread_ts=thread_ts)
+        tasks.spawn(answer, name="agent")
+
+    async def on_approval(ack: AsyncAck, body: dict[str, Any], approve: bool) -> None:
+        await ack()
+        user = body["user"]["id"]
+        approval_id = str(body["actions"][0]["value"])
+        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
+        if not clicks_seen.first_time(f"{user}:approval:{approval_id}"):
+            return
+        who = Asker(user=user, channel=channel)
+        tasks.spawn(actions.run_safely(actions.decide_approval(approval_id, approve, who), who), name="approval")
+
+    @app.action("approval_approve")
+    async def on_approve(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_approval(ack, body, True)
+
+    @app.action("approval_deny")
+    async def on_deny(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await on_approval(ack, body, False)
 
     return app

@@ -148,7 +148,7 @@ def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
     assert slack.post(body, content_type=JSON).status_code == 200
     retry = signed(body, SECRET, content_type=JSON) | {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
     assert slack.post(body, content_type=JSON, headers=retry).status_code == 200
-    wait_for(lambda: any("No agent is configured" in m.text for m in slack.thread(run_id)), what="the no-agent note")
+    wait_for(lambda: any("No model is configured" in m.text for m in slack.thread(run_id)), what="the no-model note")
     # a bot's message in the thread (another bot, or labbot itself) triggers nothing
     bot_msg = slack.fake.user_message(slack.ws.channel, OTHER, "beep", thread_ts=root)
     bot_event = slack.fake.event_payload(bot_msg, event_id="Ev0BOT0001")
@@ -157,7 +157,7 @@ def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
     second = slack.fake.user_message(slack.ws.channel, OWNER, "second reply", thread_ts=root)
     slack.post(json.dumps(slack.fake.validated_event(second, event_id="Ev0REPLY2")), content_type=JSON)
     time.sleep(1)
-    notes = [m for m in slack.thread(run_id) if "No agent is configured" in m.text]
+    notes = [m for m in slack.thread(run_id) if "No model is configured" in m.text]
     assert len(notes) == 1, "said once per thread"
     from storage.db import Database
     from storage.models import ThreadMessage

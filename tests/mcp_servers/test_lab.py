@@ -1,16 +1,28 @@
 """mcp_servers.lab against a real `labbot serve` (and the session's Ray head), through `mcp.Client` in memory:
-reads are readOnlyHint, actions destructiveHint; answers are compact text; errors are tool errors that say why."""
+reads are readOnlyHint, actions destructiveHint; answers are compact text; errors are tool errors that say why.
+
+The artifact tools run against the real ``/api/v1/artifacts`` routes of ``create_app`` with a real ArtifactStore,
+reached through LabApi's transport seam (``httpx.ASGITransport``), one server per agent.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from mcp import Client
-from support import Serve, wait_for
+from support import Serve, make_service, wait_for
 
-from mcp_servers.lab import LabApi, build_server, summarise_series
+from bot.api import create_app
+from mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, summarise_series
+from storage.artifacts import ArtifactStore
 from training.ray_cluster import RayConnection
+from training.telemetry_store import TelemetryStore
+
+ARTIFACT_TOOLS = {"list_artifacts", "put_artifact", "get_artifact", "share_artifact"}
 
 
 def _text(result: Any) -> str:
@@ -45,12 +57,12 @@ def test_lab_tools_over_a_running_labbot(tmp_path: Any, ray_head: RayConnection)
 
         async def scenario() -> None:
             async with Client(server) as client:
-                tools = {t.name: t for t in (await client.list_tools()).tools}
+                tools = {t.name: t.annotations for t in (await client.list_tools()).tools if t.annotations}
                 assert {"list_runs", "get_run", "run_metrics", "run_logs", "list_pages"} <= set(tools)
                 for name in ("list_runs", "get_run", "run_metrics", "run_logs", "list_pages"):
-                    assert tools[name].annotations.read_only_hint and not tools[name].annotations.destructive_hint
+                    assert tools[name].read_only_hint and not tools[name].destructive_hint
                 for name in ("launch_run", "stop_run", "restart_run", "ack_page"):
-                    assert tools[name].annotations.destructive_hint, name
+                    assert tools[name].destructive_hint, name
                 listed = _text(await client.call_tool("list_runs", {}))
                 assert run["id"] in listed and "running" in listed and "sleeper" in listed
                 assert '"status": "running"' in _text(await client.call_tool("get_run", {"run_id": run["id"]}))
@@ -72,3 +84,152 @@ def test_lab_tools_over_a_running_labbot(tmp_path: Any, ray_head: RayConnection)
         asyncio.run(refused())
     finally:
         serve.stop()
+
+
+class Artifacts:
+    """The control plane's API with an artifact store (SQLite and a folder in tmp_path), and a ``lab`` server per
+    agent that reaches it in process."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+        self.store = ArtifactStore(service.db, str(tmp_path / "artifacts"), quota_bytes=1 << 20)
+        self.app = create_app(
+            service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {}, artifacts=self.store
+        )
+
+    def server(self, agent: str) -> Any:
+        transport = httpx.ASGITransport(app=self.app)
+        return build_server(LabApi("http://labbot.test", "t0ken", agent=agent, transport=transport))
+
+
+def calls(server: Any, *steps: tuple[str, dict[str, Any]]) -> list[tuple[bool, str]]:
+    """Call the tools in order through one ``mcp.Client`` session: (is_error, text) of each."""
+
+    async def go() -> list[tuple[bool, str]]:
+        async with Client(server) as client:
+            return [(r.is_error, _text(r)) for r in [await client.call_tool(name, args) for name, args in steps]]
+
+    return asyncio.run(go())
+
+
+def test_artifact_tools_are_annotated_for_an_agents_own_store(tmp_path: Path) -> None:
+    async def go() -> Any:
+        async with Client(Artifacts(tmp_path).server("researcher")) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = asyncio.run(go())
+    assert set(tools) >= ARTIFACT_TOOLS
+    for name in ("list_artifacts", "get_artifact"):
+        assert tools[name].annotations.read_only_hint is True and tools[name].annotations.destructive_hint is False
+    for name in ("put_artifact", "share_artifact"):  # they only add to the agent's own store: no approval needed
+        assert tools[name].annotations.read_only_hint is False and tools[name].annotations.destructive_hint is False
+    assert set(tools["put_artifact"].input_schema["required"]) == {"name", "text"}
+    assert set(tools["share_artifact"].input_schema["required"]) == {"artifact_id", "with_agent"}
+
+
+def test_an_agent_puts_lists_gets_and_shares_its_artifacts(tmp_path: Path) -> None:
+    lab = Artifacts(tmp_path)
+    researcher, evaluator = lab.server("researcher"), lab.server("evaluator")
+    [(err1, stored), (err2, replaced), (err3, listed)] = calls(
+        researcher,
+        ("put_artifact", {"name": "report.md", "text": "# Findings\nloss fell to 1.2 ✓\n"}),
+        ("put_artifact", {"name": "report.md", "text": "# Findings v2\n"}),
+        ("list_artifacts", {}),
+    )
+    assert not (err1 or err2 or err3), (stored, replaced, listed)
+    [own] = lab.store.list("researcher")
+    assert stored == f"stored report.md as {own['id']} (32 B, text/markdown; charset=utf-8)"
+    assert replaced == f"replaced report.md as {own['id']} (14 B, text/markdown; charset=utf-8)"
+    assert listed.splitlines() == [
+        "agent researcher: 1 artifact(s), 14 B of 1.0 MB used",
+        f"{own['id']} · report.md · 14 B · text/markdown; charset=utf-8",
+    ]
+    assert lab.store.get("researcher", own["id"]) == b"# Findings v2\n"
+
+    [(_, got), (_, refused), (shared_err, shared), (_, notes)] = calls(
+        researcher,
+        ("get_artifact", {"artifact_id": own["id"]}),
+        ("get_artifact", {"artifact_id": "anope234"}),
+        ("share_artifact", {"artifact_id": own["id"], "with_agent": "evaluator"}),
+        ("put_artifact", {"name": "notes", "text": "no extension"}),
+    )
+    assert got == "# Findings v2\n"
+    assert "agent researcher has no artifact 'anope234'" in refused
+    assert not shared_err and shared == f"{own['id']} (report.md) is shared with evaluator"
+    assert notes.endswith("(12 B, text/plain; charset=utf-8)")  # text whatever the name says
+
+    [(_, seen), (_, read), (denied, why), (mine_err, _)] = calls(
+        evaluator,
+        ("list_artifacts", {}),
+        ("get_artifact", {"artifact_id": own["id"]}),
+        ("share_artifact", {"artifact_id": own["id"], "with_agent": "mallory"}),
+        ("put_artifact", {"name": "mine.txt", "text": "evaluator's own"}),
+    )
+    assert seen.splitlines()[1:] == [
+        f"{own['id']} · report.md · 14 B · text/markdown; charset=utf-8 · shared by researcher"
+    ]
+    assert read == "# Findings v2\n"
+    assert denied and f"artifact {own['id']} belongs to agent researcher and is only shared with evaluator" in why
+    assert not mine_err and [a["name"] for a in lab.store.list("evaluator", include_shared=False)] == ["mine.txt"]
+    assert "shared with evaluator" in calls(researcher, ("list_artifacts", {}))[0][1]
+
+
+def test_a_long_artifact_is_cut_at_64_kb_and_a_binary_one_is_not_shown(tmp_path: Path) -> None:
+    lab = Artifacts(tmp_path)
+    # 15 bytes a line ("line 000000 é\n", é is two), after a 3-byte header: 64 KB ends between the two bytes of an é
+    long_text = "#!\n" + "".join(f"line {i:06d} é\n" for i in range(10_000))
+    assert len(long_text.encode()) == 150_003 and (MAX_ARTIFACT_TEXT - 3) % 15 == 13
+    big = lab.store.put("researcher", "long.log", long_text.encode(), "text/plain; charset=utf-8")
+    plot = lab.store.put("researcher", "loss.png", bytes(range(256)) * 8, "image/png")
+    latin = lab.store.put("researcher", "old.txt", "café".encode("latin-1"), "text/plain; charset=latin-1")
+    [(_, cut), (_, binary), (_, decoded)] = calls(
+        lab.server("researcher"),
+        ("get_artifact", {"artifact_id": big["id"]}),
+        ("get_artifact", {"artifact_id": plot["id"]}),
+        ("get_artifact", {"artifact_id": latin["id"]}),
+    )
+    body, note = cut.rsplit("\n", 1)
+    assert note == f"[cut: artifact {big['id']} has 150,003 bytes; only its first 64 KB are shown]"
+    assert long_text.startswith(body) and body.endswith("line 004368 ")  # the half é is dropped, not garbled
+    assert len(body.encode()) == MAX_ARTIFACT_TEXT - 1
+    assert binary == f"artifact {plot['id']} is binary (image/png, 2048 bytes): not shown as text"
+    assert decoded == "café"  # the stored charset is honoured
+
+
+def test_an_artifact_id_cannot_reach_another_route(tmp_path: Path) -> None:
+    lab = Artifacts(tmp_path)
+    seen: list[tuple[str, str, str]] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope["method"], scope["path"], scope["query_string"].decode()))
+        await lab.app(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=recording)
+    server = build_server(LabApi("http://labbot.test", "t0ken", agent="researcher", transport=transport))
+    sneaky = "../../runs/r1/stop?by=agent&x="
+    [(shared, _), (read, _)] = calls(
+        server,
+        ("share_artifact", {"artifact_id": sneaky, "with_agent": "mallory"}),
+        ("get_artifact", {"artifact_id": "../../audit"}),
+    )
+    assert shared and read
+    assert seen == [
+        ("POST", f"/api/v1/artifacts/{sneaky}/share", "agent=researcher&with=mallory"),
+        ("GET", "/api/v1/artifacts/../../audit", "agent=researcher"),
+    ]  # one path segment each: no route but the artifact's own matched (404)
+
+
+def test_the_agent_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(AGENT_ENV, raising=False)
+    assert LabApi("http://127.0.0.1:9", "x").agent == "agent"
+    monkeypatch.setenv(AGENT_ENV, "researcher")
+    assert LabApi("http://127.0.0.1:9", "x").agent == "researcher"
+    assert LabApi("http://127.0.0.1:9", "x", agent="evaluator").agent == "evaluator"
+
+
+def test_artifact_tools_say_when_the_store_is_not_running(tmp_path: Path) -> None:
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+    app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {})
+    server = build_server(LabApi("http://labbot.test", "t0ken", transport=httpx.ASGITransport(app=app)))
+    [(is_error, text)] = calls(server, ("list_artifacts", {}))
+    assert is_error and "the artifact store is not running in this labbot" in text

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.commands import LAB, Arg, Command, Option, Parsed, Registry, UsageError, lab_registry, parse, render
+from bot.commands import LAB, Command, Option, Parsed, Registry, UsageError, lab_registry, parse, render
 from bot.commands.tokens import TokenError, quote, tokenize, unwrap_slack
 from bot.commands.values import RUN_STATUSES, BadValue, convert, to_text
 
@@ -341,7 +341,7 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     unknown = err("nope")
     assert unknown.command is None
     assert unknown.usage.startswith("/lab SUBCOMMAND")
-    assert "launch, runs, status, stop, restart, logs, pages, ack, resolve, help" in unknown.usage
+    assert "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, help" in unknown.usage
 
 
 def test_unbalanced_quote_after_a_known_subcommand_gives_its_usage() -> None:
@@ -361,11 +361,9 @@ def test_registry_without_help_says_a_subcommand_is_missing() -> None:
     assert e.message == "no subcommand given"
 
 
-# --- free text (a later `ask QUESTION ...`) ----------------------------------------------------------------------
+# --- free text (`ask QUESTION ...`) ------------------------------------------------------------------------------
 
-ASK = Command("ask", "ask the research agent", args=(Arg("question", "text", "anything"),))
-WITH_ASK = lab_registry()
-WITH_ASK.register(ASK)
+WITH_ASK = lab_registry()  # `ask` is one of labbot's own subcommands now
 
 
 def test_text_argument_takes_the_rest_verbatim() -> None:

@@ -84,11 +84,11 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
 
 
 def test_registration_order_and_words() -> None:
-    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "help"]
+    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "ask", "help"]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 10
-    assert LAB.words()[:10] == [c.name for c in LAB]
+    assert len(LAB) == 11
+    assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
 
@@ -145,6 +145,7 @@ def test_usage_lines() -> None:
         "pages": "/lab pages [--all] [--run RUN_ID]",
         "ack": "/lab ack PAGE",
         "resolve": "/lab resolve PAGE",
+        "ask": "/lab ask QUESTION ...",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -162,6 +163,7 @@ def test_permissions_and_params() -> None:
         "pages": Permission.ANYONE,
         "ack": Permission.ANYONE,
         "resolve": Permission.ANYONE,
+        "ask": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

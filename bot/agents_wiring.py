@@ -1,0 +1,135 @@
+"""The agents, wired: model, MCP pool (built-in ``codebase`` and ``lab`` servers in process, plus ``[mcp.servers]``),
+the approval gate and the audit around each role's tools, the fleet, and Slack's side of them (conversations in
+threads, Approve / Deny prompts), plus the investigator that asks the ``babysitter`` role about every new page.
+
+Part of the composition root (``bot.serve``). Without ``ANTHROPIC_API_KEY`` nothing here calls a model: mentions get
+a plain answer saying how to configure one, and pages go out as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents.approvals import ApprovalGate
+from agents.audit import AuditedExecutor
+from agents.fleet import Fleet
+from agents.mcp_config import McpSettings
+from agents.mcp_pool import McpPool
+from agents.model import ModelSettings
+from agents.runtime import AgentRuntime
+from agents.tools import ToolExecutor
+from bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
+from bot.slack.runtime import SlackRuntime
+from mcp_servers.lab import LabApi
+from storage.db import Database
+from storage.models import Incident
+from training.errors import LabbotError
+from training.service import RunService
+
+log = logging.getLogger(__name__)
+
+
+def builtin_servers(public_url: str, admin_token: str) -> dict[str, Callable[[], Any]]:
+    """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``)
+    and ``lab`` talking to this control plane's ``/api/v1``."""
+    from mcp_servers.codebase import build_server as codebase
+    from mcp_servers.lab import build_server as lab
+
+    return {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
+
+
+def run_context(service: RunService) -> Callable[[str], str]:
+    def describe(run_id: str) -> str:
+        try:
+            run = service.get(run_id)
+        except LabbotError as e:
+            return f"run {run_id}: {e.message}"
+        keep = ("id", "job", "name", "owner", "status", "attempt", "step", "metrics", "checkpoint_step", "error")
+        facts = {k: run.get(k) for k in keep} | {"params": run.get("params"), "stall_after_s": run.get("stall_after_s")}
+        return "This thread is about this run (its state right now):\n" + json.dumps(facts, indent=1, default=str)
+
+    return describe
+
+
+@dataclass
+class AgentsStack:
+    fleet: Fleet | None
+    pool: McpPool
+    gate: ApprovalGate
+    conversations: AgentConversations
+    model: ModelSettings
+
+    async def investigate(self, db: Database, page_ids: list[str]) -> None:
+        """The ``babysitter`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
+        if self.fleet is None:
+            return
+        for page_id in page_ids:
+            with db.session() as s:
+                inc = s.get(Incident, page_id)
+                if inc is None or inc.run_id is None:
+                    continue
+                run_id, kind, summary = inc.run_id, inc.kind, inc.summary
+            thread = await asyncio.to_thread(self.conversations.thread_of_run, run_id)
+            if thread is None:
+                continue
+            question = (
+                f"Page {page_id} just fired: *{kind}* on run {run_id} — {summary}. Investigate: read the log tail, "
+                "the metrics around the event and recent commits, then post a short diagnosis (what happened, the "
+                "likely cause, what to do). Do not take any action."
+            )
+            try:
+                await self.conversations.answer(
+                    user="labbot",
+                    text=question,
+                    channel=thread[0],
+                    thread_ts=thread[1],
+                    role="babysitter",
+                    run_id=run_id,
+                )
+            except Exception:
+                log.exception("the investigator failed on page %s", page_id)
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self.fleet is not None and self.fleet.runtime is not None:
+            await self.fleet.runtime.aclose()
+
+
+def build_agents(
+    *,
+    config: dict[str, Any],
+    db: Database,
+    service: RunService,
+    slack: SlackRuntime,
+    public_url: str,
+    admin_token: str,
+    model: ModelSettings,
+) -> AgentsStack:
+    builtins = builtin_servers(public_url, admin_token)
+    pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
+    prompter = SlackApprovalPrompter(slack.client, db)
+
+    def owner_of(run_id: str) -> str | None:
+        try:
+            return str(service.get(run_id)["owner"])
+        except LabbotError:
+            return None
+
+    gate = ApprovalGate(pool.executor("assistant"), db, prompter, admins=slack.settings.admins, run_owner=owner_of)
+    gate.expire_leftovers()  # asks left pending by a previous process: fail closed
+
+    async def tools_for(role: str) -> ToolExecutor:
+        await pool.tools(role)  # lazily connect and list the role's servers
+        return AuditedExecutor(gate.around(pool.executor(role)), db)
+
+    runtime = AgentRuntime.from_settings(model) if model.configured else None
+    fleet = Fleet(db, runtime, tools_for, run_context=run_context(service)) if runtime is not None else None
+    conversations = AgentConversations(slack.client, db, fleet)
+    slack.actions.conversations = conversations
+    slack.actions.gate = gate
+    return AgentsStack(fleet=fleet, pool=pool, gate=gate, conversations=conversations, model=model)

@@ -1,0 +1,239 @@
+"""Agents in Slack threads: a mention, ``/lab ask`` or a reply in a run thread goes to the agent fleet, the work is
+shown while it happens (one progress message, updated at most every couple of seconds, then replaced by the
+answer), and destructive tool calls are asked in the thread with Approve / Deny buttons.
+
+``AgentConversations`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
+``agents.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how to set
+one up, and everything else works as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from anyio import to_thread
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+
+from agents.approvals import ApprovalRequest
+from agents.model import NO_MODEL_MESSAGE
+from agents.runtime import AgentEvent
+from bot.slack.blocks import text_blocks
+from bot.slack.blocks.run_card import clip, escape, mention
+from storage.db import Database
+from storage.models import AgentSession, Approval, RunThread
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 2.0
+MENTION = re.compile(r"<@[A-Z0-9]+>")
+
+
+class AsksFleet(Protocol):
+    async def ask(
+        self,
+        *,
+        owner: str,
+        text: str,
+        channel: str | None,
+        thread_ts: str | None,
+        run_id: str | None = None,
+        role: str = "assistant",
+        on_event: Any = None,
+    ) -> Any: ...
+
+
+class AgentConversations:
+    def __init__(self, client: AsyncWebClient, db: Database, fleet: AsksFleet | None) -> None:
+        self.client = client
+        self.db = db
+        self.fleet = fleet
+
+    @property
+    def configured(self) -> bool:
+        return self.fleet is not None
+
+    def has_session(self, channel: str, thread_ts: str) -> bool:
+        """Whether an agent already talks in this thread (started by a mention or /lab ask)."""
+        with self.db.session() as s:
+            row = s.scalar(
+                select(AgentSession.id).where(AgentSession.channel == channel, AgentSession.thread_ts == thread_ts)
+            )
+            return row is not None
+
+    def thread_of_run(self, run_id: str) -> tuple[str, str] | None:
+        with self.db.session() as s:
+            row = s.get(RunThread, run_id)
+            return (row.channel, row.card_ts) if row else None
+
+    def run_of_thread(self, channel: str, thread_ts: str) -> str | None:
+        with self.db.session() as s:
+            row = s.scalar(select(RunThread).where(RunThread.channel == channel, RunThread.card_ts == thread_ts))
+            return row.run_id if row else None
+
+    async def answer(
+        self, *, user: str, text: str, channel: str, thread_ts: str, role: str = "assistant", run_id: str | None = None
+    ) -> None:
+        """Ask the fleet in this thread and post what it says; progress is one message, updated, then replaced."""
+        question = MENTION.sub("", text).strip()
+        if self.fleet is None:
+            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=NO_MODEL_MESSAGE)
+            return
+        if not question:
+            await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text="Ask me something about your runs, code or pages."
+            )
+            return
+        if run_id is None:
+            run_id = await to_thread.run_sync(self.run_of_thread, channel, thread_ts)
+        progress = await self.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=":hourglass_flowing_sand: working on it…"
+        )
+        progress_ts = str(progress["ts"])
+        shown = Progress(self.client, channel, progress_ts)
+        try:
+            answer = await self.fleet.ask(
+                owner=user,
+                text=question,
+                channel=channel,
+                thread_ts=thread_ts,
+                run_id=run_id,
+                role=role,
+                on_event=shown.on_event,
+            )
+            reply = str(getattr(answer, "text", "") or "(no answer)")
+        except Exception:
+            log.exception("the agent failed in thread %s", thread_ts)
+            reply = ":warning: the agent failed inside labbot; the error is in labbot's log. Ask again in a moment."
+        await self._post_answer(channel, thread_ts, progress_ts, reply, shown.summary())
+
+    async def _post_answer(self, channel: str, thread_ts: str, progress_ts: str, reply: str, summary: str) -> None:
+        messages = text_blocks(reply) or [[]]
+        first, rest = messages[0], messages[1:]
+        blocks = [*first, {"type": "context", "elements": [{"type": "mrkdwn", "text": summary}]}] if summary else first
+        try:  # the progress message becomes the answer: the thread shows no leftover "working on it"
+            await self.client.chat_update(channel=channel, ts=progress_ts, text=clip(reply, 3000), blocks=blocks)
+        except SlackApiError:
+            await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=clip(reply, 3000), blocks=blocks
+            )
+        for more in rest:
+            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="(continued)", blocks=more)
+
+
+class Progress:
+    """The progress message: the agent's latest step, updated at most every ``PROGRESS_EVERY_S``."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, ts: str, clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.channel = channel
+        self.ts = ts
+        self.clock = clock
+        self.last_update = 0.0
+        self.tools: list[str] = []
+
+    async def on_event(self, event: AgentEvent) -> None:
+        if event.kind == "tool_call" and event.tool:
+            self.tools.append(event.tool)
+        now = self.clock()
+        if now - self.last_update < PROGRESS_EVERY_S:
+            return
+        self.last_update = now
+        text = f":hourglass_flowing_sand: {escape(event.text)}…"
+        try:
+            await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
+        except SlackApiError as e:
+            log.info("progress update failed: %s", e.response.get("error"))
+
+    def summary(self) -> str:
+        if not self.tools:
+            return ""
+        unique = list(dict.fromkeys(self.tools))
+        return f"used {len(self.tools)} tool call(s): " + ", ".join(f"`{t}`" for t in unique[:8])
+
+
+def approval_blocks(request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt for a destructive tool call, or (once decided) what became of it."""
+    approvers = " or ".join(mention(u) for u in request.approvers) + " or an admin"
+    head = f":raised_hand: The *{escape(request.role)}* agent wants to run `{escape(request.tool)}`"
+    args = f"```\n{clip(escape(request.arguments), 2800)}\n```"
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": head}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": args}},
+    ]
+    if request.state == "pending":
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"needs {approvers} · request `{request.id}`"}]}
+        )
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"approval_{request.id}",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Approve"},
+                        "style": "primary",
+                        "action_id": "approval_approve",
+                        "value": request.id,
+                    },
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Deny"},
+                        "style": "danger",
+                        "action_id": "approval_deny",
+                        "value": request.id,
+                    },
+                ],
+            }
+        )
+        text = f"{request.role} agent wants to run {request.tool}: needs {approvers}"
+    else:
+        verdict = {
+            "approved": ":white_check_mark: approved",
+            "denied": ":no_entry: denied",
+            "expired": ":hourglass: expired",
+        }
+        by = request.decided_by or "?"
+        who = mention(by) if by.startswith(("U", "W")) else escape(by)
+        line = f"{verdict.get(request.state, request.state)} by {who} · request `{request.id}`"
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
+        text = f"{request.tool}: {request.state} by {by}"
+    return text, blocks
+
+
+class SlackApprovalPrompter:
+    """``ApprovalPrompter`` in Slack: the prompt is posted in the agent's thread and updated once decided."""
+
+    def __init__(self, client: AsyncWebClient, db: Database) -> None:
+        self.client = client
+        self.db = db
+
+    async def ask(self, request: ApprovalRequest) -> None:
+        text, blocks = approval_blocks(request)
+        resp = await self.client.chat_postMessage(
+            channel=str(request.channel), thread_ts=request.thread_ts, text=text, blocks=blocks
+        )
+        await to_thread.run_sync(self._remember, request.id, str(resp["ts"]))
+
+    def _remember(self, approval_id: str, ts: str) -> None:
+        with self.db.session() as s:
+            row = s.get(Approval, approval_id)
+            if row is not None:
+                row.message_ts = ts
+
+    def _message_ts(self, approval_id: str) -> str | None:
+        with self.db.session() as s:
+            row = s.get(Approval, approval_id)
+            return row.message_ts if row else None
+
+    async def settled(self, request: ApprovalRequest) -> None:
+        ts = await to_thread.run_sync(self._message_ts, request.id)
+        if ts and request.channel:
+            text, blocks = approval_blocks(request)
+            await self.client.chat_update(channel=request.channel, ts=ts, text=text, blocks=blocks)

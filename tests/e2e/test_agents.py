@@ -1,0 +1,142 @@
+"""User story of the agents issue, end to end: in a run's Slack thread a researcher asks "why is this run slow?";
+the agent (a scripted model behind the real SDK) reads the run's metrics and logs through the `lab` server and the
+recent commits through `codebase`, answers in the thread; asked to stop the run, it waits for Approve before it does.
+
+Real `labbot serve`, real Ray head, real built-in MCP servers; the Slack Web API and Anthropic fakes at the edge."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
+from fakes.slack import SlackFake
+from slack_driver import OWNER, SECRET, SlackSide
+from support import Serve, wait_for
+
+from bot.slack.payloads import JSON, Workspace, button_click
+from training.ray_cluster import RayConnection
+
+OTHER = "U0BOB00001"
+TOML = """
+[slack]
+card_every = "2s"
+progress_every = "1h"
+
+[jobs.sleeper]
+entrypoint = "sleep 300"
+description = "holds a run open"
+"""
+SLOW_ANSWER = "It is slow because the data loader starves the GPU: throughput fell after commit 'bigger batches'."
+STOPPED_ANSWER = "Done: I stopped the run after your approval."
+
+
+def model(req: SeenRequest) -> Step:
+    """The scripted model: reads what a real one would read, in the order a careful one would."""
+    run_id = re.search(r'"id": "(\w+)"', str(req.system)).group(1)  # type: ignore[union-attr]
+    last = req.messages[-1]
+    if isinstance(last["content"], list) and any(b.get("type") == "tool_result" for b in last["content"]):
+        asked = [b["name"] for b in req.messages[-2]["content"] if b.get("type") == "tool_use"]
+        return text(STOPPED_ANSWER if "lab__stop_run" in asked else SLOW_ANSWER)
+    question = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
+    if "stop" in question:
+        return tool_use("lab__stop_run", {"run_id": run_id})
+    return tool_uses(
+        ("lab__run_metrics", {"run_id": run_id, "name": "loss"}),
+        ("lab__run_logs", {"run_id": run_id, "tail": 20}),
+        ("codebase__git_log", {"max_count": 5}),
+    )
+
+
+class AgentSide(SlackSide):
+    def reply(self, run_id: str, words: str, user: str = OWNER) -> None:
+        thread_ts = self.card(run_id).ts
+        msg = self.fake.user_message(self.ws.channel, user, words, thread_ts)
+        event = self.fake.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
+        assert self.post(json.dumps(event), content_type=JSON).status_code == 200
+
+    def said(self, run_id: str, words: str) -> Any:
+        return next((m for m in self.thread(run_id) if m.bot_id and words in m.text), None)
+
+    def prompt(self, run_id: str) -> Any:
+        return next((m for m in self.thread(run_id) if "approval_approve" in json.dumps(m.blocks)), None)
+
+
+@pytest.fixture
+def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[AgentSide, FakeAnthropic]]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=r", "-c", "user.email=r@lab"]
+    (repo / "train.py").write_text("batch_size = 512\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "bigger batches"], check=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "labbot.toml").write_text(TOML)
+    with FakeAnthropic() as anthropic:
+        anthropic.answer_with(model)
+        fake = SlackFake(users={OWNER: "alice", OTHER: "bob"})
+        url = fake.start()
+        env = {
+            "SLACK_BOT_TOKEN": fake.bot_token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": url,
+            "LABBOT_CONFIG": str(home / "labbot.toml"),
+            "ANTHROPIC_API_KEY": anthropic.api_key,
+            "ANTHROPIC_BASE_URL": anthropic.base_url,
+            "LABBOT_CODEBASE_ROOT": str(repo),
+        }
+        serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
+        try:
+            yield AgentSide(fake, serve), anthropic
+            fake.check_against_spec()
+        finally:
+            serve.stop()
+            fake.stop()
+
+
+def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[AgentSide, FakeAnthropic]) -> None:
+    slack, anthropic = lab
+    run_id = slack.launched("launch sleeper")
+    wait_for(lambda: slack.run(run_id)["status"] == "running", timeout=60, what="the run to start")
+
+    slack.reply(run_id, "why is this run slow?")
+    wait_for(lambda: slack.said(run_id, "data loader starves"), timeout=60, what="the agent's answer in the thread")
+    called = [
+        b["name"]
+        for r in anthropic.requests
+        for m in r.messages
+        for b in m.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    assert {"lab__run_metrics", "lab__run_logs", "codebase__git_log"} <= set(called)
+    results = anthropic.requests[1].tool_results()
+    assert not any(r.get("is_error") for r in results), results
+    assert any("bigger batches" in json.dumps(r["content"]) for r in results), "the commit came from codebase"
+    assert run_id in json.dumps(anthropic.requests[0].system), "the run's state is in the session's context"
+
+    slack.reply(run_id, "ok, please stop it")
+    prompt = wait_for(lambda: slack.prompt(run_id), timeout=60, what="the approval prompt in the thread")
+    assert "lab__stop_run" in json.dumps(prompt.blocks)
+    assert slack.run(run_id)["status"] == "running", "nothing stops before a human approves"
+    approval_id = next(
+        el["value"] for b in prompt.blocks if b["type"] == "actions" for el in b["elements"]
+        if el["action_id"] == "approval_approve"
+    )  # fmt: skip
+    ws = Workspace(team_id=slack.ws.team_id, app_id=slack.ws.app_id, channel=slack.ws.channel)
+    stranger = button_click(ws, user=OTHER, action_id="approval_approve", value=approval_id, message_ts=prompt.ts)
+    assert slack.post(stranger).status_code == 200  # not the run's owner, not an admin: refused
+    wait_for(lambda: any("only" in t for t in slack.ephemerals(OTHER)), timeout=15, what="the refusal")
+    assert slack.run(run_id)["status"] == "running"
+    owner = button_click(ws, user=OWNER, action_id="approval_approve", value=approval_id, message_ts=prompt.ts)
+    assert slack.post(owner).status_code == 200
+    wait_for(lambda: slack.run(run_id)["status"] == "stopped", timeout=30, what="the run stopped after Approve")
+    wait_for(lambda: slack.said(run_id, STOPPED_ANSWER), timeout=30, what="the agent's final answer")
+    settled = slack.fake.message(slack.ws.channel, prompt.ts)
+    assert "approved" in json.dumps(settled.blocks) and "approval_approve" not in json.dumps(settled.blocks)

@@ -18,6 +18,7 @@ SCRIPTS = [
     "detection_lag.py",
     "artifacts.py",
     "agent_loop.py",
+    "mcp_roundtrip.py",
 ]
 
 

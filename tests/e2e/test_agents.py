@@ -31,9 +31,15 @@ progress_every = "1h"
 [jobs.sleeper]
 entrypoint = "sleep 300"
 description = "holds a run open"
+
+[jobs.crasher]
+entrypoint = "python -c 'import sys; print(\\"CUDA error: an illegal memory access\\", file=sys.stderr); sys.exit(3)'"
+description = "fails at once"
+max_restarts = 0
 """
 SLOW_ANSWER = "It is slow because the data loader starves the GPU: throughput fell after commit 'bigger batches'."
 STOPPED_ANSWER = "Done: I stopped the run after your approval."
+DIAGNOSIS = "Diagnosis: the job died on an illegal CUDA memory access at start-up; check the kernel change."
 
 
 def model(req: SeenRequest) -> Step:
@@ -42,8 +48,12 @@ def model(req: SeenRequest) -> Step:
     last = req.messages[-1]
     if isinstance(last["content"], list) and any(b.get("type") == "tool_result" for b in last["content"]):
         asked = [b["name"] for b in req.messages[-2]["content"] if b.get("type") == "tool_use"]
+        if asked == ["lab__run_logs"]:
+            return text(DIAGNOSIS)
         return text(STOPPED_ANSWER if "lab__stop_run" in asked else SLOW_ANSWER)
     question = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
+    if "just fired" in question:  # the investigator: the babysitter role looks into a new page
+        return tool_use("lab__run_logs", {"run_id": run_id, "tail": 50})
     if "stop" in question:
         return tool_use("lab__stop_run", {"run_id": run_id})
     return tool_uses(
@@ -140,3 +150,17 @@ def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[AgentSide, F
     wait_for(lambda: slack.said(run_id, STOPPED_ANSWER), timeout=30, what="the agent's final answer")
     settled = slack.fake.message(slack.ws.channel, prompt.ts)
     assert "approved" in json.dumps(settled.blocks) and "approval_approve" not in json.dumps(settled.blocks)
+
+
+def test_a_new_page_gets_a_diagnosis_from_the_babysitter_in_the_runs_thread(
+    lab: tuple[AgentSide, FakeAnthropic],
+) -> None:
+    slack, anthropic = lab
+    run_id = slack.launched("launch crasher")
+    wait_for(lambda: slack.pages(run=run_id), timeout=60, what="the failed page")
+    wait_for(lambda: slack.said(run_id, "Diagnosis:"), timeout=60, what="the babysitter's diagnosis in the thread")
+    asked = [r for r in anthropic.requests if "babysitter" in str(r.system).lower()]
+    assert asked, "the babysitter role answered"
+    logs = [r for r in asked if r.tool_results()]
+    assert logs and "illegal memory access" in json.dumps(logs[0].tool_results()), "it read the log tail"
+    assert all(not name.startswith("lab__stop") for r in asked for name in r.tool_names), "it may not act"

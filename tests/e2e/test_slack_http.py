@@ -204,3 +204,16 @@ def test_manifest_grants_what_labbot_uses() -> None:
     settings = manifest["settings"]
     assert {"app_mention", "message.channels"} <= set(settings["event_subscriptions"]["bot_events"])
     assert settings["interactivity"]["is_enabled"] and settings["socket_mode_enabled"]
+
+
+def test_without_a_model_a_mention_gets_a_plain_answer_on_how_to_configure_one(slack: SlackSide) -> None:
+    msg = slack.fake.user_message(slack.ws.channel, OWNER, f"<@{slack.fake.bot_user_id}> why did my run fail?")
+    event = slack.fake.validated_event(msg, event_id="Ev0MENTION1")
+    assert event["event"]["type"] == "app_mention"
+    assert slack.post(json.dumps(event), content_type=JSON).status_code == 200
+    answer = wait_for(
+        lambda: next((m for m in slack.fake.messages(slack.ws.channel, thread_ts=msg.ts)[1:] if m.bot_id), None),
+        what="the answer to the mention",
+    )
+    assert "ANTHROPIC_API_KEY" in answer.text  # what to set; everything else keeps working
+    assert slack.command("runs").status_code == 200

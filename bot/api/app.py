@@ -266,7 +266,7 @@ def create_app(
 
     def the_pager() -> Pager:
         if pager is None:
-            raise LabbotError("paging is not running in this control plane")
+            raise NotRunning("paging is not running in this control plane (it was started without a pager)")
         return pager
 
     async def list_pages(request: Request) -> Any:

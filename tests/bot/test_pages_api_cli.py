@@ -198,3 +198,18 @@ def test_the_cli_table_of_what_the_api_answers(lab: Lab) -> None:
 
 def test_the_cli_table_when_there_are_no_pages() -> None:
     assert pages_table([]) == "no open pages (labbot pages --all shows resolved ones)"
+
+
+def test_without_a_pager_the_pages_routes_say_it_is_not_running(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
+    db.upgrade()
+    service = RunService(
+        db,
+        JobRegistry.from_config({}),
+        RayLauncher(RayConnection("http://127.0.0.1:9", None), timeout=1),
+        control_url="http://127.0.0.1:9",
+        checkpoint_root=tmp_path / "runs",
+    )
+    app = create_app(service, TelemetryStore(db), admin_token=ADMIN, health=lambda: {})
+    client = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert "paging is not running" in _error(client.get("/api/v1/pages"), 503, "not_running")

@@ -18,6 +18,7 @@ from typing import Any
 from agents.approvals import ApprovalGate
 from agents.audit import AuditedExecutor
 from agents.fleet import Fleet
+from agents.identity import AgentIdentity
 from agents.mcp_config import McpSettings
 from agents.mcp_pool import McpPool
 from agents.model import ModelSettings
@@ -125,7 +126,7 @@ def build_agents(
 
     async def tools_for(role: str) -> ToolExecutor:
         await pool.tools(role)  # lazily connect and list the role's servers
-        return AuditedExecutor(gate.around(pool.executor(role)), db)
+        return AuditedExecutor(gate.around(AgentIdentity(pool.executor(role))), db)
 
     runtime = AgentRuntime.from_settings(model) if model.configured else None
     fleet = Fleet(db, runtime, tools_for, run_context=run_context(service)) if runtime is not None else None

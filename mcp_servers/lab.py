@@ -287,34 +287,47 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         return f"page {page['id']} is {page['state']}"
 
     @server.tool(annotations=READ, structured_output=False)
-    async def list_artifacts() -> str:
+    async def list_artifacts(
+        as_agent: Annotated[
+            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
+        ] = None,
+    ) -> str:
         """Your artifacts and those other agents shared with you: id, name, size, content type, sharing."""
-        doc = await lab.json("GET", "/artifacts", params={"agent": lab.agent})
+        agent = as_agent or lab.agent
+        doc = await lab.json("GET", "/artifacts", params={"agent": agent})
         usage = doc["usage"]
         head = (
-            f"agent {lab.agent}: {usage['artifacts']} artifact(s), {_size(usage['used_bytes'])} of "
+            f"agent {agent}: {usage['artifacts']} artifact(s), {_size(usage['used_bytes'])} of "
             f"{_size(usage['quota_bytes'])} used"
         )
-        return "\n".join([head, *(_artifact_line(a, lab.agent) for a in doc["artifacts"])])
+        return "\n".join([head, *(_artifact_line(a, agent) for a in doc["artifacts"])])
 
     @server.tool(annotations=STORE, structured_output=False)
     async def put_artifact(
         name: Annotated[str, Field(description="a name in your store, e.g. report.md; the same name replaces it")],
         text: Annotated[str, Field(description="the content (text)")],
+        as_agent: Annotated[
+            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Store text as an artifact in your own store (a report, notes, a small CSV or JSON file)."""
         headers = {"Content-Type": _text_type(name)}
-        params = {"agent": lab.agent, "name": name}
+        params = {"agent": as_agent or lab.agent, "name": name}
         r = await lab.request("POST", "/artifacts", params=params, content=text.encode(), headers=headers)
         a = r.json()["artifact"]
         verb = "stored" if r.status_code == 201 else "replaced"
         return f"{verb} {a['name']} as {a['id']} ({_size(a['size'])}, {a['content_type']})"
 
     @server.tool(annotations=READ, structured_output=False)
-    async def get_artifact(artifact_id: Annotated[str, Field(description="an id from list_artifacts")]) -> str:
+    async def get_artifact(
+        artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
+        as_agent: Annotated[
+            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
+        ] = None,
+    ) -> str:
         """An artifact's content as text (yours or one shared with you); the first 64 KB of a longer one."""
         path = f"/artifacts/{_segment(artifact_id)}"
-        data, headers, cut = await lab.read(path, MAX_ARTIFACT_TEXT, params={"agent": lab.agent})
+        data, headers, cut = await lab.read(path, MAX_ARTIFACT_TEXT, params={"agent": as_agent or lab.agent})
         content_type = headers.get("content-type", "application/octet-stream")
         size = headers.get("content-length")
         text = _decode(data, content_type)
@@ -330,9 +343,12 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def share_artifact(
         artifact_id: Annotated[str, Field(description="an id of one of your own artifacts")],
         with_agent: Annotated[str, Field(description="the agent that may then read it")],
+        as_agent: Annotated[
+            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Let another agent read one of your artifacts (it can read it, not change or delete it)."""
-        params = {"agent": lab.agent, "with": with_agent}
+        params = {"agent": as_agent or lab.agent, "with": with_agent}
         a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
         return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 

@@ -233,3 +233,22 @@ def test_artifact_tools_say_when_the_store_is_not_running(tmp_path: Path) -> Non
     server = build_server(LabApi("http://labbot.test", "t0ken", transport=httpx.ASGITransport(app=app)))
     [(is_error, text)] = calls(server, ("list_artifacts", {}))
     assert is_error and "the artifact store is not running in this labbot" in text
+
+
+def test_one_lab_server_keeps_each_agents_store_apart_by_as_agent(tmp_path: Path) -> None:
+    """labbot serves all its agents from one in-process lab server: ``as_agent`` (filled in by labbot) picks the
+    store, so one agent's file is not another's."""
+    lab = Artifacts(tmp_path)
+    server = lab.server("agent")
+    alice, bob = {"as_agent": "U0ALICE001/assistant"}, {"as_agent": "U0BOB00001/assistant"}
+    (put_ok, put_text), (_, alice_list), (_, bob_list) = calls(
+        server,
+        ("put_artifact", {"name": "notes.md", "text": "# alice", **alice}),
+        ("list_artifacts", alice),
+        ("list_artifacts", bob),
+    )
+    assert not put_ok and "stored notes.md" in put_text
+    assert "notes.md" in alice_list and "notes.md" not in bob_list
+    artifact_id = put_text.split(" as ")[1].split(" ")[0]
+    [(refused, _)] = calls(server, ("get_artifact", {"artifact_id": artifact_id, **bob}))
+    assert refused, "another researcher's agent cannot read it unless it is shared"

@@ -129,6 +129,7 @@ class ControlPlane:
             pager=self.pager,
             db=self.db,
             artifacts=self.artifacts,
+            post_file=self.slack.threads.post_file if self.slack else None,
             extra_routes=self.slack.routes() if self.slack else (),
         )
 

@@ -352,4 +352,22 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
         return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 
+    @server.tool(annotations=STORE, structured_output=False)
+    async def post_artifact(
+        artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
+        as_agent: Annotated[
+            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
+        ] = None,
+        in_channel: Annotated[str | None, Field(description="set by labbot: the Slack channel you work in")] = None,
+        in_thread: Annotated[str | None, Field(description="set by labbot: the Slack thread you work in")] = None,
+    ) -> str:
+        """Post one of your artifacts (or one shared with you) into the Slack thread you work in, as a file."""
+        if not in_channel:
+            raise ToolError("there is no Slack thread to post into (this agent is not working in one)")
+        params = {"agent": as_agent or lab.agent, "channel": in_channel}
+        if in_thread:
+            params["thread_ts"] = in_thread
+        posted = await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/post", params=params)
+        return f"posted {posted['name']} into the thread"
+
     return server

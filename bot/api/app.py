@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar
 from urllib.parse import quote
 
@@ -52,6 +52,7 @@ from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
 from training.telemetry_store import TelemetryStore
 
 T = TypeVar("T")
+PostFile = Callable[[str, str | None, str, bytes], Awaitable[None]]
 Handler = Callable[[Request], Any]
 MAX_API_BODY = 64 * 1024
 MAX_WAIT_S = 30
@@ -171,10 +172,12 @@ def create_app(
     db: Database | None = None,
     artifacts: ArtifactStore | None = None,
     max_artifact_bytes: int = MAX_ARTIFACT_BODY,
+    post_file: PostFile | None = None,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``agents.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
+    ``post_file(channel, thread_ts, filename, data)`` uploads into Slack (``/api/v1/artifacts/{id}/post``).
     ``max_artifact_bytes`` caps one upload's body (413 over it)."""
 
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -349,6 +352,23 @@ def create_app(
         with_agent = _required(request, "with", "the agent to share it with, e.g. ?with=evaluator")
         return {"artifact": await _in_store(store.share, agent, request.path_params["artifact_id"], with_agent)}
 
+    async def post_artifact(request: Request) -> Any:
+        """Upload an artifact (the agent's own, or shared with it) into a Slack thread as a file."""
+        store, agent, artifact_id = the_store(), _agent(request), request.path_params["artifact_id"]
+        if post_file is None:
+            raise NotRunning("Slack is not connected to this labbot: there is no thread to post the file in")
+        channel = _required(request, "channel", "the Slack channel to post in, e.g. ?channel=C0123")
+        thread_ts = request.query_params.get("thread_ts") or None
+
+        def read() -> tuple[dict[str, Any], bytes]:
+            data = store.get(agent, artifact_id)  # not found / not shared: refused before anything is posted
+            view = next((v for v in store.list(agent, include_shared=True) if v["id"] == artifact_id), None)
+            return view or {"name": artifact_id}, data
+
+        view, data = await _in_store(read)
+        await post_file(channel, thread_ts, str(view["name"]), data)
+        return {"posted": artifact_id, "name": view["name"], "channel": channel, "thread_ts": thread_ts}
+
     async def delete_artifact(request: Request) -> Any:
         store, agent, artifact_id = the_store(), _agent(request), request.path_params["artifact_id"]
         await _in_store(store.delete, agent, artifact_id)
@@ -376,6 +396,7 @@ def create_app(
         Route("/api/v1/artifacts/{artifact_id}", admin(get_artifact), methods=["GET"]),
         Route("/api/v1/artifacts/{artifact_id}", admin(delete_artifact), methods=["DELETE"]),
         Route("/api/v1/artifacts/{artifact_id}/share", admin(share_artifact), methods=["POST"]),
+        Route("/api/v1/artifacts/{artifact_id}/post", admin(post_artifact), methods=["POST"]),
     ]
     return Starlette(routes=routes)
 

@@ -226,6 +226,12 @@ class RunThreads:
         starts = self.telemetry.attempt_starts(run_id)
         return sorted(latest.items()), starts
 
+    async def post_file(self, channel: str, thread_ts: str | None, filename: str, data: bytes) -> None:
+        """An artifact (or any file) uploaded into a thread."""
+        await self.client.files_upload_v2(
+            channel=channel, thread_ts=thread_ts, content=data, filename=filename, title=filename
+        )
+
     # -- replies ---------------------------------------------------------------------------------------------
 
     async def store_reply(self, channel: str, thread_ts: str, user: str, ts: str, text: str) -> Reply | None:

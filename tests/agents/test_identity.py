@@ -45,3 +45,30 @@ def test_the_model_never_sees_or_sets_whose_store_it_writes_to() -> None:
     asyncio.run(wrapped.call("other__put_artifact", forged, CTX))
     assert inner.calls[0]["as_agent"] == store_of(CTX) == "U0ALICE001/eval-writer"
     assert inner.calls[1]["as_agent"] == "U0BOB00001/assistant"  # another server's argument is left alone
+
+
+def test_a_post_tool_gets_the_thread_the_agent_works_in() -> None:
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string"} for k in ("artifact_id", "as_agent", "in_channel", "in_thread")},
+        "required": ["artifact_id"],
+    }
+
+    class Posting(Inner):
+        def tools(self) -> Sequence[ToolSpec]:
+            return [ToolSpec("lab__post_artifact", "post it", schema, server="lab")]
+
+    inner = Posting()
+    wrapped = AgentIdentity(inner)
+    [spec] = wrapped.tools()
+    assert set(spec.input_schema["properties"]) == {"artifact_id"}
+    asyncio.run(wrapped.call("lab__post_artifact", {"artifact_id": "a1", "in_channel": "C0EVIL"}, CTX))
+    assert inner.calls == [
+        {
+            "name": "lab__post_artifact",
+            "artifact_id": "a1",
+            "as_agent": store_of(CTX),
+            "in_channel": "C1",
+            "in_thread": "1.2",
+        }
+    ]

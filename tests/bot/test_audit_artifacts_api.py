@@ -394,3 +394,25 @@ def test_an_upload_over_the_body_limit_is_413_and_says_the_limit(lab: Lab) -> No
     )
     assert "limited to 100 MiB per request" in _error(huge, 413, "too_large")  # the default limit
     assert lab.names("researcher") == ["researcher/huge.bin"] and lab.leftovers() == []
+
+
+def test_an_artifact_is_posted_into_a_thread_as_a_file_only_for_who_may_read_it(lab: Lab) -> None:
+    posted: list[tuple[str, str | None, str, bytes]] = []
+
+    async def post_file(channel: str, thread_ts: str | None, filename: str, data: bytes) -> None:
+        posted.append((channel, thread_ts, filename, data))
+
+    client = TestClient(lab.app(post_file=post_file), headers={"Authorization": f"Bearer {ADMIN}"})
+    artifact = lab.put("U0ALICE001/assistant", "loss.csv", b"step,loss\n1,4.2\n", "text/csv").json()["artifact"]
+    where = {"channel": "C0LAB00001", "thread_ts": "1700000000.000100"}
+    r = client.post(f"/api/v1/artifacts/{artifact['id']}/post", params={"agent": "U0ALICE001/assistant", **where})
+    assert r.status_code == 200, r.text
+    assert posted == [("C0LAB00001", "1700000000.000100", "loss.csv", b"step,loss\n1,4.2\n")]
+    stranger = client.post(
+        f"/api/v1/artifacts/{artifact['id']}/post", params={"agent": "U0BOB00001/assistant", **where}
+    )
+    assert stranger.status_code == 404 and len(posted) == 1, "another agent cannot post what it cannot read"
+    missing = client.post(f"/api/v1/artifacts/{artifact['id']}/post", params={"agent": "U0ALICE001/assistant"})
+    assert "channel" in _error(missing, 400, "bad_request") and len(posted) == 1
+    no_slack = lab.client.post(f"/api/v1/artifacts/{artifact['id']}/post", params={"agent": "x", **where})
+    assert "Slack" in _error(no_slack, 503, "not_running")

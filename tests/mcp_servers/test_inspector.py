@@ -25,7 +25,7 @@ FIRST_RUN_TIMEOUT_S = 600  # the first run downloads the Inspector and its depen
 CODEBASE_TOOLS = {"search", "read_file", "list_dir", "git_log", "git_show", "git_diff", "git_blame"}
 LAB_READS = {"list_runs", "get_run", "run_metrics", "run_logs", "list_pages", "list_artifacts", "get_artifact"}
 LAB_ACTIONS = {"launch_run", "stop_run", "restart_run", "ack_page"}
-LAB_STORE = {"put_artifact", "share_artifact"}
+LAB_STORE = {"put_artifact", "share_artifact", "post_artifact"}
 GIT_ENV = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@lab", "GIT_COMMITTER_NAME": "Ada"}
 GIT_ENV |= {"GIT_COMMITTER_EMAIL": "ada@lab", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 

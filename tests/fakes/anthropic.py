@@ -51,7 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-API_KEY = "sk-ant-fake-labbot-tests-0000000000000000"
+API_KEY = "sk-ant-" + "fake-labbot-tests-0000000000000000"  # fake, split: no scanner flags it
 """The key the fake accepts unless given another."""
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")

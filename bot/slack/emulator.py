@@ -19,8 +19,6 @@ import email.policy
 import json
 import logging
 import re
-import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -28,12 +26,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from bot.background_server import BackgroundServer
 from bot.slack.emulator_methods import SlackWorkspace
 from bot.slack.emulator_model import ApiError, Call, EmulatorEvent, Failure, Message, UploadedFile, User
 from bot.slack.emulator_socket import SocketHub
@@ -90,9 +88,6 @@ class SlackEmulator(SlackWorkspace):
         self._calls: list[Call] = []
         self._failures: dict[str, deque[Failure]] = {}
         self._event_seq = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self.socket = SocketHub()  # Socket Mode: apps.connections.open → a websocket on this emulator
         self.app = Starlette(
             routes=[
@@ -101,6 +96,7 @@ class SlackEmulator(SlackWorkspace):
                 WebSocketRoute("/socket/{conn:str}", self.socket.endpoint),
             ]
         )
+        self._serving = BackgroundServer(self.app, "Slack emulator")
 
     # ----------------------------------------------------------------- recording and failure injection
 
@@ -286,42 +282,16 @@ class SlackEmulator(SlackWorkspace):
 
     def start(self, *, host: str = "127.0.0.1", port: int = 0, timeout: float = 10.0) -> str:
         """Serve on ``host:port`` (0: any free port) from a daemon thread; returns the Web API base URL."""
-        if self._server is not None and self.url is not None:
+        if self._serving.running and self.url is not None:
             return self.url
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        config = uvicorn.Config(
-            self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-            timeout_graceful_shutdown=2,
-        )  # fmt: skip
-        server = uvicorn.Server(config)
-        bound = sock.getsockname()[1]
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"slack-emulator-{bound}")
-        thread.daemon = True
-        thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"the Slack emulator did not start on {host}:{bound}")
-            time.sleep(0.005)
-        self._server, self._thread, self._socket = server, thread, sock
+        bound = self._serving.start(host=host, port=port, timeout=timeout)
         self.url = f"http://{host}:{bound}/api/"
         return self.url
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving (state and recorded calls stay readable)."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
+        self._serving.stop(timeout)
         self.url = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout)
-        if sock is not None:
-            sock.close()
 
     def __enter__(self) -> SlackEmulator:
         self.start()

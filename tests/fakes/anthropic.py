@@ -37,19 +37,18 @@ import itertools
 import json
 import re
 import secrets
-import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from bot.background_server import BackgroundServer
 
 API_KEY = "sk-ant-" + "fake-labbot-tests-0000000000000000"  # fake, split: no scanner flags it
 """The key the fake accepts unless given another."""
@@ -183,10 +182,8 @@ class FakeAnthropic:
         self._cached_prefixes: set[str] = set()
         self._ids = itertools.count(1)
         self._url: str | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
+        self._serving = BackgroundServer(self.app, "Anthropic fake", graceful_s=1)
 
     @property
     def base_url(self) -> str:
@@ -332,43 +329,14 @@ class FakeAnthropic:
         """Serve on a free port of 127.0.0.1 from a daemon thread; returns `base_url`."""
         if self._url is not None:
             return self._url
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        server = uvicorn.Server(config)
-        port = sock.getsockname()[1]
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"anthropic-fake-{port}")
-        thread.daemon = True
-        thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:  # uvicorn offers no event to wait on
-            if not thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"the Anthropic fake did not start on 127.0.0.1:{port}")
-            time.sleep(0.005)
-        self._server, self._thread, self._socket = server, thread, sock
+        port = self._serving.start(timeout=timeout)
         self._url = f"http://127.0.0.1:{port}"
         return self._url
 
     def stop(self, timeout: float = 5.0) -> None:
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
+        """Stop serving; what was recorded stays readable."""
+        self._serving.stop(timeout)
         self._url = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout)
-        if sock is not None:
-            sock.close()
 
     def __enter__(self) -> FakeAnthropic:
         self.start()

@@ -24,19 +24,18 @@ Use ``with PagerDutyFake() as pd:`` or `start()`/`stop()`; `reset()` lets one se
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from bot.background_server import BackgroundServer
 
 ROUTING_KEY = "labbot0test0routing0key000000032"
 """A well-formed (32-character) integration key for tests."""
@@ -82,10 +81,8 @@ class PagerDutyFake:
         self._incidents: dict[str, str] = {}
         self._failures: deque[_Failure] = deque()
         self._url: str | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self.app = Starlette(routes=[Route("/v2/enqueue", self._enqueue, methods=["POST"])])
+        self._serving = BackgroundServer(self.app, "PagerDuty fake")
 
     # ----------------------------------------------------------------- what tests read
 
@@ -204,37 +201,14 @@ class PagerDutyFake:
         """Serve on a free port of 127.0.0.1 from a daemon thread; returns `url`."""
         if self._url is not None:
             return self._url
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False, lifespan="off")
-        server = uvicorn.Server(config)
-        port = sock.getsockname()[1]
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"pagerduty-fake-{port}")
-        thread.daemon = True
-        thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:  # uvicorn offers no event to wait on
-            if not thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"the PagerDuty fake did not start on 127.0.0.1:{port}")
-            time.sleep(0.005)
-        self._server, self._thread, self._socket = server, thread, sock
+        port = self._serving.start(timeout=timeout)
         self._url = f"http://127.0.0.1:{port}/v2/enqueue"
         return self._url
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving; what was recorded stays readable."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
+        self._serving.stop(timeout)
         self._url = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout)
-        if sock is not None:
-            sock.close()
 
     def __enter__(self) -> PagerDutyFake:
         self.start()

@@ -13,9 +13,7 @@ own error text, never from the request.
 
 from __future__ import annotations
 
-import email.utils
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -24,6 +22,7 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from training.errors import BadRequest
+from training.telemetry import retry_after_seconds
 
 __all__ = [
     "ANTHROPIC_API_URL",
@@ -172,16 +171,10 @@ def _api_message(exc: anthropic.APIStatusError) -> str:
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     """Seconds the API asked us to wait: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date)."""
     headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            pass
-        if name == "retry-after":
-            when = email.utils.parsedate_tz(value)
-            if when is not None:
-                return max(0.0, email.utils.mktime_tz(when) - time.time())
-    return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+    except ValueError:
+        pass
+    return retry_after_seconds(headers.get("retry-after"))

@@ -31,15 +31,14 @@ Usage::
 
 from __future__ import annotations
 
-import email.utils
 import logging
-import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
+
+from training.telemetry import retry_after_seconds
 
 __all__ = [
     "ACTIONS",
@@ -229,7 +228,7 @@ class PagerDutyClient:
         if 200 <= status < 300:
             return SendResult("accepted", status, None, f"{what}: accepted (HTTP {status})")
         if status == 429 or status >= 500:
-            retry_after = _parse_retry_after(response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
             when = f"after {retry_after:g}s" if retry_after is not None else "later"
             why = "too many events for this service" if status == 429 else "PagerDuty-side error"
             return SendResult("retry", status, retry_after, f"{what}: HTTP {status} ({why}{detail}); retry {when}")
@@ -256,19 +255,3 @@ class PagerDutyClient:
     def _scrub(self, text: str) -> str:
         # PagerDuty's errors and httpx's exception texts should never echo the key; make sure they cannot.
         return text.replace(self._routing_key, _REDACTED)
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-    if not math.isfinite(seconds):
-        return None
-    return max(seconds, 0.0)

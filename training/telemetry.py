@@ -138,7 +138,9 @@ def _step(value: Any) -> int | None:
     return step if step >= 0 else None
 
 
-def _parse_retry_after(value: str | None) -> float | None:
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent or unreadable.
+    Shared by every client labbot has (this one, PagerDuty, Slack's outbox, the model); standard library only."""
     if not value:
         return None
     try:
@@ -150,7 +152,11 @@ def _parse_retry_after(value: str | None) -> float | None:
             return None
     if not math.isfinite(seconds):
         return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+    return max(seconds, 0.0)
+
+
+def _capped(seconds: float | None) -> float | None:
+    return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
 
 
 class Telemetry:
@@ -527,7 +533,9 @@ class Telemetry:
             return _OK
         if status in _RETRYABLE_STATUS or status >= 500:
             retry_after = (
-                _parse_retry_after(response.headers.get("retry-after")) if status in _RETRY_AFTER_STATUS else None
+                _capped(retry_after_seconds(response.headers.get("retry-after")))
+                if status in _RETRY_AFTER_STATUS
+                else None
             )
             self._retry_later(retry_after, f"HTTP {status}")
             return _RETRY

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anyio import to_thread
@@ -84,16 +85,20 @@ def build_app(
         who = Asker(user=user, channel=channel, trigger_id=body.get("trigger_id"))
         tasks.spawn(actions.run(parsed, who), name=f"lab {parsed.command.name}")
 
-    async def on_button(ack: AsyncAck, body: dict[str, Any], verb: str) -> None:
+    async def clicked(
+        ack: AsyncAck, body: dict[str, Any], verb: str, work: Callable[[str, Asker], Awaitable[None]]
+    ) -> None:
+        """Every button: ack at once; a double click acts once; the work runs after, its errors told to the clicker."""
         await ack()
-        action = body["actions"][0]
-        user = body["user"]["id"]
-        run_id = str(action["value"])
+        user, value = body["user"]["id"], str(body["actions"][0]["value"])
         channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
-        if not clicks_seen.first_time(f"{user}:{verb}:{run_id}"):
+        if not clicks_seen.first_time(f"{user}:{verb}:{value}"):
             return  # a double click: acted on once
         who = Asker(user=user, channel=channel)
-        tasks.spawn(actions.run_safely(actions.act(run_id, verb, who), who), name=f"button {verb}")
+        tasks.spawn(actions.run_safely(work(value, who), who), name=f"button {verb}")
+
+    async def on_button(ack: AsyncAck, body: dict[str, Any], verb: str) -> None:
+        await clicked(ack, body, verb, lambda run_id, who: actions.act(run_id, verb, who))
 
     @app.action("run_stop")
     async def on_stop(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -104,14 +109,7 @@ def build_app(
         await on_button(ack, body, "restart")
 
     async def on_page_button(ack: AsyncAck, body: dict[str, Any], verb: str) -> None:
-        await ack()
-        user = body["user"]["id"]
-        page_id = str(body["actions"][0]["value"])
-        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
-        if not clicks_seen.first_time(f"{user}:{verb}:{page_id}"):
-            return  # a double click: acted on once
-        who = Asker(user=user, channel=channel)
-        tasks.spawn(actions.run_safely(actions.page_action(page_id, verb, who), who), name=f"page {verb}")
+        await clicked(ack, body, f"page-{verb}", lambda page_id, who: actions.page_action(page_id, verb, who))
 
     @app.action("page_ack")
     async def on_page_ack(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -162,14 +160,9 @@ def build_app(
         tasks.spawn(answer, name="agent")
 
     async def on_approval(ack: AsyncAck, body: dict[str, Any], approve: bool) -> None:
-        await ack()
-        user = body["user"]["id"]
-        approval_id = str(body["actions"][0]["value"])
-        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
-        if not clicks_seen.first_time(f"{user}:approval:{approval_id}"):
-            return
-        who = Asker(user=user, channel=channel)
-        tasks.spawn(actions.run_safely(actions.decide_approval(approval_id, approve, who), who), name="approval")
+        await clicked(
+            ack, body, "approval", lambda approval_id, who: actions.decide_approval(approval_id, approve, who)
+        )
 
     @app.action("approval_approve")
     async def on_approve(ack: AsyncAck, body: dict[str, Any]) -> None:

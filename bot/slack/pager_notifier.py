@@ -25,6 +25,7 @@ from agents.outbox import Envelope, Outcome
 from bot.slack.blocks.pages import page_message
 from bot.slack.threads import RunThreads
 from storage.models import utcnow
+from training.telemetry import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +150,8 @@ def _classify(e: SlackApiError) -> Outcome:
     status = getattr(e.response, "status_code", None)
     error = str(e.response.get("error") or "")
     if status == 429 or error in RETRYABLE_ERRORS or (isinstance(status, int) and status >= 500):
-        retry_after = e.response.headers.get("Retry-After") or e.response.headers.get("retry-after")
-        try:
-            wait = float(retry_after) if retry_after else None
-        except ValueError:
-            wait = None
+        headers = e.response.headers or {}
+        raw = headers.get("Retry-After") or headers.get("retry-after")
+        wait = retry_after_seconds(str(raw[0] if isinstance(raw, list) else raw) if raw else None)
         return Outcome("retry", f"Slack answered {status} {error}".strip(), retry_after_s=wait)
     return Outcome("rejected", f"Slack refused it: {error or status}")

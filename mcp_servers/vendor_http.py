@@ -1,0 +1,193 @@
+"""One SaaS API over httpx, for the notion, linear and datadog MCP servers: the seam, the retries, the errors.
+
+Each vendor server builds a ``VendorApi`` with its base URL (the vendor's public one, or the ``*_API_URL`` override
+for proxies and tests), a function that returns the auth headers (raising ``ToolError`` with "NOTION_TOKEN is not
+set ..." when a credential is missing) and, optionally, a function that explains an error answer in the vendor's
+terms ("the page is not shared with the integration"). ``request`` then:
+
+* retries 429 after its ``Retry-After`` (capped), and 5xx, timeouts and dropped connections with exponential
+  backoff, at most ``max_retries`` times;
+* turns every failure into a ``ToolError`` a model can act on — what went wrong and what would fix it — and never
+  into a crash of the server;
+* keeps credentials out of every message: the secrets in the headers are scrubbed from any text it raises (a
+  vendor that echoes the key in an error body, an exception that prints the request).
+
+The one injection seam is ``transport`` (``httpx.MockTransport`` or ``httpx.ASGITransport`` in tests); ``sleep`` is
+a seam for the retry waits. Imports nothing from bot/ or agents/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from mcp.server.mcpserver.exceptions import ToolError
+
+from training.telemetry import retry_after_seconds
+
+__all__ = ["MAX_RETRY_AFTER_S", "VendorApi", "VendorError", "scrub"]
+
+MAX_RETRY_AFTER_S = 30.0  # a longer Retry-After is told to the model instead of waited out inside one tool call
+_BODY_CHARS = 300  # of an error body quoted in a message
+
+
+@dataclass(frozen=True)
+class VendorError:
+    """An error answer, as ``explain`` sees it: the HTTP status, the parsed JSON body (or None) and its text."""
+
+    status: int
+    body: Any
+    text: str
+    method: str
+    path: str
+
+
+Explain = Callable[[VendorError], str | None]
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret (of 4 characters or more) replaced by ``[redacted]``."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+class VendorApi:
+    """A vendor's HTTP API; see the module docstring.
+
+    Args:
+        name: the vendor as a person says it ("Notion"): it starts every error message.
+        base_url: the API root, e.g. ``https://api.notion.com``.
+        headers: returns the request headers (auth included); raises ``ToolError`` when a credential is missing.
+        explain: a vendor's reading of an error answer, or None to fall back on the generic one.
+        transport: the httpx transport (tests); None is the network.
+        timeout: seconds for one request.
+        max_retries: retries after the first attempt, for 429, 5xx and transport errors.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        headers: Callable[[], Mapping[str, str]],
+        *,
+        explain: Explain | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self._headers = headers
+        self._explain = explain
+        self._transport = transport
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._sleep = sleep
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        """One pooled client per server (made on first use, in the loop that serves the tools)."""
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, transport=self._transport)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """The parsed JSON answer of ``method path``; ``ToolError`` for every failure, after the retries."""
+        headers = dict(self._headers())
+        secrets = [v.split(" ", 1)[-1] for v in headers.values()] + list(headers.values())
+        try:
+            return await self._request(method, path, headers, json_body, params)
+        except ToolError as e:
+            raise ToolError(scrub(str(e), secrets)) from None
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        json_body: Any,
+        params: Mapping[str, Any] | None,
+    ) -> Any:
+        where = f"{self.name} ({method} {path})"
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            try:
+                r = await self.client().request(method, path, headers=headers, json=json_body, params=params)
+            except httpx.TimeoutException:
+                if last:
+                    raise ToolError(
+                        f"{where} did not answer within {self.timeout:g} s, {attempt + 1} times: "
+                        "try again later, or ask for less (a shorter window, a smaller page)"
+                    ) from None
+                await self._sleep(self.backoff_s * 2**attempt)
+                continue
+            except httpx.TransportError as e:
+                if last:
+                    raise ToolError(
+                        f"{where} could not be reached ({type(e).__name__}) at {self.base_url}: check the network "
+                        "or the *_API_URL override"
+                    ) from None
+                await self._sleep(self.backoff_s * 2**attempt)
+                continue
+            if r.status_code == 429 or r.status_code >= 500:
+                wait = retry_after_seconds(r.headers.get("retry-after")) if r.status_code == 429 else None
+                if wait is not None and wait > MAX_RETRY_AFTER_S:
+                    raise ToolError(
+                        f"{where} is rate limited for another {wait:.0f} s (429 Retry-After): try again after that"
+                    )
+                if last:
+                    raise ToolError(self._describe(r, method, path, attempts=attempt + 1))
+                await self._sleep(wait if wait is not None else self.backoff_s * 2**attempt)
+                continue
+            if r.status_code >= 400:
+                raise ToolError(self._describe(r, method, path, attempts=1))
+            if r.status_code == 204 or not r.content:
+                return {}
+            try:
+                return r.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                kind = r.headers.get("content-type", "no content type")
+                raise ToolError(
+                    f"{where} answered {r.status_code} with a body that is not JSON ({kind}, {len(r.content)} bytes): "
+                    "a proxy or an outage page may be in the way; try again later"
+                ) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _describe(self, r: httpx.Response, method: str, path: str, *, attempts: int) -> str:
+        text = r.text.strip()
+        try:
+            body = r.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        err = VendorError(r.status_code, body, text, method, path)
+        said = self._explain(err) if self._explain is not None else None
+        if said:
+            return f"{self.name}: {said}"
+        where = f"{self.name} ({method} {path})"
+        quoted = f": {text[:_BODY_CHARS]}" if text else ""
+        if r.status_code == 429:
+            return f"{where} is rate limiting us and still was after {attempts} attempts: try again in a minute"
+        if r.status_code >= 500:
+            return f"{where} failed with {r.status_code} {attempts} times{quoted}: the service is having trouble; try later"
+        return f"{where} refused the request with {r.status_code}{quoted}"

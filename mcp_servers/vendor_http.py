@@ -189,5 +189,5 @@ class VendorApi:
         if r.status_code == 429:
             return f"{where} is rate limiting us and still was after {attempts} attempts: try again in a minute"
         if r.status_code >= 500:
-            return f"{where} failed with {r.status_code} {attempts} times{quoted}: the service is having trouble; try later"
+            return f"{where} failed with {r.status_code} {attempts} times{quoted}: the service is in trouble; try later"
         return f"{where} refused the request with {r.status_code}{quoted}"

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import update
 
+from agents.human_wait import waiting_for_human
 from agents.redact import preview
 from agents.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
 from storage.db import Database
@@ -130,7 +131,8 @@ class ApprovalGate:
         try:
             await self.prompter.ask(request)
             try:
-                approved, by = await asyncio.wait_for(asyncio.shield(future), timeout=self.timeout_s)
+                with waiting_for_human():  # not the agent's time, nor that of any agent above it
+                    approved, by = await asyncio.wait_for(asyncio.shield(future), timeout=self.timeout_s)
             except TimeoutError:
                 settled = self._settle(request.id, "expired", "nobody (timed out)")
                 await self._tell_settled(settled)

@@ -8,14 +8,13 @@ Asks in one thread are served one at a time (a lock per thread, that is per sess
 first and sees its exchange.
 
 The run's state is a second system block after the role's prompt, so the prompt (which the runtime marks for
-prompt caching) stays the same from ask to ask while the state changes. ``AgentRuntime.run`` takes the system
-prompt as one string, so the block is added on the way out, by a wrapper around the runtime's model client
-(``ModelClient``, the runtime's seam for the Messages API).
+prompt caching) stays the same from ask to ask while the state changes.
 
 Delegation: a role whose tool globs match ``delegate`` gets a ``delegate(role, task)`` tool while its depth is
 below ``max_depth`` (a thread's agent is at depth 0). A call starts a sub-agent of that role with a fresh history
 (just the task), the role's own prompt, tools and budgets (or ``SUB_BUDGETS``), its wall time kept inside the
-parent's tool timeout, at depth + 1; its final text is the tool's result, ``is_error`` when it did not answer
+parent's tool timeout (time spent waiting for a human's approval counts against neither: ``agents.human_wait``), at
+depth + 1; its final text is the tool's result, ``is_error`` when it did not answer
 (a budget, a model failure) with the reason. Unknown roles, the depth limit and more than ``max_fanout``
 delegations in one run are refused with an ``is_error`` result the parent can act on. Sub-agents work for the
 same researcher in the same thread (approvals are asked there; the audit trail records their role) and share the
@@ -38,7 +37,7 @@ from typing import Any
 
 from agents.model import NO_MODEL_MESSAGE
 from agents.roles import DELEGATE, Role, load_roles
-from agents.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets, ModelClient
+from agents.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from agents.sessions import SessionInfo, SessionStore
 from agents.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
 from storage.db import Database
@@ -135,9 +134,9 @@ class Fleet:
             if self.runtime is None or self.runtime.client is None:
                 self.sessions.save(session.id, messages, previous)
                 return Answer(NO_MODEL_MESSAGE, "no_model", session.id, 0)
-            runtime = self.runtime
+            system = [agent.system]
             if session.run_id is not None:
-                runtime = _with_system_block(runtime, self._run_block(session.run_id))
+                system.append(self._run_block(session.run_id))
             ctx = CallContext(
                 agent=session.id,
                 role=agent.name,
@@ -148,7 +147,7 @@ class Fleet:
             )
             budgets = agent.budgets or self.runtime.budgets
             executor = await self._executor(agent, 0, budgets, on_event)
-            outcome = await runtime.run(agent.system, messages, executor, ctx, on_event=on_event, budgets=budgets)
+            outcome = await self.runtime.run(system, messages, executor, ctx, on_event=on_event, budgets=budgets)
             self.sessions.save(session.id, outcome.messages, previous)
             return Answer(outcome.text, outcome.stop, session.id, outcome.turns)
 
@@ -300,33 +299,6 @@ class _RoleTools:
         if name == DELEGATE or not self.role.allows(name):
             return ToolResult(f"role {self.role.name!r} may not call {name}", is_error=True)
         return await self.inner.call(name, arguments, ctx)
-
-
-class _ExtraSystem:
-    """A ``ModelClient`` that sends one more system block, after the runtime's own, on every call."""
-
-    def __init__(self, client: ModelClient, text: str) -> None:
-        self._client = client
-        self._block = {"type": "text", "text": text}
-
-    @property
-    def messages(self) -> _ExtraSystem:
-        return self
-
-    async def create(self, *args: Any, **kwargs: Any) -> Any:
-        system = kwargs.get("system")
-        blocks = list(system) if isinstance(system, list) else ([{"type": "text", "text": system}] if system else [])
-        kwargs["system"] = [*blocks, dict(self._block)]
-        return await self._client.messages.create(*args, **kwargs)
-
-
-def _with_system_block(runtime: AgentRuntime, text: str) -> AgentRuntime:
-    """``runtime`` for one run whose requests carry ``text`` as a second system block (same limiter, budgets,
-    retries and client underneath)."""
-    assert runtime.client is not None
-    derived = copy.copy(runtime)
-    derived.client = _ExtraSystem(runtime.client, text)
-    return derived
 
 
 def _with_question(history: Sequence[Mapping[str, Any]], question: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ Stops (``RunOutcome.stop``): ``end_turn``/``stop_sequence`` (answered), ``max_tu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -29,6 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agents.human_wait import HumanWaits, tracking
 from agents.model import NO_MODEL_MESSAGE, ModelSettings, RetryPolicy, describe_failure, make_client
 from agents.tools import CallContext, ToolExecutor, ToolResult
 
@@ -58,13 +60,13 @@ class Budgets:
     max_tokens_total: int = 200_000
     wall_time_s: float = 300.0
     max_tokens: int = 4096  # per response (the Messages API's max_tokens)
-    tool_timeout_s: float = 120.0  # per tool call
-    # a destructive tool first waits for a human's Approve (agents.approvals, 10 min by default): that wait neither
-    # counts against wall_time_s nor is cut by tool_timeout_s
-    approval_wait_s: float = 600.0
+    # per tool call. A destructive tool first waits for a human's Approve (agents.approvals, 10 min by default): that
+    # wait (agents.human_wait), here or in a sub-agent the call started, neither counts against wall_time_s nor is
+    # cut by tool_timeout_s
+    tool_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tokens_total", "wall_time_s", "max_tokens", "tool_timeout_s", "approval_wait_s"):
+        for name in ("max_turns", "max_tokens_total", "wall_time_s", "max_tokens", "tool_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Budgets.{name} must be positive, got {getattr(self, name)!r}")
 
@@ -216,7 +218,7 @@ class AgentRuntime:
 
     async def run(
         self,
-        system: str,
+        system: str | Sequence[str],
         messages: Sequence[Mapping[str, Any]],
         executor: ToolExecutor,
         ctx: CallContext,
@@ -247,7 +249,7 @@ class _Run:
         self,
         runtime: AgentRuntime,
         client: ModelClient,
-        system: str,
+        system: str | Sequence[str],
         history: list[dict[str, Any]],
         executor: ToolExecutor,
         ctx: CallContext,
@@ -266,20 +268,23 @@ class _Run:
         self.start = runtime._clock()
         specs = list(executor.tools())
         self.tool_names = {spec.name for spec in specs}
-        self.destructive = {spec.name for spec in specs if spec.destructive}
-        self.paused = 0.0  # seconds spent in tool phases that waited for a human's approval
+        self.waits = HumanWaits(runtime._clock)  # time spent waiting for a human: not the agent's
         self.tools = [spec.as_anthropic() for spec in specs]
         if self.tools:  # one cache breakpoint after the last tool caches every tool definition
             self.tools[-1] = {**self.tools[-1], "cache_control": EPHEMERAL}
-        self.system = [{"type": "text", "text": system, "cache_control": EPHEMERAL}] if system.strip() else None
+        self.system = _system_blocks(system)
 
     def elapsed(self) -> float:
-        return self.rt._clock() - self.start - self.paused
+        return self.rt._clock() - self.start - self.waits.total()
 
     def finish(self, stop: str, text: str) -> RunOutcome:
         return _finish(self.history, stop, text, self.usage, self.turns, self.elapsed())
 
     async def go(self) -> RunOutcome:
+        with tracking(self.waits):  # the approval gate charges its waits to this run (and to the runs above it)
+            return await self._turns()
+
+    async def _turns(self) -> RunOutcome:
         max_tokens = self.budgets.max_tokens
         while True:
             over = self.over_budget()
@@ -395,22 +400,7 @@ class _Run:
             too_long = f"was stopped: the agent's time budget ({self.budgets.wall_time_s:g} s) ran out"
         else:
             too_long = f"took longer than {timeout:g}s and was stopped"
-        if not any(str(use.get("name")) in self.destructive for use in uses):
-            return list(await asyncio.gather(*(self.call_tool(use, timeout, too_long) for use in uses)))
-        # a human is being asked: waiting for them is not the agent's time, and their answer is worth waiting for
-        gated = self.budgets.tool_timeout_s + self.budgets.approval_wait_s
-        gated_too_long = f"took longer than {gated:g}s (approval included) and was stopped"
-        started = self.rt._clock()
-        results = await asyncio.gather(
-            *(
-                self.call_tool(use, gated, gated_too_long)
-                if str(use.get("name")) in self.destructive
-                else self.call_tool(use, timeout, too_long)
-                for use in uses
-            )
-        )
-        self.paused += self.rt._clock() - started
-        return list(results)
+        return list(await asyncio.gather(*(self.call_tool(use, timeout, too_long) for use in uses)))
 
     async def call_tool(self, use: Mapping[str, Any], timeout: float, too_long: str) -> dict[str, Any]:
         name = str(use.get("name"))
@@ -420,7 +410,7 @@ class _Run:
             result = ToolResult(f"there is no tool named {name!r}; the tools are: {known}", is_error=True)
         else:
             try:
-                result = await asyncio.wait_for(self.executor.call(name, use.get("input") or {}, self.ctx), timeout)
+                result = await self.bounded(self.executor.call(name, use.get("input") or {}, self.ctx), timeout)
             except TimeoutError:
                 result = ToolResult(f"tool {name} {too_long}", is_error=True)
             except Exception as exc:  # the executor should not raise; if it does, the model hears of it
@@ -430,6 +420,26 @@ class _Run:
         await self.emit(AgentEvent("tool_done", done, tool=name, is_error=result.is_error))
         return _tool_result(str(use.get("id")), result)
 
+    async def bounded(self, call: Awaitable[ToolResult], timeout: float) -> ToolResult:
+        """``call``'s result, cancelled with ``TimeoutError`` after ``timeout`` seconds of its own: the deadline moves
+        by the time humans were waited for meanwhile (an approval here, or in a sub-agent the call started)."""
+        task = asyncio.ensure_future(call)
+        waited_before = self.waits.real_total()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline + (self.waits.real_total() - waited_before) - time.monotonic()
+                if left <= 0 and not self.waits.waiting:
+                    raise TimeoutError
+                done, _ = await asyncio.wait({task}, timeout=max(left, 0.05))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
     async def emit(self, event: AgentEvent) -> None:
         if self.on_event is None:
             return
@@ -437,6 +447,17 @@ class _Run:
             await self.on_event(event)
         except Exception:  # progress is best effort: a failed Slack update must not stop the agent
             log.warning("progress callback failed for agent %s", self.ctx.agent, exc_info=True)
+
+
+def _system_blocks(system: str | Sequence[str]) -> list[dict[str, Any]] | None:
+    """The system prompt as text blocks; the first (the role's prompt, the same from run to run) carries the cache
+    breakpoint, so blocks after it (a run's current state) may change without spoiling the cache."""
+    texts = [system] if isinstance(system, str) else list(system)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts if t.strip()]
+    if not blocks:
+        return None
+    blocks[0]["cache_control"] = EPHEMERAL
+    return blocks
 
 
 def _finish(

@@ -15,6 +15,7 @@ import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
 
 from agents.fleet import Answer, Fleet, delegation_refusal
+from agents.human_wait import waiting_for_human
 from agents.model import NO_MODEL_MESSAGE, ModelSettings
 from agents.roles import RULES, Role, load_roles
 from agents.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
@@ -465,3 +466,45 @@ def test_one_session_per_thread_and_a_saved_history_replaces_the_old(db: Databas
     store.bind_run(first.id, "r1")
     store.bind_run(first.id, "r2")  # a session's run, once set, stays
     assert store.get(first.id) == dataclasses.replace(first, run_id="r1")
+
+
+class WaitsForApproval(ToolBox):
+    """A ToolBox whose ``lab__stop_run`` first waits for a person's decision, as the approval gate does."""
+
+    def __init__(self, wait_s: float, *names: str) -> None:
+        super().__init__(*names)
+        self.wait_s = wait_s
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        if name == "lab__stop_run":
+            with waiting_for_human():
+                await asyncio.sleep(self.wait_s)
+        return await super().call(name, arguments, ctx)
+
+
+def test_a_sub_agent_waiting_for_approval_is_cut_neither_by_the_parents_tool_timeout_nor_its_own_budget(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    fake.script(
+        tool_use("delegate", {"role": "assistant", "task": "stop run r1"}),
+        tool_use("lab__stop_run", {"run": "r1"}),
+        text("Stopped r1."),
+        text("The sub-agent stopped r1."),
+    )
+    box = WaitsForApproval(1.0, "lab__stop_run")
+    budgets = Budgets(tool_timeout_s=0.5, wall_time_s=30)  # the sub-agent gets 0.45 s of its own; the human 1.0 s
+
+    async def go() -> Answer:
+        runtime = runtime_for(fake, budgets=budgets)
+        try:
+            return await Fleet(db, runtime, box.tools_for).ask(
+                owner=ALICE, text="stop r1 via a helper", channel=CHANNEL, thread_ts=THREAD
+            )
+        finally:
+            await runtime.aclose()
+
+    answer = asyncio.run(go())
+    assert answer.text == "The sub-agent stopped r1." and answer.stop == "end_turn"
+    [result] = fake.requests[3].tool_results()
+    assert result["content"] == "Stopped r1." and "is_error" not in result
+    assert [name for name, _, _ in box.calls] == ["lab__stop_run"]

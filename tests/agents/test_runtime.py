@@ -26,6 +26,7 @@ from fakes.anthropic import (
     tool_uses,
 )
 
+from agents.human_wait import waiting_for_human
 from agents.model import DEFAULT_MODEL, NO_MODEL_MESSAGE, ModelSettings, RetryPolicy, make_client
 from agents.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets, RunOutcome
 from agents.tools import CallContext, ToolResult, ToolSpec
@@ -578,24 +579,39 @@ def test_the_fake_checks_the_key_and_answers_in_the_messages_api_shape(fake: Fak
     assert [r.status for r in fake.requests] == [401, 200]
 
 
-class GatedTools(Tools):
-    """Like Tools, with the named tools destructive (the approval gate waits for a human inside them)."""
+def human_approval(seconds: float, answer: str) -> ToolFn:
+    """A tool that first waits ``seconds`` for a person's decision, as the approval gate does (agents.human_wait)."""
 
-    def __init__(self, destructive: set[str], **fns: ToolFn) -> None:
-        super().__init__(**fns)
-        self.destructive = destructive
+    async def fn(arguments: Mapping[str, Any]) -> str:
+        with waiting_for_human():
+            await asyncio.sleep(seconds)
+        return answer
 
-    def tools(self) -> list[ToolSpec]:
-        return [dataclasses.replace(t, destructive=t.name in self.destructive) for t in super().tools()]
+    return fn
 
 
 def test_waiting_for_a_humans_approval_is_cut_neither_by_the_tool_timeout_nor_the_time_budget(
     fake: FakeAnthropic,
 ) -> None:
     fake.script(tool_uses(("lab__stop_run", {"run": "r1"}), ("lab__runs", {})), text("stopped r1"))
-    tools = GatedTools({"lab__stop_run"}, lab__stop_run=sleeper(0.6, "stopped r1"), lab__runs=quick)
-    budgets = Budgets(tool_timeout_s=0.3, wall_time_s=0.5, approval_wait_s=5)
-    outcome = run(fake, tools, budgets=budgets)
+    tools = Tools(lab__stop_run=human_approval(0.6, "stopped r1"), lab__runs=quick)
+    outcome = run(fake, tools, budgets=Budgets(tool_timeout_s=0.3, wall_time_s=0.5))
     results = fake.requests[1].tool_results()
     assert [r.get("is_error", False) for r in results] == [False, False] and results[0]["content"] == "stopped r1"
     assert outcome.stop == "end_turn", "the 0.6 s spent waiting for a human is not the agent's time"
+    assert outcome.elapsed_s < 0.5
+
+
+def test_a_tool_that_hangs_after_its_approval_is_still_cut_by_the_tool_timeout(fake: FakeAnthropic) -> None:
+    async def approved_then_hangs(arguments: Mapping[str, Any]) -> str:
+        with waiting_for_human():
+            await asyncio.sleep(0.3)
+        await asyncio.sleep(30)
+        return "never"
+
+    fake.script(tool_use("lab__stop_run", {"run": "r1"}), text("it hung"))
+    started = time.monotonic()
+    run(fake, Tools(lab__stop_run=approved_then_hangs), budgets=Budgets(tool_timeout_s=0.4, wall_time_s=20))
+    [result] = fake.requests[1].tool_results()
+    assert result["is_error"] and "took longer than 0.4s" in result["content"]
+    assert 0.6 < time.monotonic() - started < 5, "0.3 s for the human, then 0.4 s of the tool's own"

@@ -9,6 +9,7 @@ waits for the runs launched in this session to finish (their summaries posted), 
     reply RUN_ID some text            a reply in the run's thread
     click stop RUN_ID                 press a button on the run's card (stop | restart)
     click ack PAGE_ID                 press a button on a page (ack | resolve)
+    click approve REQUEST_ID          answer an agent's request to run a tool (approve | deny)
     @labbot some text                 mention the bot in the channel
     anything else                     a message in the channel
 """
@@ -72,7 +73,8 @@ class ConsoleView:
         self.files_dir = files_dir
         self._lock = threading.Lock()
         self.card_of: dict[str, str] = {}  # run id -> card ts, learned from the cards' buttons
-        self.page_at: dict[str, tuple[str, str]] = {}  # page id -> (channel, ts) of a message showing it
+        # (verb, value) -> (channel, ts, action_id) of the newest message with that button: "click VERB VALUE"
+        self.buttons: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     def __call__(self, event: EmulatorEvent) -> None:
         msg = event.message
@@ -80,10 +82,12 @@ class ConsoleView:
             return
         for block in msg.blocks:
             for el in block.get("elements", []) if block.get("type") == "actions" else []:
-                if el.get("action_id", "").startswith("run_") and block.get("block_id") == "run_actions":
-                    self.card_of[str(el.get("value"))] = msg.ts
-                if el.get("action_id", "").startswith("page_"):
-                    self.page_at[str(el.get("value"))] = (msg.channel, msg.ts)
+                action_id, value = str(el.get("action_id", "")), str(el.get("value"))
+                if action_id.startswith("run_") and block.get("block_id") == "run_actions":
+                    self.card_of[value] = msg.ts
+                verb = action_id.partition("_")[2]  # run_stop, page_ack, approval_approve, ...
+                if verb and el.get("type") == "button":
+                    self.buttons[(verb.replace("_", "-"), value)] = (msg.channel, msg.ts, action_id)
         with self._lock:
             self.out.write(self._render(event.kind, msg) + "\n")
             self.out.flush()
@@ -160,28 +164,17 @@ class Console:
             body = slash_command(self.ws, user=CONSOLE_USER, user_name=self.user_name, text=text, command=command)
             await self.post(body)
             return True
-        m = re.match(r"^click\s+(stop|restart)\s+(\S+)$", line)
+        m = re.match(r"^click\s+(\S+)\s+(\S+)$", line)
         if m:
-            verb, run_id = m.groups()
-            ts = (self.view.card_of if self.view else {}).get(run_id)
-            if ts is None:
-                print(f"(no card for run {run_id} in this console)", flush=True)
-                return True
-            await self.post(
-                button_click(self.ws, user=CONSOLE_USER, action_id=f"run_{verb}", value=run_id, message_ts=ts)
-            )
-            return True
-        m = re.match(r"^click\s+(ack|resolve)\s+(\S+)$", line)
-        if m:
-            verb, page_id = m.groups()
-            where = (self.view.page_at if self.view else {}).get(page_id)
+            verb, value = m.groups()
+            where = self.view.buttons.get((verb, value)) if self.view else None
             if where is None:
-                print(f"(no page {page_id} in this console; `/lab pages` lists them)", flush=True)
+                known = sorted({v for v, _ in self.view.buttons}) if self.view else []
+                print(f"(no [{verb}] button for {value} in this console; buttons seen: {', '.join(known)})", flush=True)
                 return True
-            ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=where[0])
-            await self.post(
-                button_click(ws, user=CONSOLE_USER, action_id=f"page_{verb}", value=page_id, message_ts=where[1])
-            )
+            channel, ts, action_id = where
+            ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
+            await self.post(button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts))
             return True
         m = re.match(r"^reply\s+(\S+)\s+(.+)$", line)
         thread_ts = None

@@ -8,9 +8,13 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-from support import free_port
+import httpx
+from agent_story import SLOW_ANSWER, STOPPED_ANSWER, TOML, commit_history, model
+from fakes.anthropic import FakeAnthropic
+from support import free_port, wait_for
 
 from training.launcher import RayLauncher
 from training.ray_cluster import RayConnection
@@ -88,3 +92,103 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
     finally:
         if run_id:
             RayLauncher(ray_head).stop(f"labbot-{run_id.group(1)}-1")
+
+
+class ConsoleSession:
+    """`labbot console` as a person at the keyboard: lines typed one at a time, the screen read as it changes."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli.main", "console", "--wait", "10"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            text=True,
+        )
+        self._out: list[str] = []
+        self._err: list[str] = []
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        for stream, sink in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
+            threading.Thread(target=lambda s=stream, k=sink: k.extend(s), daemon=True).start()
+
+    @property
+    def screen(self) -> str:
+        return "".join(self._out)
+
+    def type(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def shows(self, pattern: str, *, timeout: float = 60, what: str) -> re.Match[str]:
+        return wait_for(lambda: re.search(pattern, self.screen), timeout=timeout, what=f"{what} on the console")
+
+    def close(self) -> tuple[int, str]:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        return code, "".join(self._err)
+
+
+def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_approve(
+    tmp_path: Path, ray_head: RayConnection
+) -> None:
+    """The agents issue's story, in the console with a (scripted) model configured: "why is this run slow?" in the
+    run's thread is answered from its metrics, logs and commits; "please stop it" shows an Approve / Deny prompt, and
+    the run stops only once Approve is clicked."""
+    (tmp_path / "labbot.toml").write_text(TOML)
+    repo = commit_history(tmp_path / "repo")
+    with FakeAnthropic() as anthropic:
+        anthropic.answer_with(model)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_", "ANTHROPIC_"))}
+        env.update(
+            LABBOT_HOME=str(tmp_path / "home"),
+            LABBOT_PORT=str(free_port()),
+            RAY_ADDRESS=ray_head.address,
+            RAY_AUTH_TOKEN=ray_head.token or "",
+            ANTHROPIC_API_KEY=anthropic.api_key,
+            ANTHROPIC_BASE_URL=anthropic.base_url,
+            LABBOT_CODEBASE_ROOT=str(repo),
+            PYTHONUNBUFFERED="1",
+        )
+        console = ConsoleSession(tmp_path, env)
+        run_id = ""
+        try:
+            console.type("/lab launch sleeper")
+            run_id = console.shows(r"run (\w{6}) · Ray job", what="the run card").group(1)
+            console.shows(r"running", what="the run running")
+            console.type(f"reply {run_id} why is this run slow?")
+            console.shows(re.escape(SLOW_ANSWER[:40]), what="the agent's answer in the thread")
+            called = {
+                b["name"]
+                for r in anthropic.requests
+                for m in r.messages
+                for b in m.get("content") or []
+                if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
+            assert {"lab__run_metrics", "lab__run_logs", "codebase__git_log"} <= called, called
+
+            console.type(f"reply {run_id} ok, please stop it")
+            request = console.shows(r"request (a[0-9a-f]{8})", what="the approval prompt").group(1)
+            console.shows(r"\[Approve\] \[Deny\]", what="the Approve / Deny buttons")
+            assert "lab__stop_run" in console.screen
+            with httpx.Client(base_url=f"http://127.0.0.1:{env['LABBOT_PORT']}/api/v1") as api:
+                token = (tmp_path / "home" / "admin_token").read_text().strip()
+                api.headers["Authorization"] = f"Bearer {token}"
+                assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "running", "nothing stops unapproved"
+                console.type(f"click approve {request}")
+                console.shows(re.escape(STOPPED_ANSWER), what="the agent's last answer")
+                assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "stopped"
+            console.shows(r"approved by", what="the prompt updated with its verdict")
+        finally:
+            code, err = console.close()
+            if run_id:
+                RayLauncher(ray_head).stop(f"labbot-{run_id}-1")
+        assert code == 0, err[-3000:]
+        assert "Traceback" not in err

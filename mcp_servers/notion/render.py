@@ -1,0 +1,222 @@
+"""Notion blocks → Markdown, for ``get_page``: what a model reads of a page.
+
+:func:`blocks_to_markdown` takes a list of block objects whose children are attached — under ``"children"`` (as
+blocks.py's tree walker attaches them) or inside the type object (as a request body carries them, so
+``blocks_to_markdown(markdown_to_blocks(md))`` works without a server). Every block type Notion documents has a
+rendering; a type it does not know becomes a short marker, so nothing fails on a new block type. Text that would
+read as Markdown syntax is escaped, so compose.py reads the result back to the same blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["blocks_to_markdown", "plain_text", "rich_text_to_markdown"]
+
+LIST_TYPES = {"bulleted_list_item", "numbered_list_item", "to_do"}
+_ESCAPE = re.compile(r"([\\*`\[])")
+_LINE_START = re.compile(r"^(\s*)(#|>|[-+*] |\d+[.)] |\||```|---|\$\$|!\[)")
+_MEDIA = {"image", "file", "pdf", "video", "audio"}
+
+
+def plain_text(rich: Any) -> str:
+    """The plain text of a rich text array."""
+    if not isinstance(rich, list):
+        return ""
+    return "".join(_content(r) for r in rich if isinstance(r, dict))
+
+
+def _content(r: dict[str, Any]) -> str:
+    if r.get("type", "text") == "text" and isinstance(r.get("text"), dict):
+        return str(r["text"].get("content", ""))
+    return str(r.get("plain_text") or "")
+
+
+def _escape(text: str) -> str:
+    return _ESCAPE.sub(r"\\\1", text).replace("~~", r"\~\~")
+
+
+def _wrap(text: str, marker: str) -> str:
+    """``marker`` around ``text`` with its outer whitespace kept outside (``**a **`` would not read as bold)."""
+    core = text.strip()
+    if not core:
+        return text
+    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+    return f"{lead}{marker}{core}{marker}{trail}"
+
+
+def _code_span(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _runs(rich: list[Any]) -> list[tuple[str, tuple[bool, bool, bool, bool], str | None, str]]:
+    """(text, (bold, italic, strike, code), href, kind) per run, adjacent runs with the same look merged (a long
+    text split across objects renders as one span)."""
+    runs: list[tuple[str, tuple[bool, bool, bool, bool], str | None, str]] = []
+    for r in rich:
+        if not isinstance(r, dict):
+            continue
+        a = r.get("annotations") or {}
+        look = (bool(a.get("bold")), bool(a.get("italic")), bool(a.get("strikethrough")), bool(a.get("code")))
+        kind = str(r.get("type") or "text")
+        text = str(r["equation"].get("expression", "")) if kind == "equation" and r.get("equation") else _content(r)
+        link = (r.get("text") or {}).get("link") if kind == "text" else None
+        href = (link or {}).get("url") if isinstance(link, dict) else r.get("href")
+        if runs and runs[-1][1:] == (look, href, kind) and kind == "text":
+            runs[-1] = (runs[-1][0] + text, look, href, kind)
+        else:
+            runs.append((text, look, href, kind))
+    return runs
+
+
+def rich_text_to_markdown(rich: Any) -> str:
+    """A rich text array as inline Markdown: bold, italic, strikethrough, code, links; mentions as their text
+    (linked when Notion gives a URL); inline equations as ``$…$``."""
+    if not isinstance(rich, list):
+        return ""
+    out = []
+    for text, (bold, italic, strike, code), href, kind in _runs(rich):
+        if kind == "equation":
+            out.append(f"${text}$")
+            continue
+        s = _code_span(text) if code else _escape(text)
+        if italic:
+            s = _wrap(s, "*")
+        if bold:
+            s = _wrap(s, "**")
+        if strike:
+            s = _wrap(s, "~~")
+        if href and text.strip():
+            s = f"[{s.replace(']', chr(92) + ']')}]({href})"
+        out.append(s)
+    return "".join(out)
+
+
+def _line_safe(text: str) -> str:
+    """Inline Markdown whose lines cannot be read as block syntax (a paragraph starting with ``# ``)."""
+    return "\n".join(_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line) for line in text.split("\n"))
+
+
+def _children(block: dict[str, Any]) -> list[dict[str, Any]]:
+    kids = block.get("children")
+    if kids is None:
+        kids = (block.get(_type(block)) or {}).get("children")
+    return [k for k in kids or [] if isinstance(k, dict)]
+
+
+def _type(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if isinstance(kind, str):
+        return kind
+    return next((k for k in block if k not in {"object", "id", "children", "has_children"}), "unsupported")
+
+
+def _indent(lines: list[str], prefix: str) -> list[str]:
+    return [prefix + line if line else line for line in lines]
+
+
+def _link(data: dict[str, Any], fallback: str) -> tuple[str, str]:
+    """(url, caption) of a file/media/bookmark object."""
+    url = data.get("url") or (data.get("external") or {}).get("url") or (data.get("file") or {}).get("url") or ""
+    caption = plain_text(data.get("caption")) or data.get("name") or fallback
+    return str(url), str(caption)
+
+
+def _table(block: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    rows = [r for r in _children(block) if _type(r) == "table_row"]
+    width = int(data.get("table_width") or max((len((r.get("table_row") or {}).get("cells") or []) for r in rows), default=1))
+    cells = []
+    for r in rows:
+        row = [rich_text_to_markdown(c).replace("|", "\\|").replace("\n", " ") for c in (r.get("table_row") or {}).get("cells") or []]
+        cells.append((row + [""] * width)[:width])
+    if not data.get("has_column_header") or not cells:
+        cells.insert(0, [""] * width)
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * width]
+    return lines + ["| " + " | ".join(row) + " |" for row in cells[1:]]
+
+
+def _block(block: dict[str, Any], number: int) -> list[str]:
+    """The lines of one block and its children."""
+    kind = _type(block)
+    data = block.get(kind) if isinstance(block.get(kind), dict) else {}
+    text = _line_safe(rich_text_to_markdown(data.get("rich_text")))
+    kids = _children(block)
+    if kind in LIST_TYPES:
+        marker = {"bulleted_list_item": "- ", "numbered_list_item": f"{number}. "}.get(kind)
+        if marker is None:
+            marker = "- [x] " if data.get("checked") else "- [ ] "
+        pad = " " * (3 if kind == "numbered_list_item" else 2)
+        head = [marker + text.replace("\n", "\n" + pad)]
+        body = _render(kids)
+        gap = [""] if kids and _type(kids[0]) not in LIST_TYPES else []
+        return head + gap + _indent(body, pad)
+    if kind in {"heading_1", "heading_2", "heading_3"}:
+        return ["#" * int(kind[-1]) + " " + text.replace("\n", " "), *_after(kids)]
+    if kind == "paragraph":
+        return [text, *_after(kids, "  ")] if text or kids else []
+    if kind in {"quote", "callout"}:
+        icon = (data.get("icon") or {}).get("emoji") if kind == "callout" else None
+        lines = ((f"{icon} " if icon else "") + text).split("\n") + _after(kids)
+        return [f"> {line}" if line else ">" for line in lines]
+    if kind == "toggle":
+        return [f"<details><summary>{text}</summary>", "", *_render(kids), "", "</details>"]
+    if kind == "code":
+        lang = str(data.get("language") or "")
+        code = plain_text(data.get("rich_text"))
+        fence = "````" if "```" in code else "```"
+        return [fence + ("" if lang == "plain text" else lang), *code.split("\n"), fence]
+    if kind == "divider":
+        return ["---"]
+    if kind == "equation":
+        return [f"$${data.get('expression', '')}$$"]
+    if kind == "table":
+        return _table(block, data)
+    if kind in _MEDIA or kind in {"bookmark", "embed", "link_preview"}:
+        url, caption = _link(data, kind)
+        if kind == "image":
+            return [f"![{_escape(caption)}]({url})"]
+        label = _escape(caption) if caption != kind else kind
+        return [f"[{label}]({url})" if kind in {"bookmark", "embed", "link_preview"} else f"[{kind}: {label}]({url})"]
+    if kind == "child_page":
+        return [f"📄 {_escape(str(data.get('title') or 'Untitled'))} (page {block.get('id', '')})"]
+    if kind == "child_database":
+        return [f"🗃 {_escape(str(data.get('title') or 'Untitled'))} (database {block.get('id', '')})"]
+    if kind == "link_to_page":
+        target = data.get(str(data.get("type"))) or next((v for k, v in data.items() if k.endswith("_id")), "")
+        return [f"→ {str(data.get('type', 'page_id')).removesuffix('_id').replace('_', ' ')} {target}"]
+    if kind in {"column_list", "column", "synced_block"}:
+        return _render(kids)
+    if kind == "table_of_contents":
+        return ["[table of contents]"]
+    if kind == "breadcrumb":
+        return []
+    return [f"[{kind.replace('_', ' ')} block: not shown]", *_after(kids)]
+
+
+def _after(kids: list[dict[str, Any]], prefix: str = "") -> list[str]:
+    return ["", *_indent(_render(kids), prefix)] if kids else []
+
+
+def _render(blocks: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    previous = ""
+    number = 0
+    for block in blocks:
+        kind = _type(block)
+        number = number + 1 if kind == "numbered_list_item" else 0
+        rendered = _block(block, number)
+        if not rendered:
+            continue
+        if lines and not (kind in LIST_TYPES and previous in LIST_TYPES):
+            lines.append("")
+        lines.extend(rendered)
+        previous = kind
+    return lines
+
+
+def blocks_to_markdown(blocks: list[dict[str, Any]]) -> str:
+    """Markdown for ``blocks`` (children attached); see the module docstring."""
+    return "\n".join(_render(blocks)).strip("\n")

@@ -16,7 +16,8 @@ __all__ = ["blocks_to_markdown", "plain_text", "rich_text_to_markdown"]
 
 LIST_TYPES = {"bulleted_list_item", "numbered_list_item", "to_do"}
 _ESCAPE = re.compile(r"([\\*`\[])")
-_LINE_START = re.compile(r"^(\s*)(#|>|[-+*] |\d+[.)] |\||```|---|\$\$|!\[)")
+_LINE_START = re.compile(r"^(\s*)(#|>|[-+] |\||---|\$\$)")
+_NUMBERED_START = re.compile(r"^(\s*\d+)([.)] )")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
 
 
@@ -97,7 +98,8 @@ def rich_text_to_markdown(rich: Any) -> str:
 
 def _line_safe(text: str) -> str:
     """Inline Markdown whose lines cannot be read as block syntax (a paragraph starting with ``# ``)."""
-    return "\n".join(_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line) for line in text.split("\n"))
+    lines = [_NUMBERED_START.sub(r"\1\\\2", _LINE_START.sub(r"\1\\\2", line)) for line in text.split("\n")]
+    return "\n".join(lines)
 
 
 def _children(block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -118,11 +120,10 @@ def _indent(lines: list[str], prefix: str) -> list[str]:
     return [prefix + line if line else line for line in lines]
 
 
-def _link(data: dict[str, Any], fallback: str) -> tuple[str, str]:
-    """(url, caption) of a file/media/bookmark object."""
+def _link(data: dict[str, Any]) -> tuple[str, str]:
+    """(url, caption) of a file/media/bookmark object ("" when it has no caption or name)."""
     url = data.get("url") or (data.get("external") or {}).get("url") or (data.get("file") or {}).get("url") or ""
-    caption = plain_text(data.get("caption")) or data.get("name") or fallback
-    return str(url), str(caption)
+    return str(url), str(plain_text(data.get("caption")) or data.get("name") or "")
 
 
 def _table(block: dict[str, Any], data: dict[str, Any]) -> list[str]:
@@ -175,11 +176,11 @@ def _block(block: dict[str, Any], number: int) -> list[str]:
     if kind == "table":
         return _table(block, data)
     if kind in _MEDIA or kind in {"bookmark", "embed", "link_preview"}:
-        url, caption = _link(data, kind)
+        url, caption = _link(data)
         if kind == "image":
             return [f"![{_escape(caption)}]({url})"]
-        label = _escape(caption) if caption != kind else kind
-        return [f"[{label}]({url})" if kind in {"bookmark", "embed", "link_preview"} else f"[{kind}: {label}]({url})"]
+        label = (f"{kind}: {caption}" if caption else kind) if kind in _MEDIA else caption or url
+        return [f"[{_escape(label)}]({url})"]
     if kind == "child_page":
         return [f"📄 {_escape(str(data.get('title') or 'Untitled'))} (page {block.get('id', '')})"]
     if kind == "child_database":

@@ -4,7 +4,8 @@ the same local temp folder (claim: copy time / store time >= 0.7, i.e. the store
 
 Each round deletes the artifact afterwards (untimed), so every put writes a new blob rather than dedup'ing; the two
 paths alternate so neither gets a warmer page cache. Reported: medians, put and get apart, and sha256 of the file
-alone: a put cannot finish before every byte is hashed (the store hashes on a second thread while it copies), so
+alone: a put cannot finish before every byte is hashed (for a local file the kernel copies it while the store
+hashes a read-only mapping of it, so the put costs about the hash), so
 copy / (sha256 + read back) bounds the ratio on a given CPU; where sha256 runs near the copy's speed (~1.2 GB/s on a
 2-vCPU VM) that bound is itself below 0.7.
 

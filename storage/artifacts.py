@@ -36,9 +36,11 @@ import builtins
 import contextlib
 import hashlib
 import mimetypes
+import mmap
 import os
 import re
 import secrets
+import stat
 import threading
 import uuid
 from collections.abc import Mapping
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractFileSystem
 from sqlalchemy import exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -131,6 +134,15 @@ def _full(agent: str, name: str, size: str, total: str, quota: int) -> QuotaExce
     )
 
 
+def _kernel_copy(src: int, dst: int, size: int) -> None:
+    offset = 0
+    while offset < size:
+        n = os.copy_file_range(src, dst, size - offset, offset, offset)
+        if n == 0:  # the file shrank under us: the stat check after the copy says so
+            return
+        offset += n
+
+
 def new_artifact_id() -> str:
     return "a" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(7))
 
@@ -171,6 +183,7 @@ class ArtifactStore:
         self.quota_bytes = quota_bytes
         self.quotas = dict(quotas or {})
         self.chunk_bytes = chunk_bytes
+        self._local = isinstance(fs, LocalFileSystem)  # paths under root are this machine's own
         # a blob's existence and the rows that reference it change together (see the module docstring)
         self._lock = threading.Lock()
         self.fs.makedirs(f"{self.root}/blobs", exist_ok=True)
@@ -236,8 +249,12 @@ class ArtifactStore:
         tmp = self._tmp_path()
         try:
             if isinstance(data, os.PathLike):  # a local path: only from labbot's own code, never an agent's text
-                with open(data, "rb") as src:
-                    sha, size = self._write_hashing(src, tmp, allowance)
+                fast = self._copy_local_hashing(data, tmp, allowance) if self._local else None
+                if fast is None:
+                    with open(data, "rb") as src:
+                        sha, size = self._write_hashing(src, tmp, allowance)
+                else:
+                    sha, size = fast
             elif callable(getattr(data, "read", None)):
                 sha, size = self._write_hashing(data, tmp, allowance)
             else:
@@ -253,6 +270,36 @@ class ArtifactStore:
                 raise _full(agent, name, f"at least {_human_bytes(seen)}", total, quota) from None
             raise
         return _Staged(sha, size, tmp=tmp)
+
+    def _copy_local_hashing(self, source: os.PathLike[str], tmp: str, allowance: int) -> tuple[str, int] | None:
+        """A local file into a local store: the kernel copies it (``copy_file_range``, no bytes through Python) while
+        this thread hashes a read-only mapping of it, so a put costs about the hash alone. None when that cannot be
+        done (an empty or special file, a filesystem without the call) — the caller then streams it. A source that
+        changes while it is copied (size, mtime or inode differ after) is refused rather than stored under a
+        sha256 its bytes may not have."""
+        with open(source, "rb") as src:
+            before = os.fstat(src.fileno())
+            size = before.st_size
+            if not stat.S_ISREG(before.st_mode) or size == 0:
+                return None
+            if size > allowance:
+                raise _TooBig(size)
+            with open(tmp, "wb") as out:
+                copied: Future[None]
+                with ThreadPoolExecutor(1, thread_name_prefix="artifact-copy") as copier:
+                    copied = copier.submit(_kernel_copy, src.fileno(), out.fileno(), size)
+                    with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                        sha = hashlib.sha256(view).hexdigest()  # releases the GIL: runs beside the copy
+                    try:
+                        copied.result()
+                    except OSError:  # no copy_file_range here (an old kernel, a filesystem without it)
+                        return None
+            after = os.stat(source)
+        if (after.st_size, after.st_mtime_ns, after.st_ino) != (size, before.st_mtime_ns, before.st_ino):
+            raise BadArtifactRequest(
+                f"{os.fspath(source)} changed while it was being stored: put it again once it is written"
+            )
+        return sha, size
 
     def _write_hashing(self, src: Readable, tmp: str, allowance: int) -> tuple[str, int]:
         """Copy ``src`` to ``tmp`` in chunks, hashing each chunk on a second thread while the next is written and

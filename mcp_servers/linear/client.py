@@ -130,9 +130,8 @@ class RateLimitTransport(httpx.AsyncBaseTransport):
         if response.status_code not in (400, 429):
             return response
         content = await response.aread()
-        headers = httpx.Headers(
-            [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
-        )
+        stale = ("content-encoding", "content-length")  # the content is decoded now
+        headers = httpx.Headers([(k, v) for k, v in response.headers.multi_items() if k.lower() not in stale])
         status = response.status_code
         try:
             body = json.loads(content)
@@ -159,6 +158,7 @@ class LinearApi:
         transport: the httpx transport (tests: ``httpx.ASGITransport(fake.app)``); None is the network.
         sleep: the retry waits' seam (tests pass one that records instead of sleeping).
         clock: the time ``X-RateLimit-*-Reset`` headers are measured from.
+        page_size: nodes asked for per page of a connection (Linear allows up to 250).
     """
 
     def __init__(
@@ -172,6 +172,7 @@ class LinearApi:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
+        page_size: int = 50,
     ) -> None:
         self.url = url or os.environ.get(URL_ENV) or DEFAULT_URL
         parts = urlsplit(self.url)
@@ -180,6 +181,7 @@ class LinearApi:
         # the path is sent apart from the origin: httpx would add a trailing slash to a base URL's path
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._api_key = api_key
+        self.page_size = page_size
         self.http = VendorApi(
             "Linear",
             f"{parts.scheme}://{parts.netloc}",
@@ -221,14 +223,13 @@ class LinearApi:
         path: tuple[str, ...],
         *,
         limit: int | None = None,
-        page_size: int = 50,
         after: str | None = None,
     ) -> list[dict[str, Any]]:
         """The ``nodes`` of the connection at ``path`` in the answer, following ``pageInfo`` from ``after`` on until
         it ends or ``limit`` nodes are in hand. ``document`` takes ``$first`` and ``$after``."""
         nodes: list[dict[str, Any]] = []
         for _ in range(MAX_PAGES):
-            want = page_size if limit is None else min(page_size, limit - len(nodes))
+            want = self.page_size if limit is None else min(self.page_size, limit - len(nodes))
             connection: Any = await self.execute(document, {**variables, "first": want, "after": after})
             for key in path:
                 connection = connection.get(key) if isinstance(connection, dict) else None

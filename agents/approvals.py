@@ -217,6 +217,22 @@ class ApprovalGate:
             await self._tell_settled(request)
 
 
+class Preapproved:
+    """An executor for calls a person has already decided on by pressing a button that says what it does (a page's
+    File incident): it runs them, recording that person as the approver. Only labbot's own buttons build one."""
+
+    def __init__(self, inner: ToolExecutor, by: str) -> None:
+        self.inner = inner
+        self.by = by
+
+    def tools(self) -> Sequence[ToolSpec]:
+        return self.inner.tools()
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        result = await self.inner.call(name, arguments, ctx)
+        return ToolResult(result.content, result.is_error, {**result.meta, "approver": self.by, "approval": "button"})
+
+
 def _request(row: Approval) -> ApprovalRequest:
     return ApprovalRequest(
         id=row.id,

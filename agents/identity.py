@@ -1,7 +1,8 @@
 """Whose artifact store an agent's tool calls use: set by labbot, never by the model.
 
 The built-in ``lab`` server serves every agent from one process, so its artifact tools take an ``as_agent``
-argument naming the store (and ``post_artifact`` takes the thread to post in). ``AgentIdentity`` wraps a role's
+argument naming the store (and ``post_artifact`` takes the thread to post in); so do the built-in ``datadog``
+server's tools, which keep each full payload in the agent's store. ``AgentIdentity`` wraps a role's
 executor: it hides those arguments from the tool schemas the model sees, and fills them in on every call — the
 thread the agent works in, and the agent's store — ``RESEARCHER/ROLE``, so a researcher's
 assistant keeps its files across threads, and another researcher's agents (or another role) cannot read them unless
@@ -20,6 +21,8 @@ IDENTITY_ARG = "as_agent"
 WHERE_ARGS = ("in_channel", "in_thread")  # the Slack thread an agent works in, for tools that post into it
 LABBOT_ARGS = (IDENTITY_ARG, *WHERE_ARGS)
 LAB_SERVER = "lab"
+# built-in servers whose tools take labbot's arguments: lab (artifacts, posting) and datadog (full payloads stored)
+IDENTITY_SERVERS = frozenset({LAB_SERVER, "datadog"})
 
 
 def store_of(ctx: CallContext) -> str:
@@ -28,7 +31,9 @@ def store_of(ctx: CallContext) -> str:
 
 
 def _takes_identity(spec: ToolSpec) -> bool:
-    return spec.server == LAB_SERVER and any(a in (spec.input_schema.get("properties") or {}) for a in LABBOT_ARGS)
+    return spec.server in IDENTITY_SERVERS and any(
+        a in (spec.input_schema.get("properties") or {}) for a in LABBOT_ARGS
+    )
 
 
 def _without_identity(spec: ToolSpec) -> ToolSpec:

@@ -85,6 +85,7 @@ def incident_view(inc: Incident) -> dict[str, Any]:
         "resolved_by": inc.resolved_by,
         "next_escalation_at": ts(inc.next_escalation_at),
         "pagerduty_open": inc.pagerduty_open,
+        "links": dict(inc.links or {}),
     }
 
 
@@ -329,6 +330,20 @@ class Pager:
                 self._resolve(
                     s, run, inc, by, self.clock(), note=f":white_check_mark: page `{inc.id}` resolved by {who}."
                 )
+            return incident_view(inc)
+
+    def link(self, page_id: str, system: str, link: Mapping[str, Any], *, note: str | None = None) -> dict[str, Any]:
+        """Record where else the page lives (``system`` "linear": the issue filed for it) and show it on every posted
+        copy of the page, with ``note`` in the run's thread."""
+        with self.db.session() as s:
+            inc = self._load(s, page_id)
+            inc.links = {**(inc.links or {}), system: dict(link)}
+            stamp = f"link-{system}-{inc.reopened}"
+            if note:
+                run = s.get(Run, inc.run_id) if inc.run_id else None
+                self._note(s, run, inc, stamp, note)
+            self._refresh(s, inc, stamp)
+            log.info("page %s linked to %s %s", inc.id, system, link.get("identifier") or link.get("id"))
             return incident_view(inc)
 
     def _resolve(self, s: Session, run: Run | None, inc: Incident, by: str, now: datetime, *, note: str) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents.approvals import ApprovalGate
+from agents.approvals import ApprovalGate, Preapproved
 from agents.audit import AuditedExecutor
 from agents.fleet import Fleet
 from agents.identity import AgentIdentity
@@ -23,7 +23,8 @@ from agents.mcp_config import McpSettings
 from agents.mcp_pool import McpPool
 from agents.model import ModelSettings
 from agents.runtime import AgentRuntime
-from agents.tools import ToolExecutor
+from agents.tools import CallContext, ToolExecutor, ToolResult
+from bot.integrations import Integrations
 from bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
 from bot.slack.runtime import SlackRuntime
 from mcp_servers.lab import LabApi
@@ -35,13 +36,26 @@ from training.service import RunService
 log = logging.getLogger(__name__)
 
 
-def builtin_servers(public_url: str, admin_token: str) -> dict[str, Callable[[], Any]]:
-    """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``)
-    and ``lab`` talking to this control plane's ``/api/v1``."""
+def builtin_servers(
+    public_url: str, admin_token: str, integrations: Integrations | None = None
+) -> dict[str, Callable[[], Any]]:
+    """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``),
+    ``lab`` talking to this control plane's ``/api/v1``, and ``notion``, ``linear`` and ``datadog`` for the
+    integrations whose credentials are set (datadog keeps full payloads in the agents' stores, through ``lab``'s
+    API). Their configuration comes from the environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them."""
+    from mcp_servers import BUILTINS
     from mcp_servers.codebase import build_server as codebase
     from mcp_servers.lab import build_server as lab
 
-    return {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
+    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
+    for name in (integrations or Integrations()).servers:
+        if name == "datadog":
+            from mcp_servers.datadog import build_server as datadog
+
+            servers[name] = lambda: datadog(artifacts=LabApi(public_url, admin_token))
+        else:
+            servers[name] = BUILTINS[name]
+    return servers
 
 
 def run_context(service: RunService) -> Callable[[str], str]:
@@ -64,6 +78,17 @@ class AgentsStack:
     gate: ApprovalGate
     conversations: AgentConversations
     model: ModelSettings
+    db: Database
+
+    async def act(
+        self, tool: str, arguments: Mapping[str, Any], ctx: CallContext, approved_by: str | None = None
+    ) -> ToolResult:
+        """One of labbot's own tool calls (``/lab report``, File incident), audited like an agent's: through the
+        approval gate, or — ``approved_by`` — for a person who already decided by pressing the button that does it."""
+        await self.pool.tools(ctx.role)  # lazily connect and list
+        inner: ToolExecutor = self.pool.executor(ctx.role)
+        executor = Preapproved(inner, approved_by) if approved_by else self.gate.around(inner)
+        return await AuditedExecutor(executor, self.db).call(tool, arguments, ctx)
 
     async def investigate(self, db: Database, page_ids: list[str]) -> None:
         """The ``babysitter`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
@@ -110,8 +135,9 @@ def build_agents(
     public_url: str,
     admin_token: str,
     model: ModelSettings,
+    integrations: Integrations | None = None,
 ) -> AgentsStack:
-    builtins = builtin_servers(public_url, admin_token)
+    builtins = builtin_servers(public_url, admin_token, integrations)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
     prompter = SlackApprovalPrompter(slack.client, db)
 
@@ -133,4 +159,4 @@ def build_agents(
     conversations = AgentConversations(slack.client, db, fleet)
     slack.actions.conversations = conversations
     slack.actions.gate = gate
-    return AgentsStack(fleet=fleet, pool=pool, gate=gate, conversations=conversations, model=model)
+    return AgentsStack(fleet=fleet, pool=pool, gate=gate, conversations=conversations, model=model, db=db)

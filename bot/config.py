@@ -19,6 +19,7 @@ from agents.deadman import DeadmanSettings
 from agents.model import ModelSettings
 from agents.pagerduty import EVENTS_URL
 from agents.policy import PagingPolicy, WatchdogPolicy
+from bot.integrations import Integrations
 from training.durations import parse_duration
 from training.errors import BadRequest
 
@@ -85,6 +86,7 @@ class Settings:
     deadman: DeadmanSettings | None = None
     model: ModelSettings = field(default_factory=lambda: ModelSettings.from_env({}))
     artifacts_url: str = ""  # LABBOT_ARTIFACTS_URL as given (an fsspec URL); the local folder when unset
+    integrations: Integrations = field(default_factory=Integrations)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -125,6 +127,7 @@ class Settings:
             deadman=DeadmanSettings.from_config(config.get("deadman") or {}),
             model=ModelSettings.from_env(env),
             artifacts_url=artifacts_url,
+            integrations=Integrations.from_env(env, config),
         )
 
     @property

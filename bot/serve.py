@@ -32,6 +32,7 @@ from agents.watchdog import Watchdog
 from bot.agents_wiring import AgentsStack, build_agents
 from bot.api import create_app
 from bot.config import Settings, SlackSettings
+from bot.slack.crosslinks import CrossLinks
 from bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from bot.slack.runtime import SlackRuntime
 from storage.artifacts import ArtifactStore
@@ -95,6 +96,7 @@ class ControlPlane:
                 outbox_client(slack.bot_token, slack.api_url),
                 runtime.threads,
                 usergroup=settings.paging.oncall_usergroup,
+                file_incidents=settings.integrations.incidents,
             )
         if pagerduty is not None:
             notifiers["pagerduty"] = PagerDutyNotifier(pagerduty)
@@ -117,6 +119,19 @@ class ControlPlane:
                 public_url=settings.public_url,
                 admin_token=token,
                 model=settings.model,
+                integrations=settings.integrations,
+            )
+            runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
+            runtime.actions.crosslinks = CrossLinks(
+                runtime.client,
+                service,
+                telemetry,
+                runtime.threads,
+                settings.integrations,
+                plane.agents.act,
+                pager=pager,
+                admins=slack.admins,
+                after_page_change=plane.deliver,
             )
         return plane
 

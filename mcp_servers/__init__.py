@@ -1,4 +1,4 @@
-"""mcp_servers: one MCP server per system: codebase and lab now; notion, linear, datadog with their issue.
+"""mcp_servers: one MCP server per system: codebase, lab (labbot itself), notion, linear and datadog.
 
 Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI.
 
@@ -28,6 +28,30 @@ def _lab() -> MCPServer:
     return build_server()
 
 
-BUILTINS: dict[str, Callable[[], MCPServer]] = {"codebase": _codebase, "lab": _lab}
+def _notion() -> MCPServer:
+    from mcp_servers.notion import build_server
+
+    return build_server()
+
+
+def _linear() -> MCPServer:
+    from mcp_servers.linear import build_server
+
+    return build_server()
+
+
+def _datadog() -> MCPServer:
+    from mcp_servers.datadog import build_server
+
+    return build_server()
+
+
+BUILTINS: dict[str, Callable[[], MCPServer]] = {
+    "codebase": _codebase,
+    "lab": _lab,
+    "notion": _notion,
+    "linear": _linear,
+    "datadog": _datadog,
+}
 
 __all__ = ["BUILTINS"]

@@ -52,6 +52,23 @@ class BearerAuth:
             await send({"type": "websocket.close", "code": 1008})
 
 
+def drop_destructive_tools(server: MCPServer) -> list[str]:
+    """Read-only mode: remove every tool that could change something — annotated ``destructiveHint``, or not
+    annotated ``readOnlyHint`` and silent on ``destructiveHint`` (MCP's default for such a tool is destructive).
+    Returns the names removed."""
+    import asyncio
+
+    removed = []
+    for tool in asyncio.run(server.list_tools()):
+        hints = tool.annotations
+        read_only = bool(hints and hints.read_only_hint)
+        destructive = hints.destructive_hint if hints and hints.destructive_hint is not None else not read_only
+        if destructive and not read_only:
+            server.remove_tool(tool.name)
+            removed.append(tool.name)
+    return removed
+
+
 def http_app(server: MCPServer, token: str, *, host: str = "127.0.0.1") -> ASGIApp:
     """The server's streamable-HTTP ASGI app at :data:`HTTP_PATH`, behind :class:`BearerAuth`."""
     return BearerAuth(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host), token)

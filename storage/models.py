@@ -203,6 +203,8 @@ class Incident(Base):
     next_escalation_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     next_renotify_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     renotified: Mapped[int] = mapped_column(Integer, default=0)
+    # where else the page lives: {"linear": {"id", "identifier", "url", "by"}} once someone files it there
+    links: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     __table_args__ = (Index("ix_incidents_run_id", "run_id"), Index("ix_incidents_state", "state"))

@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="a server from mcp_servers.BUILTINS, e.g. codebase")
     s.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (bearer token) instead")
     s.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
+    s.add_argument(
+        "--read-only",
+        action="store_true",
+        help="serve only tools that change nothing (also: read_only = true in [mcp.servers.NAME] of labbot.toml)",
+    )
     return p
 
 
@@ -241,13 +246,18 @@ def _run_command(a: argparse.Namespace) -> int:
 
 
 def _mcp(a: argparse.Namespace) -> int:
+    from bot.config import Settings
     from mcp_servers import BUILTINS
-    from mcp_servers.runner import http_token, run
+    from mcp_servers.runner import drop_destructive_tools, http_token, run
 
     if a.name not in BUILTINS:
         raise CLIError(f"unknown MCP server {a.name!r}; known servers: {', '.join(sorted(BUILTINS))}", exit_code=2)
+    table = ((Settings.from_env().config.get("mcp") or {}).get("servers") or {}).get(a.name) or {}
     try:
         server = BUILTINS[a.name]()
+        if a.read_only or table.get("read_only") is True:
+            removed = drop_destructive_tools(server)
+            print(f"read-only: {len(removed)} tool(s) that change things are not served", file=sys.stderr)
         token, path = http_token(home()) if a.http is not None else (None, None)
     except ValueError as e:
         raise CLIError(str(e), exit_code=2) from None

@@ -103,6 +103,13 @@ ASK = Command(
     examples=("ask why is run k3xq7p slow?", "ask which runs failed today and why?"),
 )
 
+REPORT = Command(
+    "report",
+    "write the run's report to Notion (once its owner or an admin approves) and post the link in its thread",
+    args=(RUN_ID,),
+    examples=("report k3xq7p",),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -111,7 +118,20 @@ HELP = Command(
     examples=("help", "help launch"),
 )
 
-COMMANDS: tuple[Command, ...] = (LAUNCH, RUNS, STATUS, STOP, RESTART, LOGS, PAGES, ACK, RESOLVE, ASK, HELP)
+COMMANDS: tuple[Command, ...] = (
+    LAUNCH,
+    RUNS,
+    STATUS,
+    STOP,
+    RESTART,
+    LOGS,
+    PAGES,
+    ACK,
+    RESOLVE,
+    ASK,
+    REPORT,
+    HELP,
+)
 
 
 def lab_registry() -> Registry:

@@ -23,6 +23,7 @@ from bot.config import SlackSettings
 from bot.slack.agent_threads import AgentConversations
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from bot.slack.blocks.pages import pages_list
+from bot.slack.crosslinks import CrossLinks
 from bot.slack.threads import RunThreads
 from training.errors import LabbotError
 from training.service import RunService
@@ -60,6 +61,9 @@ class LabActions:
         # and these, with the agents: threads as conversations, and the approval gate the buttons decide
         self.conversations: AgentConversations | None = None
         self.gate: ApprovalGate | None = None
+        # and these, with the integrations: /lab report and File incident, and what /lab help says of them
+        self.crosslinks: CrossLinks | None = None
+        self.help_footer: list[str] = []
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -211,6 +215,20 @@ class LabActions:
         posted = await self.client.chat_postMessage(channel=who.channel, text=f"<@{who.user}> asked: {question}")
         await talks.answer(user=who.user, text=question, channel=who.channel, thread_ts=str(posted["ts"]))
 
+    def _crosslinks(self) -> CrossLinks:
+        if self.crosslinks is None:
+            raise LabbotError("Notion and Linear are not wired into this labbot (it runs without Slack agents)")
+        return self.crosslinks
+
+    async def _do_report(self, parsed: Parsed, who: Asker) -> None:
+        run_id = parsed.args["run_id"]
+        await self.tell(who, f"writing the Notion report of `{run_id}`: its owner or an admin approves in its thread")
+        await self.tell(who, await self._crosslinks().report(run_id, who.user))
+
+    async def file_incident(self, page_id: str, who: Asker) -> None:
+        """File incident pressed on a page: a Linear issue, linked both ways."""
+        await self.tell(who, await self._crosslinks().file_incident(page_id, who.user))
+
     async def decide_approval(self, approval_id: str, approve: bool, who: Asker) -> None:
         """Approve or Deny pressed: the gate checks who may decide; the prompt then shows the verdict."""
         if self.gate is None:
@@ -223,9 +241,14 @@ class LabActions:
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
         topic = parsed.args.get("command")
-        await self.tell(
-            who, help_text(LAB, is_admin=self.is_admin(who.user), command_name=self.settings.command, topic=topic)
+        text = help_text(
+            LAB,
+            is_admin=self.is_admin(who.user),
+            command_name=self.settings.command,
+            topic=topic,
+            footer=() if topic else self.help_footer,
         )
+        await self.tell(who, text)
 
     # -- stop / restart, from a command or a button ----------------------------------------------------------
 

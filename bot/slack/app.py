@@ -78,7 +78,13 @@ def build_app(
             topic = parsed.args.get("command")
             await ack(
                 response_type="ephemeral",
-                text=help_text(LAB, is_admin=actions.is_admin(user), command_name=command, topic=topic),
+                text=help_text(
+                    LAB,
+                    is_admin=actions.is_admin(user),
+                    command_name=command,
+                    topic=topic,
+                    footer=() if topic else actions.help_footer,
+                ),
             )
             return
         await ack()  # within Slack's 3 s, whatever the work: the work runs after
@@ -118,6 +124,10 @@ def build_app(
     @app.action("page_resolve")
     async def on_page_resolve(ack: AsyncAck, body: dict[str, Any]) -> None:
         await on_page_button(ack, body, "resolve")
+
+    @app.action("page_file")
+    async def on_page_file(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await clicked(ack, body, "page-file", actions.file_incident)
 
     async def in_thread(event: dict[str, Any], bot_user: str | None) -> None:
         thread_ts = event.get("thread_ts")

@@ -49,11 +49,13 @@ class SlackPageNotifier:
         threads: RunThreads,
         *,
         usergroup: str | None = None,
+        file_incidents: bool = False,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.client = client
         self.threads = threads
         self.usergroup = usergroup
+        self.file_incidents = file_incidents  # Linear is set up: pages carry a File incident button
         self.clock = clock
 
     async def deliver(self, envelope: Envelope) -> Outcome:
@@ -129,6 +131,7 @@ class SlackPageNotifier:
                 renotify=int(payload.get("renotify", 0)),
                 usergroup=self.usergroup,
                 now=self.clock(),
+                file_incidents=self.file_incidents,
             )
         return str(payload.get("text", "")), None
 

@@ -59,7 +59,7 @@ def _said(error: dict[str, Any]) -> str:
     message = str(error.get("message") or "no message").strip()
     extensions = error.get("extensions") or {}
     shown = str(extensions.get("userPresentableMessage") or "").strip()
-    return f"{message} ({shown})" if shown and shown not in message else message
+    return f"{message} — {shown}" if shown and shown not in message else message
 
 
 def explain_errors(errors: Any) -> str:

@@ -25,7 +25,7 @@ def priority_name(priority: Any) -> str:
 def _person(user: dict[str, Any] | None, nobody: str) -> str:
     if not user:
         return nobody
-    return str(user.get("displayName") or user.get("name") or nobody)
+    return str(user.get("name") or user.get("displayName") or nobody)
 
 
 def issue_line(issue: dict[str, Any]) -> str:
@@ -43,10 +43,12 @@ def issue_line(issue: dict[str, Any]) -> str:
 
 def issues_text(issues: list[dict[str, Any]], query: str, where: str, more: bool) -> str:
     """Search results: a count line, then the issue lines as untrusted data (titles are user-written)."""
-    what = f"issues matching {query!r}" if query else "most recently updated issues"
     if not issues:
-        return f"no {what}{where}"
-    head = f"{len(issues)} {what}{where}" + (" (there are more: raise limit or narrow the search)" if more else "")
+        return (f"no issues matching {query!r}" if query else "no issues") + where
+    count = "1 issue" if len(issues) == 1 else f"{len(issues)} issues"
+    head = (f"{count} matching {query!r}" if query else f"the {count} updated most recently") + where
+    if more:
+        head += " (there are more: raise limit or narrow the search)"
     return head + "\n" + untrusted("linear search results", "\n".join(issue_line(i) for i in issues))
 
 

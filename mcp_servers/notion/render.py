@@ -14,7 +14,8 @@ from typing import Any
 
 __all__ = ["blocks_to_markdown", "plain_text", "rich_text_to_markdown"]
 
-LIST_TYPES = {"bulleted_list_item", "numbered_list_item", "to_do"}
+NUMBERED = "numbered_list_item"
+LIST_TYPES = {"bulleted_list_item", NUMBERED, "to_do"}
 _ESCAPE = re.compile(r"([\\*`\[])")
 _LINE_START = re.compile(r"^(\s*)(#|>|[-+] |\||---|\$\$)")
 _NUMBERED_START = re.compile(r"^(\s*\d+)([.)] )")
@@ -128,10 +129,11 @@ def _link(data: dict[str, Any]) -> tuple[str, str]:
 
 def _table(block: dict[str, Any], data: dict[str, Any]) -> list[str]:
     rows = [r for r in _children(block) if _type(r) == "table_row"]
-    width = int(data.get("table_width") or max((len((r.get("table_row") or {}).get("cells") or []) for r in rows), default=1))
+    raw = [(r.get("table_row") or {}).get("cells") or [] for r in rows]
+    width = int(data.get("table_width") or max((len(c) for c in raw), default=1))
     cells = []
-    for r in rows:
-        row = [rich_text_to_markdown(c).replace("|", "\\|").replace("\n", " ") for c in (r.get("table_row") or {}).get("cells") or []]
+    for row_cells in raw:
+        row = [rich_text_to_markdown(c).replace("|", "\\|").replace("\n", " ") for c in row_cells]
         cells.append((row + [""] * width)[:width])
     if not data.get("has_column_header") or not cells:
         cells.insert(0, [""] * width)
@@ -142,7 +144,8 @@ def _table(block: dict[str, Any], data: dict[str, Any]) -> list[str]:
 def _block(block: dict[str, Any], number: int) -> list[str]:
     """The lines of one block and its children."""
     kind = _type(block)
-    data = block.get(kind) if isinstance(block.get(kind), dict) else {}
+    found = block.get(kind)
+    data: dict[str, Any] = found if isinstance(found, dict) else {}
     text = _line_safe(rich_text_to_markdown(data.get("rich_text")))
     kids = _children(block)
     if kind in LIST_TYPES:
@@ -201,6 +204,13 @@ def _after(kids: list[dict[str, Any]], prefix: str = "") -> list[str]:
     return ["", *_indent(_render(kids), prefix)] if kids else []
 
 
+def _one_list(previous: str, kind: str) -> bool:
+    """Whether two neighbouring blocks are items of one Markdown list (bullets and to-dos mix; numbers do not)."""
+    if previous not in LIST_TYPES or kind not in LIST_TYPES:
+        return False
+    return kind == previous or NUMBERED not in (kind, previous)
+
+
 def _render(blocks: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     previous = ""
@@ -211,7 +221,7 @@ def _render(blocks: list[dict[str, Any]]) -> list[str]:
         rendered = _block(block, number)
         if not rendered:
             continue
-        if lines and not (kind in LIST_TYPES and previous in LIST_TYPES):
+        if lines and not _one_list(previous, kind):  # items of one list are tight; everything else is apart
             lines.append("")
         lines.extend(rendered)
         previous = kind

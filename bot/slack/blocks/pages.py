@@ -52,8 +52,10 @@ def page_message(
     renotify: int = 0,
     usergroup: str | None = None,
     now: datetime | None = None,
+    file_incidents: bool = False,
 ) -> tuple[str, list[Block]]:
-    """The page as posted at ``level`` (0: thread / DM, 1: on-call channel); ``renotify`` > 0 for a reminder."""
+    """The page as posted at ``level`` (0: thread / DM, 1: on-call channel); ``renotify`` > 0 for a reminder.
+    ``file_incidents``: Linear is set up, so an open page not yet filed there has a File incident button."""
     owner = mention(run.get("owner")) if run is not None else None
     lines = [page_headline(page, run)]
     if page["state"] == "triggered":
@@ -73,7 +75,7 @@ def page_message(
         body = escape(str(tail)).replace("```", "`\u200b``")
         blocks.append({"type": "section", "text": _mrkdwn(f"```\n{_tail(body, 2800)}\n```")})
     blocks.append({"type": "context", "elements": [_mrkdwn(_status_line(page), 3000)]})
-    buttons = _buttons(page, run)
+    buttons = _buttons(page, run, file_incidents=file_incidents)
     if buttons:
         blocks.append({"type": "actions", "block_id": f"page_actions_{page['id']}", "elements": buttons})
     text = f"{page['kind']} on {'run ' + str(page['run_id']) if page.get('run_id') else 'the Ray cluster'}: "
@@ -94,13 +96,21 @@ def _status_line(page: dict[str, Any]) -> str:
         parts.append(f"resolved by {who} at {_when(page.get('resolved_at'))}")
     if page.get("reopened"):
         parts.append(f"re-opened {page['reopened']}×")
+    linear = (page.get("links") or {}).get("linear")
+    if linear:
+        name = escape(str(linear.get("identifier") or "issue"))
+        parts.append(f"Linear: <{linear['url']}|{name}>" if linear.get("url") else f"Linear: {name}")
     return " · ".join(parts)
 
 
-def _buttons(page: dict[str, Any], run: dict[str, Any] | None) -> list[Block]:
+def _buttons(page: dict[str, Any], run: dict[str, Any] | None, *, file_incidents: bool = False) -> list[Block]:
     if page["state"] == "resolved":
         return []
     out: list[Block] = []
+    if file_incidents and not (page.get("links") or {}).get("linear"):
+        out.append(
+            {"type": "button", "text": _plain("File incident", 75), "action_id": "page_file", "value": page["id"]}
+        )
     if page["state"] == "triggered":
         out.append({"type": "button", "text": _plain("Ack", 75), "action_id": "page_ack", "value": page["id"]})
     out.append({"type": "button", "text": _plain("Resolve", 75), "action_id": "page_resolve", "value": page["id"]})

@@ -84,7 +84,7 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
 
 
 def test_registration_order_and_words() -> None:
-    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "ask", "help"]
+    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "ask", "report", "help"]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
     assert len(LAB) == 11
@@ -146,6 +146,7 @@ def test_usage_lines() -> None:
         "ack": "/lab ack PAGE",
         "resolve": "/lab resolve PAGE",
         "ask": "/lab ask QUESTION ...",
+        "report": "/lab report RUN_ID",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -164,6 +165,7 @@ def test_permissions_and_params() -> None:
         "ack": Permission.ANYONE,
         "resolve": Permission.ANYONE,
         "ask": Permission.ANYONE,
+        "report": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

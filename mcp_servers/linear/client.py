@@ -240,7 +240,7 @@ class LinearApi:
             cursor = page.get("endCursor")
             if not page.get("hasNextPage") or not cursor or cursor == after or (limit and len(nodes) >= limit):
                 break
-            after = cursor
+            pass
         return nodes if limit is None else nodes[:limit]
 
     async def aclose(self) -> None:

@@ -39,7 +39,7 @@ query Teams($first: Int!, $after: String) {
 LABELS = """
 query Labels($filter: IssueLabelFilter, $first: Int!, $after: String) {
   issueLabels(filter: $filter, first: $first, after: $after) {
-    nodes { id name team { id kee } }
+    nodes { id name team { id key } }
     pageInfo { hasNextPage endCursor }
   }
 }

@@ -87,7 +87,7 @@ def test_registration_order_and_words() -> None:
     names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "ask", "report", "help"]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 11
+    assert len(LAB) == 12
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 

@@ -62,7 +62,7 @@ def main() -> None:
     a = ap.parse_args()
     now = float(int(time.time()))
     fake, spike = seeded_fake(a.points, now)
-    params = {"from": int(now) - 3600, "to": int(now), "query": QUERY}
+    params: dict[str, str | int] = {"from": int(now) - 3600, "to": int(now), "query": QUERY}
     keys = {"DD-API-KEY": API_KEY, "DD-APPLICATION-KEY": APP_KEY}
 
     with tempfile.TemporaryDirectory(prefix="lb-bench-datadog-") as tmp:

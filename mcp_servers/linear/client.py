@@ -100,17 +100,25 @@ def _explain(err: VendorError) -> str | None:
     return None
 
 
+def _number(headers: httpx.Headers, name: str) -> float | None:
+    try:
+        return float(headers[name])
+    except (KeyError, ValueError):
+        return None
+
+
 def _reset_wait(headers: httpx.Headers, now: float) -> float | None:
-    """Seconds until the exhausted rate-limit budget refills, from Linear's ``X-RateLimit-*-Reset`` headers."""
+    """Seconds until the exhausted rate-limit budget refills, from Linear's ``X-RateLimit-*-Reset`` headers (the
+    budgets whose ``-Remaining`` is 0 when it says which, else the latest reset)."""
     exhausted, resets = [], []
     for kind in _RESETS:
-        try:
-            reset = float(headers[f"x-ratelimit-{kind}-reset"])
-        except (KeyError, ValueError):
+        reset = _number(headers, f"x-ratelimit-{kind}-reset")
+        if reset is None:
             continue
-        reset = reset / 1000 if reset > 1e11 else reset  # epoch milliseconds (Linear), or seconds
+        reset = reset / 1000 if reset > 1e11 else reset  # epoch milliseconds (Linear's), or seconds
         resets.append(reset)
-        if headers.get(f"x-ratelimit-{kind}-remaining", "").strip() in ("0", "-1"):
+        remaining = _number(headers, f"x-ratelimit-{kind}-remaining")
+        if remaining is not None and remaining <= 0:
             exhausted.append(reset)
     chosen = exhausted or resets
     return max(0.0, max(chosen) - now) if chosen else None
@@ -201,7 +209,7 @@ class LinearApi:
         key = self._key()
         if not key:
             raise ToolError(MISSING_KEY)
-        return {"Authorization": authorization(key), "Content-Type": "application/json"}
+        return {"Authorization": authorization(key)}  # only secrets here: VendorApi scrubs every value
 
     async def execute(self, document: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The ``data`` of one GraphQL request; ``ToolError`` for every failure (Linear's errors explained)."""
@@ -240,7 +248,7 @@ class LinearApi:
             cursor = page.get("endCursor")
             if not page.get("hasNextPage") or not cursor or cursor == after or (limit and len(nodes) >= limit):
                 break
-            pass
+            after = cursor
         return nodes if limit is None else nodes[:limit]
 
     async def aclose(self) -> None:

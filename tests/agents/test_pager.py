@@ -522,3 +522,22 @@ def test_enqueueing_is_idempotent_by_key(tmp_path: Path) -> None:
         ("r1:auto-restart-3", "restarting from step 80 in 20s"),
     ]
     assert count_deliveries(lab.db) == 4
+
+
+def test_linking_a_page_to_linear_keeps_the_link_refreshes_every_copy_and_notes_it_in_the_thread(
+    tmp_path: Path,
+) -> None:
+    lab = make_lab(tmp_path)
+    lab.tick([HUNG], 0)
+    seen = len(lab.deliveries())
+    page_id = lab.incident().id
+    link = {"identifier": "ENG-7", "url": "https://linear.app/acme/issue/ENG-7", "by": OWNER}
+    view = lab.pager.link(page_id, "linear", link, note="filed as ENG-7")
+    assert view["links"] == {"linear": link} and lab.pager.get(page_id)["links"] == {"linear": link}
+    kinds = [(d[0], d[1], d[2]) for d in lab.new_deliveries(seen)]
+    assert ("slack", "refresh", "pages") in kinds and ("slack", "post", "thread") in kinds
+    seen = len(lab.deliveries())
+    lab.pager.link(page_id, "linear", link, note="filed as ENG-7")  # the same link again: keyed, nothing new
+    assert lab.new_deliveries(seen) == []
+    with pytest.raises(UnknownPage):
+        lab.pager.link("nope", "linear", link)

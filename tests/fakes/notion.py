@@ -150,7 +150,8 @@ def _check_blocks(blocks: Any, level: int = 0, parent: str = "", width: int | No
     """Notion's rules for blocks in a request (under a ``parent`` block type, a table ``width`` wide); returns how
     many blocks, nested ones included."""
     if not isinstance(blocks, list) or len(blocks) > 100:
-        raise Invalid(f"children should be an array of at most 100 blocks, got {len(blocks)}")
+        got = len(blocks) if isinstance(blocks, list) else type(blocks).__name__
+        raise Invalid(f"children should be an array of at most 100 blocks, got {got}")
     total = 0
     for block in blocks:
         kind = _kind(block)
@@ -462,7 +463,12 @@ class NotionFake:
     def _comment(self, path: dict[str, str], query: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         page = self._page(body["parent"]["page_id"])
         where = {"type": "page_id", "page_id": page["id"]}
-        comment = {"object": "comment", "id": str(uuid.uuid4()), "parent": where, "discussion_id": str(uuid.uuid4())}
+        comment: dict[str, Any] = {
+            "object": "comment",
+            "id": str(uuid.uuid4()),
+            "parent": where,
+            "discussion_id": str(uuid.uuid4()),
+        }
         comment |= {**self._stamps(), "rich_text": _rich(body["rich_text"])}
         self.comments.append(comment)
         return comment

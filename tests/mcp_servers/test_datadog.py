@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +310,7 @@ def build_lab_server(lab: LabApi) -> Any:
 
 
 def test_summarise_timeseries_caps_series_and_keeps_nulls_and_spikes_visible() -> None:
-    def series(i: int, values: list[float | None]) -> dict[str, Any]:
+    def series(i: int, values: Sequence[float | None]) -> dict[str, Any]:
         pointlist = [[HOUR_AGO_MS + j * 1000, v] for j, v in enumerate(values)]
         return {"expression": f"avg:m{{host:h{i}}}", "scope": f"host:h{i}", "pointlist": pointlist}
 

@@ -107,13 +107,13 @@ def _buttons(page: dict[str, Any], run: dict[str, Any] | None, *, file_incidents
     if page["state"] == "resolved":
         return []
     out: list[Block] = []
+    if page["state"] == "triggered":
+        out.append({"type": "button", "text": _plain("Ack", 75), "action_id": "page_ack", "value": page["id"]})
+    out.append({"type": "button", "text": _plain("Resolve", 75), "action_id": "page_resolve", "value": page["id"]})
     if file_incidents and not (page.get("links") or {}).get("linear"):
         out.append(
             {"type": "button", "text": _plain("File incident", 75), "action_id": "page_file", "value": page["id"]}
         )
-    if page["state"] == "triggered":
-        out.append({"type": "button", "text": _plain("Ack", 75), "action_id": "page_ack", "value": page["id"]})
-    out.append({"type": "button", "text": _plain("Resolve", 75), "action_id": "page_resolve", "value": page["id"]})
     if run is not None and run.get("status") not in TERMINAL:
         who = clip(escape(str(run.get("name") or run["id"])), 80)
         stop = _confirm("Stop run?", f"Stop run *{who}*? Its checkpoints are kept.", "Stop", "danger")

@@ -241,3 +241,22 @@ def test_the_pages_list_shows_one_line_per_page_and_how_to_ack() -> None:
     assert len(lines[1]) < 320 and lines[1].endswith("…")
     assert lines[2] == "_acknowledge with `/lab ack PAGE`_"
     assert pages_list(pages, command="/labbot").endswith("_acknowledge with `/labbot ack PAGE`_")
+
+
+def _buttons(blocks: list[dict[str, Any]]) -> list[str]:
+    return [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_file_incident_shows_where_linear_is_set_up_until_the_page_is_filed_then_the_link() -> None:
+    run = make_run()
+    assert "page_file" not in _buttons(page_message(make_page(), run)[1])  # Linear not set up: no button
+    _, blocks = page_message(make_page(), run, file_incidents=True)
+    assert _buttons(blocks) == ["page_ack", "page_resolve", "page_file", "run_stop"]
+    assert block_errors(blocks) == []
+    link = {"identifier": "ENG-7", "url": "https://linear.app/acme/issue/ENG-7", "by": ALICE}
+    _, filed = page_message(make_page(links={"linear": link}), run, file_incidents=True)
+    assert "page_file" not in _buttons(filed)
+    status = next(b for b in filed if b["type"] == "context")["elements"][0]["text"]
+    assert "Linear: <https://linear.app/acme/issue/ENG-7|ENG-7>" in status
+    _, resolved = page_message(make_page(state="resolved", links={"linear": link}), run, file_incidents=True)
+    assert _buttons(resolved) == [] and "ENG-7" in str(resolved)

@@ -73,9 +73,7 @@ class Integrations:
             )
         labels = linear.get("labels") or []
         if not isinstance(labels, list) or not all(isinstance(x, str) and x.strip() for x in labels):
-            raise BadRequest(
-                f'labbot.toml: [linear] labels must be a list of names, e.g. ["incident"], not {labels!r}'
-            )
+            raise BadRequest(f'labbot.toml: [linear] labels must be a list of names, e.g. ["incident"], not {labels!r}')
         return cls(
             notion=bool(env.get("NOTION_TOKEN", "").strip()),
             linear=bool(env.get("LINEAR_API_KEY", "").strip()),

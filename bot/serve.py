@@ -122,6 +122,7 @@ class ControlPlane:
                 integrations=settings.integrations,
             )
             runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
+            runtime.actions.artifacts = plane.artifacts
             runtime.actions.crosslinks = CrossLinks(
                 runtime.client,
                 service,

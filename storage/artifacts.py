@@ -457,6 +457,13 @@ class ArtifactStore:
             row = self._visible(s, agent, artifact_id)
         return self._open_blob(row)
 
+    def open_visible(self, agent: str, artifact_id: str) -> tuple[dict[str, Any], BinaryIO]:
+        """One of ``agent``'s artifacts (or one shared with it) and a stream of it; the caller closes the stream."""
+        with self.db.session() as s:
+            row = self._visible(s, agent, artifact_id)
+            view = self._view(row, None)
+        return view, self._open_blob(row)
+
     def open_for_thread(self, artifact_id: str) -> tuple[dict[str, Any], BinaryIO]:
         """Any agent's artifact and a stream of it, for the bot to post into a thread as a file. Not scoped to an
         agent: never reachable from an agent's tools."""

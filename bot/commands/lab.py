@@ -1,7 +1,7 @@
 """The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
 
-Later subcommands (artifacts) are declared the same way and added with ``registry.register(cmd)``,
-or appended to ``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
+Later subcommands are declared the same way and added with ``registry.register(cmd)``, or appended to
+``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
 """
 
 from __future__ import annotations
@@ -103,6 +103,13 @@ ASK = Command(
     examples=("ask why is run k3xq7p slow?", "ask which runs failed today and why?"),
 )
 
+ARTIFACTS = Command(
+    "artifacts",
+    "your agents' artifacts (reports, plots, payloads); with an id, post that one here as a file",
+    args=(Arg("artifact", "str", "an artifact id, as `{cmd} artifacts` lists them", required=False),),
+    examples=("artifacts", "artifacts a7k2m9pq"),
+)
+
 REPORT = Command(
     "report",
     "write the run's report to Notion (once its owner or an admin approves) and post the link in its thread",
@@ -129,6 +136,7 @@ COMMANDS: tuple[Command, ...] = (
     ACK,
     RESOLVE,
     ASK,
+    ARTIFACTS,
     REPORT,
     HELP,
 )

@@ -16,16 +16,21 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agents.approvals import ApprovalGate
+from agents.identity import store_of
 from agents.pager import Pager
+from agents.roles import load_roles
+from agents.tools import CallContext
 from bot.cli import render
 from bot.commands import LAB, Parsed, help_text, usage
 from bot.config import SlackSettings
 from bot.slack.agent_threads import AgentConversations
 from bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from bot.slack.blocks.pages import pages_list
+from bot.slack.blocks.run_card import escape
 from bot.slack.crosslinks import CrossLinks
 from bot.slack.threads import RunThreads
-from training.errors import LabbotError
+from storage.artifacts import ArtifactNotFound, ArtifactStore
+from training.errors import BadRequest, LabbotError
 from training.service import RunService
 from training.specs import LaunchRequest
 
@@ -64,6 +69,8 @@ class LabActions:
         # and these, with the integrations: /lab report and File incident, and what /lab help says of them
         self.crosslinks: CrossLinks | None = None
         self.help_footer: list[str] = []
+        # and the artifact store, for /lab artifacts (the researcher's agents' stores: RESEARCHER/ROLE)
+        self.artifacts: ArtifactStore | None = None
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -214,6 +221,39 @@ class LabActions:
         # the question opens a thread in the channel; the agent answers in it, and replies there continue the session
         posted = await self.client.chat_postMessage(channel=who.channel, text=f"<@{who.user}> asked: {question}")
         await talks.answer(user=who.user, text=question, channel=who.channel, thread_ts=str(posted["ts"]))
+
+    async def _do_artifacts(self, parsed: Parsed, who: Asker) -> None:
+        store = self.artifacts
+        if store is None:
+            raise LabbotError("there is no artifact store in this labbot")
+        stores = [store_of(CallContext(agent="", role=role, owner=who.user)) for role in sorted(load_roles())]
+        artifact_id = parsed.args.get("artifact")
+        if artifact_id:
+            for agent in stores:
+                try:
+                    view, stream = await to_thread.run_sync(store.open_visible, agent, artifact_id)
+                except ArtifactNotFound:
+                    continue
+                with stream:
+                    data = await to_thread.run_sync(stream.read)
+                await self.threads.post_file(who.channel, None, str(view["name"]), data)
+                return
+            raise BadRequest(
+                f"none of your agents has an artifact {artifact_id!r}: `{self.settings.command} artifacts` lists them"
+            )
+        lines = []
+        for agent in stores:
+            for a in await to_thread.run_sync(store.list, agent):
+                shared = f" · shared by {a['owner_agent']}" if a["owner_agent"] != agent else ""
+                lines.append(
+                    f"`{a['id']}` {escape(a['name'])} · {a['size']:,} bytes · {agent.split('/', 1)[1]}{shared}"
+                )
+        if not lines:
+            await self.tell(who, "your agents have no artifacts yet: they keep reports, plots and payloads there")
+            return
+        text = "\n".join([*lines, f"_post one here with `{self.settings.command} artifacts ID`_"])
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, f"{len(lines)} artifacts", blocks)
 
     def _crosslinks(self) -> CrossLinks:
         if self.crosslinks is None:

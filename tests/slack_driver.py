@@ -3,6 +3,7 @@ and reading what labbot posted from the Slack Web API fake (the e2e tests of the
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -10,7 +11,7 @@ import httpx
 from fakes.slack import SlackFake
 from support import Serve, wait_for
 
-from bot.slack.payloads import Workspace, button_click, signed, slash_command
+from bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
 
 SECRET = "test-signing-secret"
 OWNER = "U0ALICE001"
@@ -81,6 +82,21 @@ class SlackSide:
         ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=message.channel)
         body = button_click(ws, user=user, action_id=f"page_{verb}", value=page_id, message_ts=message.ts)
         return self.post(body)
+
+    def reply(self, run_id: str, words: str, user: str = OWNER) -> None:
+        """A researcher's reply in the run's thread (an agent answers it when a model is configured)."""
+        thread_ts = self.card(run_id).ts
+        msg = self.fake.user_message(self.ws.channel, user, words, thread_ts)
+        event = self.fake.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
+        assert self.post(json.dumps(event), content_type=JSON).status_code == 200
+
+    def said(self, run_id: str, words: str) -> Any:
+        """labbot's first message in the run's thread that contains ``words``, or None."""
+        return next((m for m in self.thread(run_id) if m.bot_id and words in m.text), None)
+
+    def prompt(self, run_id: str) -> Any:
+        """The first approval prompt (Approve / Deny) in the run's thread, or None."""
+        return next((m for m in self.thread(run_id) if "approval_approve" in json.dumps(m.blocks)), None)
 
     def pages(self, **params: Any) -> list[dict[str, Any]]:
         with self.serve.client() as api:

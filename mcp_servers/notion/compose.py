@@ -3,9 +3,8 @@
 :func:`markdown_to_blocks` reads headings, paragraphs, bulleted and numbered lists (nested by indentation), ``- [ ]``
 / ``- [x]`` to-dos, fenced code (its language mapped to Notion's names, unknown → ``plain text``), ``>`` quotes,
 ``---`` dividers, pipe tables (a ``table`` block with ``table_row`` children and a column header), ``$$…$$``
-equations and ``![alt](url)`` images. :func:`markdown_to_rich_text` reads inline **bold**, *italic*, ``code``,
-~~strike~~, [links](url) and backslash escapes. Text over Notion's 2,000 characters per text object is split
-across objects, and a block over 100 of them across blocks.
+equations and ``![alt](url)`` images; inline.py reads the text inside them (**bold**, *italic*, ``code``, ~~strike~~,
+[links](url)), split across text objects of at most 2,000 characters, and a block over 100 of them across blocks.
 
 Blocks leave out ``type``: Notion reads it from the one type key, and the published document's ``children`` schema
 lists only ``paragraph`` and ``bulleted_list_item`` as typed shapes. Children sit inside the type object, as
@@ -15,13 +14,11 @@ Notion's append and create requests take them; blocks.py splits them into reques
 from __future__ import annotations
 
 import re
-import string
 from typing import Any
 
-__all__ = ["LANGUAGES", "MAX_RICH_TEXT", "MAX_TEXT", "markdown_to_blocks", "markdown_to_rich_text", "text_objects"]
+from mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
 
-MAX_TEXT = 2000  # characters in one text object
-MAX_RICH_TEXT = 100  # text objects in one rich_text array
+__all__ = ["LANGUAGES", "markdown_to_blocks"]
 _LANGUAGE_NAMES = """abap agda arduino assembly bash basic bnf c c# c++ clojure coffeescript coq css dart dhall diff
 docker ebnf elixir elm erlang f# flow fortran gherkin glsl go graphql groovy haskell hcl html idris java javascript
 json julia kotlin latex less lisp livescript lua makefile markdown markup matlab mathematica mermaid nix objective-c
@@ -42,12 +39,6 @@ _ALIASES = {
     "jl": "julia", "ex": "elixir", "exs": "elixir", "erl": "erlang", "clj": "clojure", "sol": "solidity",
 }  # fmt: skip
 
-_PUNCT = set(string.punctuation)
-_CODE = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
-_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(\s*([^()\s]+(?:\([^()\s]*\)[^()\s]*)*)\s*\)")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=[^\s\\])\*\*(?!\*)", re.S)
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=[^\s\\])~~", re.S)
-_ITALIC = re.compile(r"\*(?=[^\s*])(.+?)(?<=[^\s\\*])\*(?!\*)", re.S)
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
@@ -59,66 +50,6 @@ _ROW = re.compile(r"^\s*\|.*\|\s*$")
 _RULE = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?\s*)?\|?\s*$")
 _EQUATION = re.compile(r"^\s*\$\$(.+?)\$\$\s*$")
 _IMAGE = re.compile(r"^\s*!\[((?:\\.|[^\]\\])*)\]\(\s*(\S+?)\s*\)\s*$")
-
-
-def text_objects(content: str, annotations: dict[str, bool] | None = None, href: str | None = None) -> list[Any]:
-    """``content`` as text objects of at most 2,000 characters each."""
-    out: list[Any] = []
-    for i in range(0, len(content), MAX_TEXT):
-        text: dict[str, Any] = {"content": content[i : i + MAX_TEXT]}
-        if href:
-            text["link"] = {"url": href}
-        obj: dict[str, Any] = {"type": "text", "text": text}
-        if annotations:
-            obj["annotations"] = dict(annotations)
-        out.append(obj)
-    return out
-
-
-def _inline(text: str, look: dict[str, bool], href: str | None, out: list[Any]) -> None:
-    buf: list[str] = []
-
-    def flush() -> None:
-        if buf:
-            out.extend(text_objects("".join(buf), look, href))
-            buf.clear()
-
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in _PUNCT:
-            buf.append(text[i + 1])
-            i += 2
-            continue
-        m = None
-        if c == "`" and (m := _CODE.match(text, i)):
-            flush()
-            code = m.group(2)
-            if code.startswith(" ") and code.endswith(" ") and code.strip():
-                code = code[1:-1]
-            out.extend(text_objects(code, {**look, "code": True}, href))
-        elif c == "[" and (m := _LINK.match(text, i)):
-            flush()
-            _inline(m.group(1), look, m.group(2), out)
-        elif c == "*" and (m := _BOLD.match(text, i) or _ITALIC.match(text, i)):
-            flush()
-            _inline(m.group(1), {**look, "bold" if m.re is _BOLD else "italic": True}, href, out)
-        elif c == "~" and (m := _STRIKE.match(text, i)):
-            flush()
-            _inline(m.group(1), {**look, "strikethrough": True}, href, out)
-        if m:
-            i = m.end()
-            continue
-        buf.append(c)
-        i += 1
-    flush()
-
-
-def markdown_to_rich_text(text: str) -> list[Any]:
-    """Inline Markdown as a Notion rich text array (request form)."""
-    out: list[Any] = []
-    _inline(text, {}, None, out)
-    return out
 
 
 def _blocks(kind: str, rich: list[Any], children: list[Any] | None = None, **extra: Any) -> list[Any]:

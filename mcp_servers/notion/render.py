@@ -12,89 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["blocks_to_markdown", "plain_text", "rich_text_to_markdown"]
+from mcp_servers.notion.inline import escape, plain_text, rich_text_to_markdown
+
+__all__ = ["blocks_to_markdown"]
 
 NUMBERED = "numbered_list_item"
 LIST_TYPES = {"bulleted_list_item", NUMBERED, "to_do"}
-_ESCAPE = re.compile(r"([\\*`\[])")
 _LINE_START = re.compile(r"^(\s*)(#|>|[-+] |\||---|\$\$)")
 _NUMBERED_START = re.compile(r"^(\s*\d+)([.)] )")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
-
-
-def plain_text(rich: Any) -> str:
-    """The plain text of a rich text array."""
-    if not isinstance(rich, list):
-        return ""
-    return "".join(_content(r) for r in rich if isinstance(r, dict))
-
-
-def _content(r: dict[str, Any]) -> str:
-    if r.get("type", "text") == "text" and isinstance(r.get("text"), dict):
-        return str(r["text"].get("content", ""))
-    return str(r.get("plain_text") or "")
-
-
-def _escape(text: str) -> str:
-    return _ESCAPE.sub(r"\\\1", text).replace("~~", r"\~\~")
-
-
-def _wrap(text: str, marker: str) -> str:
-    """``marker`` around ``text`` with its outer whitespace kept outside (``**a **`` would not read as bold)."""
-    core = text.strip()
-    if not core:
-        return text
-    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-    return f"{lead}{marker}{core}{marker}{trail}"
-
-
-def _code_span(text: str) -> str:
-    fence = "``" if "`" in text else "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _runs(rich: list[Any]) -> list[tuple[str, tuple[bool, bool, bool, bool], str | None, str]]:
-    """(text, (bold, italic, strike, code), href, kind) per run, adjacent runs with the same look merged (a long
-    text split across objects renders as one span)."""
-    runs: list[tuple[str, tuple[bool, bool, bool, bool], str | None, str]] = []
-    for r in rich:
-        if not isinstance(r, dict):
-            continue
-        a = r.get("annotations") or {}
-        look = (bool(a.get("bold")), bool(a.get("italic")), bool(a.get("strikethrough")), bool(a.get("code")))
-        kind = str(r.get("type") or "text")
-        text = str(r["equation"].get("expression", "")) if kind == "equation" and r.get("equation") else _content(r)
-        link = (r.get("text") or {}).get("link") if kind == "text" else None
-        href = (link or {}).get("url") if isinstance(link, dict) else r.get("href")
-        if runs and runs[-1][1:] == (look, href, kind) and kind == "text":
-            runs[-1] = (runs[-1][0] + text, look, href, kind)
-        else:
-            runs.append((text, look, href, kind))
-    return runs
-
-
-def rich_text_to_markdown(rich: Any) -> str:
-    """A rich text array as inline Markdown: bold, italic, strikethrough, code, links; mentions as their text
-    (linked when Notion gives a URL); inline equations as ``$…$``."""
-    if not isinstance(rich, list):
-        return ""
-    out = []
-    for text, (bold, italic, strike, code), href, kind in _runs(rich):
-        if kind == "equation":
-            out.append(f"${text}$")
-            continue
-        s = _code_span(text) if code else _escape(text)
-        if italic:
-            s = _wrap(s, "*")
-        if bold:
-            s = _wrap(s, "**")
-        if strike:
-            s = _wrap(s, "~~")
-        if href and text.strip():
-            s = f"[{s.replace(']', chr(92) + ']')}]({href})"
-        out.append(s)
-    return "".join(out)
 
 
 def _line_safe(text: str) -> str:
@@ -181,13 +107,13 @@ def _block(block: dict[str, Any], number: int) -> list[str]:
     if kind in _MEDIA or kind in {"bookmark", "embed", "link_preview"}:
         url, caption = _link(data)
         if kind == "image":
-            return [f"![{_escape(caption)}]({url})"]
+            return [f"![{escape(caption)}]({url})"]
         label = (f"{kind}: {caption}" if caption else kind) if kind in _MEDIA else caption or url
-        return [f"[{_escape(label)}]({url})"]
+        return [f"[{escape(label)}]({url})"]
     if kind == "child_page":
-        return [f"📄 {_escape(str(data.get('title') or 'Untitled'))} (page {block.get('id', '')})"]
+        return [f"📄 {escape(str(data.get('title') or 'Untitled'))} (page {block.get('id', '')})"]
     if kind == "child_database":
-        return [f"🗃 {_escape(str(data.get('title') or 'Untitled'))} (database {block.get('id', '')})"]
+        return [f"🗃 {escape(str(data.get('title') or 'Untitled'))} (database {block.get('id', '')})"]
     if kind == "link_to_page":
         target = data.get(str(data.get("type"))) or next((v for k, v in data.items() if k.endswith("_id")), "")
         return [f"→ {str(data.get('type', 'page_id')).removesuffix('_id').replace('_', ' ')} {target}"]

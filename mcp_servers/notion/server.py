@@ -17,8 +17,9 @@ from pydantic import Field
 
 from mcp_servers.notion.blocks import Writer, count_blocks, fetch_tree, split_for_create
 from mcp_servers.notion.client import NotionApi
-from mcp_servers.notion.compose import MAX_RICH_TEXT, markdown_to_blocks, markdown_to_rich_text, text_objects
+from mcp_servers.notion.compose import markdown_to_blocks
 from mcp_servers.notion.ids import parse_id, segment
+from mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
 from mcp_servers.notion.properties import entry_line, page_header
 from mcp_servers.notion.render import blocks_to_markdown
 from mcp_servers.untrusted import untrusted

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agent_story import STOPPED_ANSWER, TOML, commit_history, model
@@ -18,28 +17,14 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from bot.slack.payloads import JSON, Workspace, button_click
+from bot.slack.payloads import Workspace, button_click
 from training.ray_cluster import RayConnection
 
 OTHER = "U0BOB00001"
 
 
-class AgentSide(SlackSide):
-    def reply(self, run_id: str, words: str, user: str = OWNER) -> None:
-        thread_ts = self.card(run_id).ts
-        msg = self.fake.user_message(self.ws.channel, user, words, thread_ts)
-        event = self.fake.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
-        assert self.post(json.dumps(event), content_type=JSON).status_code == 200
-
-    def said(self, run_id: str, words: str) -> Any:
-        return next((m for m in self.thread(run_id) if m.bot_id and words in m.text), None)
-
-    def prompt(self, run_id: str) -> Any:
-        return next((m for m in self.thread(run_id) if "approval_approve" in json.dumps(m.blocks)), None)
-
-
 @pytest.fixture
-def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[AgentSide, FakeAnthropic]]:
+def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[SlackSide, FakeAnthropic]]:
     repo = commit_history(tmp_path / "repo")
     home = tmp_path / "home"
     home.mkdir()
@@ -59,14 +44,14 @@ def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[AgentSide, Fa
         }
         serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
         try:
-            yield AgentSide(fake, serve), anthropic
+            yield SlackSide(fake, serve), anthropic
             fake.check_against_spec()
         finally:
             serve.stop()
             fake.stop()
 
 
-def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[AgentSide, FakeAnthropic]) -> None:
+def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[SlackSide, FakeAnthropic]) -> None:
     slack, anthropic = lab
     run_id = slack.launched("launch sleeper")
     wait_for(lambda: slack.run(run_id)["status"] == "running", timeout=60, what="the run to start")
@@ -108,7 +93,7 @@ def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[AgentSide, F
 
 
 def test_a_new_page_gets_a_diagnosis_from_the_babysitter_in_the_runs_thread(
-    lab: tuple[AgentSide, FakeAnthropic],
+    lab: tuple[SlackSide, FakeAnthropic],
 ) -> None:
     slack, anthropic = lab
     run_id = slack.launched("launch crasher")

@@ -22,9 +22,8 @@ from mcp.types import TextContent
 
 from mcp_servers.notion import NotionApi, blocks_to_markdown, build_server, markdown_to_blocks
 from mcp_servers.notion.blocks import fetch_tree
-from mcp_servers.notion.compose import markdown_to_rich_text
 from mcp_servers.notion.ids import parse_id
-from mcp_servers.notion.render import rich_text_to_markdown
+from mcp_servers.notion.inline import markdown_to_rich_text, rich_text_to_markdown
 from mcp_servers.untrusted import TAG
 
 READ_TOOLS = {"search", "get_page", "query_data_source"}
@@ -144,8 +143,18 @@ def _seeded_page(fake: NotionFake) -> str:
             [("lr", "loss"), ("3e-4", "2.1"), ("1e-3", "2.4")]]  # fmt: skip
     blocks: list[dict[str, Any]] = [
         {"heading_1": _text("Results")},
-        {"paragraph": {"rich_text": [{"text": {"content": "Hi "}}, mention, {"text": {"content": ", see "}}, link,
-                                     {"text": {"content": " and "}}, bold]}},  # fmt: skip
+        {
+            "paragraph": {
+                "rich_text": [
+                    {"text": {"content": "Hi "}},
+                    mention,
+                    {"text": {"content": ", see "}},
+                    link,
+                    {"text": {"content": " and "}},
+                    bold,
+                ]
+            }
+        },  # fmt: skip
         {"bulleted_list_item": {**_text("parent"), "children": many}},
         {"numbered_list_item": _text("one")},
         {"numbered_list_item": {**_text("two"), "children": [{"numbered_list_item": _text("two.a")}]}},
@@ -159,8 +168,14 @@ def _seeded_page(fake: NotionFake) -> str:
         {"image": {"type": "external", "external": {"url": "https://example.com/a.png"}, "caption": []}},
         {"bookmark": {"url": "https://arxiv.org/abs/1706.03762", "caption": []}},
         {"equation": {"expression": "e^{i\\pi}+1=0"}},
-        {"column_list": {"children": [{"column": {"children": [{"paragraph": _text("left col")}]}},
-                                      {"column": {"children": [{"paragraph": _text("right col")}]}}]}},  # fmt: skip
+        {
+            "column_list": {
+                "children": [
+                    {"column": {"children": [{"paragraph": _text("left col")}]}},
+                    {"column": {"children": [{"paragraph": _text("right col")}]}},
+                ]
+            }
+        },  # fmt: skip
         {"synced_block": {"synced_from": None, "children": [{"paragraph": _text("synced text")}]}},
         {"id": sub, "child_page": {"title": "Sub page"}},
         {"link_to_page": {"type": "page_id", "page_id": other}},
@@ -383,9 +398,7 @@ def test_a_create_that_fails_midway_leaves_nothing_behind() -> None:
 
             del failing
             rig.fake.fail_next(503) if False else None
-            result = await client.call_tool(
-                "create_page", {"parent_id": root, "title": "Half", "markdown": markdown}
-            )
+            result = await client.call_tool("create_page", {"parent_id": root, "title": "Half", "markdown": markdown})
             return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
 
     del go
@@ -414,9 +427,19 @@ def test_a_create_that_fails_midway_leaves_nothing_behind() -> None:
 ERRORS: list[tuple[str, Callable[[NotionFake], None], str]] = [
     ("403", lambda f: f.fail_next(403), "lacks the capability"),
     ("409", lambda f: f.fail_next(409), "conflicted with another edit"),
-    ("400", lambda f: f.fail_next(400, body={"object": "error", "status": 400, "code": "validation_error",
-                                             "message": f"body.children is invalid (token {TOKEN})"}),
-     "body.children is invalid (token [redacted])"),  # fmt: skip
+    (
+        "400",
+        lambda f: f.fail_next(
+            400,
+            body={
+                "object": "error",
+                "status": 400,
+                "code": "validation_error",
+                "message": f"body.children is invalid (token {TOKEN})",
+            },
+        ),
+        "body.children is invalid (token [redacted])",
+    ),  # fmt: skip
     ("500 x4", lambda f: f.fail_next(500, times=4), "failed with 500 4 times"),
     ("503 x4", lambda f: f.fail_next(503, times=4), "failed with 503 4 times"),
     ("429 long", lambda f: f.fail_next(429, headers={"Retry-After": "120"}), "rate limited for another 120 s"),
@@ -451,7 +474,9 @@ def test_wrong_token_unknown_page_and_rate_limits_say_what_to_do() -> None:
         ("query_data_source", {"data_source_id": missing}),
         ("search", {"query": "Plans"}),
     )
-    assert results[0][0] and "page 00000000-0000-0000-0000-000000000000 was not found, or is not shared" in results[0][1]
+    assert (
+        results[0][0] and "page 00000000-0000-0000-0000-000000000000 was not found, or is not shared" in results[0][1]
+    )
     assert "••• → Connections, and add the integration" in results[0][1]
     assert results[1][0] and "search with kind='data_source'" in results[1][1]
     assert not results[2][0] and page in results[2][1]
@@ -489,8 +514,13 @@ def test_the_fake_catches_requests_notion_would_refuse() -> None:
         ("POST", "/v1/search", {"Authorization": ok["Authorization"]}, {}, "Notion-Version"),
         ("PATCH", f"/v1/blocks/{page}/children", ok, {"children": [{"paragraph": _text("x")}] * 101}, "100"),
         ("PATCH", f"/v1/blocks/{page}/children", ok, {"children": [{"paragraph": _text("x" * 2001)}]}, "2000"),
-        ("PATCH", f"/v1/blocks/{page}/children", ok, {"children": [{"code": {**_text("x"), "language": "py"}}]},
-         "code.language"),  # fmt: skip
+        (
+            "PATCH",
+            f"/v1/blocks/{page}/children",
+            ok,
+            {"children": [{"code": {**_text("x"), "language": "py"}}]},
+            "code.language",
+        ),  # fmt: skip
         ("GET", "/v1/blocks/not-an-id/children", ok, None, "valid uuid"),
         ("GET", f"/v1/blocks/{page}/children?page_size=500", ok, None, "page_size"),
         ("POST", "/v1/pages", ok, {"parent": {"page_id": page}, "properties": {"Nope": {"title": []}}}, "Nope"),

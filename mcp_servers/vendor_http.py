@@ -2,11 +2,16 @@
 
 Each vendor server builds a ``VendorApi`` with its base URL (the vendor's public one, or the ``*_API_URL`` override
 for proxies and tests), a function that returns the auth headers (raising ``ToolError`` with "NOTION_TOKEN is not
-set ..." when a credential is missing) and, optionally, a function that explains an error answer in the vendor's
-terms ("the page is not shared with the integration"). ``request`` then:
+set ..." when a credential is missing) and, optionally, two vendor readings of an error answer: ``explain`` says
+what it means in the vendor's terms ("the page is not shared with the integration"), ``rate_limit`` says that it is
+a rate limit where the vendor does not say so with a plain 429 (Linear's HTTP 400 ``RATELIMITED``) or says how long
+to wait in its own header (Datadog's ``X-RateLimit-Reset``). ``request`` then:
 
-* retries 429 after its ``Retry-After`` (capped), and 5xx, timeouts and dropped connections with exponential
-  backoff, at most ``max_retries`` times;
+* retries a rate limit (a 429, or what ``rate_limit`` calls one) after its ``Retry-After``, else the wait
+  ``rate_limit`` read, else with exponential backoff — a wait over ``MAX_RETRY_AFTER_S`` is told, not waited — and
+  5xx, timeouts and dropped connections with exponential backoff, at most ``max_retries`` times;
+* returns the parsed JSON of a successful answer; ``request_raw`` returns it with the exact bytes of the body (after
+  any ``Content-Encoding`` is undone), for a server that stores the vendor's own payload;
 * turns every failure into a ``ToolError`` a model can act on — what went wrong and what would fix it — and never
   into a crash of the server;
 * keeps credentials out of every message: the secrets in the headers are scrubbed from any text it raises (a
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +35,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from training.telemetry import retry_after_seconds
 
-__all__ = ["MAX_RETRY_AFTER_S", "VendorApi", "VendorError", "scrub"]
+__all__ = ["MAX_RETRY_AFTER_S", "RateLimit", "RateLimited", "VendorApi", "VendorError", "scrub"]
 
-MAX_RETRY_AFTER_S = 30.0  # a longer Retry-After is told to the model instead of waited out inside one tool call
+MAX_RETRY_AFTER_S = 30.0  # a longer rate-limit wait is told to the model instead of waited out inside one tool call
 _BODY_CHARS = 300  # of an error body quoted in a message
 
 
@@ -47,6 +53,23 @@ class VendorError:
 
 
 Explain = Callable[[VendorError], str | None]
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    """A vendor's reading of an error answer as a rate limit.
+
+    ``wait_s`` is how long until the limit lifts, as the vendor says it outside ``Retry-After`` (None: it does not
+    say). The answer's own ``Retry-After``, when it has a readable one, still comes first; with neither, the retry
+    waits with exponential backoff.
+    """
+
+    wait_s: float | None = None
+
+
+RateLimit = Callable[[httpx.Response], RateLimited | None]
+"""Reads an error answer (status 400 or more, its body already read; it must not raise): ``RateLimited`` when it is a
+rate limit, None when the vendor has nothing to add (a 429 is one all the same)."""
 
 
 def scrub(text: str, secrets: list[str]) -> str:
@@ -65,9 +88,11 @@ class VendorApi:
         base_url: the API root, e.g. ``https://api.notion.com``.
         headers: returns the request headers (auth included); raises ``ToolError`` when a credential is missing.
         explain: a vendor's reading of an error answer, or None to fall back on the generic one.
+        rate_limit: which error answers are rate limits besides a 429, and their wait where ``Retry-After`` does
+            not say it (see :class:`RateLimited`); None: only a 429 is, waited after its ``Retry-After``.
         transport: the httpx transport (tests); None is the network.
         timeout: seconds for one request.
-        max_retries: retries after the first attempt, for 429, 5xx and transport errors.
+        max_retries: retries after the first attempt, for rate limits, 5xx and transport errors.
     """
 
     def __init__(
@@ -77,6 +102,7 @@ class VendorApi:
         headers: Callable[[], Mapping[str, str]],
         *,
         explain: Explain | None = None,
+        rate_limit: RateLimit | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
         max_retries: int = 3,
@@ -87,6 +113,7 @@ class VendorApi:
         self.base_url = base_url.rstrip("/")
         self._headers = headers
         self._explain = explain
+        self._rate_limit = rate_limit
         self._transport = transport
         self.timeout = timeout
         self.max_retries = max_retries
@@ -114,6 +141,19 @@ class VendorApi:
         params: Mapping[str, Any] | None = None,
     ) -> Any:
         """The parsed JSON answer of ``method path``; ``ToolError`` for every failure, after the retries."""
+        doc, _ = await self.request_raw(method, path, json_body=json_body, params=params)
+        return doc
+
+    async def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, bytes]:
+        """Like :meth:`request`, with the exact bytes of the answer's body (``b""`` for a 204 or an empty body,
+        whose JSON is ``{}``)."""
         headers = dict(self._headers())
         secrets = [v.split(" ", 1)[-1] for v in headers.values()] + list(headers.values())
         try:
@@ -128,7 +168,7 @@ class VendorApi:
         headers: dict[str, str],
         json_body: Any,
         params: Mapping[str, Any] | None,
-    ) -> Any:
+    ) -> tuple[Any, bytes]:
         where = f"{self.name} ({method} {path})"
         for attempt in range(self.max_retries + 1):
             last = attempt == self.max_retries
@@ -150,22 +190,22 @@ class VendorApi:
                     ) from None
                 await self._sleep(self.backoff_s * 2**attempt)
                 continue
-            if r.status_code == 429 or r.status_code >= 500:
-                wait = retry_after_seconds(r.headers.get("retry-after")) if r.status_code == 429 else None
+            limited, wait = self._limited(r)
+            if limited or r.status_code >= 500:
                 if wait is not None and wait > MAX_RETRY_AFTER_S:
                     raise ToolError(
-                        f"{where} is rate limited for another {wait:.0f} s (429 Retry-After): try again after that"
+                        f"{where} is rate limited for another {wait:.0f} s ({_said_how(r)}): try again after that"
                     )
                 if last:
-                    raise ToolError(self._describe(r, method, path, attempts=attempt + 1))
+                    raise ToolError(self._describe(r, method, path, attempts=attempt + 1, limited=limited))
                 await self._sleep(wait if wait is not None else self.backoff_s * 2**attempt)
                 continue
             if r.status_code >= 400:
-                raise ToolError(self._describe(r, method, path, attempts=1))
+                raise ToolError(self._describe(r, method, path, attempts=1, limited=False))
             if r.status_code == 204 or not r.content:
-                return {}
+                return {}, r.content
             try:
-                return r.json()
+                return r.json(), r.content
             except (json.JSONDecodeError, UnicodeDecodeError):
                 kind = r.headers.get("content-type", "no content type")
                 raise ToolError(
@@ -174,7 +214,19 @@ class VendorApi:
                 ) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _describe(self, r: httpx.Response, method: str, path: str, *, attempts: int) -> str:
+    def _limited(self, r: httpx.Response) -> tuple[bool, float | None]:
+        """Whether ``r`` is a rate limit, and the wait it asks for (None: not said, back off)."""
+        if r.status_code < 400:
+            return False, None
+        said = self._rate_limit(r) if self._rate_limit is not None else None
+        if said is None and r.status_code != 429:
+            return False, None
+        wait = retry_after_seconds(r.headers.get("retry-after"))
+        if wait is None and said is not None and said.wait_s is not None and math.isfinite(said.wait_s):
+            wait = max(0.0, said.wait_s)
+        return True, wait
+
+    def _describe(self, r: httpx.Response, method: str, path: str, *, attempts: int, limited: bool) -> str:
         text = r.text.strip()
         try:
             body = r.json()
@@ -186,8 +238,13 @@ class VendorApi:
             return f"{self.name}: {said}"
         where = f"{self.name} ({method} {path})"
         quoted = f": {text[:_BODY_CHARS]}" if text else ""
-        if r.status_code == 429:
+        if limited:
             return f"{where} is rate limiting us and still was after {attempts} attempts: try again in a minute"
         if r.status_code >= 500:
             return f"{where} failed with {r.status_code} {attempts} times{quoted}: the service is in trouble; try later"
         return f"{where} refused the request with {r.status_code}{quoted}"
+
+
+def _said_how(r: httpx.Response) -> str:
+    """How a rate-limit answer was given, for the message: ``429 Retry-After``, or the status it came as."""
+    return "429 Retry-After" if r.status_code == 429 else f"{r.status_code} rate limit"

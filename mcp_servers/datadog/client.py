@@ -8,15 +8,15 @@ sends every request through :class:`~mcp_servers.vendor_http.VendorApi`, the one
 ``ToolError`` messages, secrets scrubbed). A configuration problem (a missing key, an unknown site) never stops the
 server: each call answers it as a tool error instead.
 
-Two things VendorApi does not know about Datadog are added with an httpx response hook: a 429 that carries only
-``X-RateLimit-Reset`` (seconds until the limit resets, what Datadog sends) gets it as ``Retry-After``, and the exact
-bytes of each successful answer are kept, so the tools can store Datadog's own payload as an artifact.
+A 429 that carries only ``X-RateLimit-Reset`` (seconds until the limit resets, what Datadog sends) is waited that
+long, through VendorApi's ``rate_limit`` hook (:func:`rate_limit`); and :meth:`DatadogApi.fetch` returns the exact
+bytes of each successful answer beside its JSON (VendorApi's ``request_raw``), so the tools can store Datadog's own
+payload as an artifact.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.vendor_http import VendorApi, VendorError
+from mcp_servers.vendor_http import RateLimited, VendorApi, VendorError
 
-__all__ = ["DEFAULT_SITE", "SITES", "Answer", "DatadogApi", "SiteError", "base_url_for", "normalise_site"]
+__all__ = ["DEFAULT_SITE", "SITES", "Answer", "DatadogApi", "SiteError", "base_url_for", "normalise_site", "rate_limit"]
 
 SITES = (
     "datadoghq.com",
@@ -68,9 +68,6 @@ _PERMISSION = (  # path prefix → the permission Datadog's document names for i
 )
 _ERROR_CHARS = 300
 
-# the successful answers' bytes of the request in flight in this task (see DatadogApi.fetch)
-_RAW: contextvars.ContextVar[list[bytes] | None] = contextvars.ContextVar("datadog_raw", default=None)
-
 
 class SiteError(ValueError):
     """``DD_SITE`` names no Datadog site; the message lists the valid ones."""
@@ -103,24 +100,15 @@ class Answer:
     raw: bytes
 
 
-async def _on_response(response: httpx.Response) -> None:
-    if response.status_code == 429 and "retry-after" not in response.headers:
-        reset = response.headers.get("x-ratelimit-reset")
-        if reset:
-            response.headers["Retry-After"] = reset  # Datadog's "seconds until reset" is Retry-After's delta form
-    kept = _RAW.get()
-    if kept is not None and 200 <= response.status_code < 300:
-        kept.append(await response.aread())
-
-
-class _DatadogHttp(VendorApi):
-    """VendorApi whose pooled client also runs :func:`_on_response` on every answer."""
-
-    def client(self) -> httpx.AsyncClient:
-        client = super().client()
-        if _on_response not in client.event_hooks["response"]:
-            client.event_hooks["response"].append(_on_response)
-        return client
+def rate_limit(response: httpx.Response) -> RateLimited | None:
+    """VendorApi's ``rate_limit`` hook for Datadog: a 429 waits ``X-RateLimit-Reset`` seconds (Datadog's "seconds
+    until the limit resets") when it has no ``Retry-After``."""
+    if response.status_code != 429:
+        return None
+    try:
+        return RateLimited(float(response.headers["x-ratelimit-reset"]))
+    except (KeyError, ValueError):
+        return RateLimited()
 
 
 def _messages(body: Any) -> list[str]:
@@ -177,11 +165,12 @@ class DatadogApi:
             self.problem = None if override else str(e)  # an explicit URL needs no site
         self.url_override = override or None
         self.base_url = override or (f"https://api.{self.site}" if self.problem is None else "https://api.invalid")
-        self.http = _DatadogHttp(
+        self.http = VendorApi(
             "Datadog",
             self.base_url,
             self._headers,
             explain=self._explain,
+            rate_limit=rate_limit,
             transport=transport,
             timeout=timeout,
             max_retries=max_retries,
@@ -222,13 +211,8 @@ class DatadogApi:
         self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None
     ) -> Answer:
         """``method path`` through VendorApi: the parsed answer and its exact bytes; ``ToolError`` on failure."""
-        kept: list[bytes] = []
-        token = _RAW.set(kept)
-        try:
-            doc = await self.http.request(method, path, params=params, json_body=json_body)
-        finally:
-            _RAW.reset(token)
-        return Answer(doc, kept[-1] if kept else b"")
+        doc, raw = await self.http.request_raw(method, path, params=params, json_body=json_body)
+        return Answer(doc, raw)
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -8,15 +8,14 @@ schema refuses, an entity that does not exist. The key never appears in a messag
 and this module scrubs what it raises itself). :meth:`LinearApi.paginate` follows a connection's ``pageInfo``.
 
 Linear says "rate limited" as HTTP 400 (or 429) with ``extensions.code: "RATELIMITED"`` and tells when its budgets
-refill in ``X-RateLimit-*-Reset`` headers (epoch milliseconds). VendorApi retries a 429 after its ``Retry-After``;
-:class:`RateLimitTransport` translates the one into the other, so the retries, their cap and their waits (through
-the ``sleep`` seam) are the shared ones.
+refill in ``X-RateLimit-*-Reset`` headers (epoch milliseconds). :func:`rate_limit` is VendorApi's ``rate_limit``
+hook for that: it reads such an answer as a rate limit and its wait from those headers (a ``Retry-After`` comes
+first), so the retries, their cap and their waits (through the ``sleep`` seam) are the shared ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import time
@@ -27,9 +26,9 @@ from urllib.parse import urlsplit
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.vendor_http import VendorApi, VendorError, scrub
+from mcp_servers.vendor_http import RateLimit, RateLimited, VendorApi, VendorError, scrub
 
-__all__ = ["DEFAULT_URL", "KEY_ENV", "MISSING_KEY", "URL_ENV", "LinearApi", "RateLimitTransport", "explain_errors"]
+__all__ = ["DEFAULT_URL", "KEY_ENV", "MISSING_KEY", "URL_ENV", "LinearApi", "explain_errors", "rate_limit"]
 
 KEY_ENV = "LINEAR_API_KEY"
 URL_ENV = "LINEAR_API_URL"
@@ -124,37 +123,21 @@ def _reset_wait(headers: httpx.Headers, now: float) -> float | None:
     return max(0.0, max(chosen) - now) if chosen else None
 
 
-class RateLimitTransport(httpx.AsyncBaseTransport):
-    """Answers a Linear ``RATELIMITED`` error as HTTP 429 with a ``Retry-After`` (from Linear's own one, else its
-    ``X-RateLimit-*-Reset`` headers), so that VendorApi retries it after the right wait. Other answers pass as they
-    are (an error answer's body is read here, then handed on decoded)."""
+def rate_limit(clock: Callable[[], float] = time.time) -> RateLimit:
+    """VendorApi's ``rate_limit`` hook for Linear: an answer whose GraphQL ``errors`` say ``RATELIMITED`` (HTTP 400,
+    or 429) is a rate limit, to be waited until its ``X-RateLimit-*-Reset`` headers say, measured from ``clock``."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, clock: Callable[[], float] = time.time) -> None:
-        self._inner = inner
-        self._clock = clock
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        if response.status_code not in (400, 429):
-            return response
-        content = await response.aread()
-        stale = ("content-encoding", "content-length")  # the content is decoded now
-        headers = httpx.Headers([(k, v) for k, v in response.headers.multi_items() if k.lower() not in stale])
-        status = response.status_code
+    def read(response: httpx.Response) -> RateLimited | None:
         try:
-            body = json.loads(content)
-        except (ValueError, UnicodeDecodeError):
+            body = response.json()
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
             body = None
-        if isinstance(body, dict) and "RATELIMITED" in _codes(body.get("errors") or []):
-            status = 429
-        if status == 429 and "retry-after" not in headers:
-            wait = _reset_wait(headers, self._clock())
-            if wait is not None:
-                headers["Retry-After"] = f"{wait:.3f}"
-        return httpx.Response(status, headers=headers, content=content, extensions=response.extensions)
+        ratelimited = isinstance(body, dict) and "RATELIMITED" in _codes(body.get("errors") or [])
+        if not ratelimited and response.status_code != 429:
+            return None
+        return RateLimited(_reset_wait(response.headers, clock()))
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    return read
 
 
 class LinearApi:
@@ -195,7 +178,8 @@ class LinearApi:
             f"{parts.scheme}://{parts.netloc}",
             self._headers,
             explain=_explain,
-            transport=RateLimitTransport(transport or httpx.AsyncHTTPTransport(), clock),
+            rate_limit=rate_limit(clock),
+            transport=transport,  # None: httpx's own, which honours HTTP(S)_PROXY
             timeout=timeout,
             max_retries=max_retries,
             backoff_s=backoff_s,

@@ -19,6 +19,8 @@ SCRIPTS = [
     "artifacts.py",
     "agent_loop.py",
     "mcp_roundtrip.py",
+    "notion_render.py",
+    "datadog_summary.py",
 ]
 
 

@@ -80,9 +80,11 @@ async def fetch_tree(
                 block["children"] = await _children(api, block["id"], budget)
 
         gate = asyncio.Semaphore(CONCURRENCY)
-        async with asyncio.TaskGroup() as tasks:
-            for block in level:
-                tasks.create_task(fill(block, gate))
+        # gather, not a TaskGroup: a TaskGroup cancels its parent task on failure, which the MCP server's anyio
+        # cancel scopes read as the session being cancelled; the first failure (a ToolError) is the one to tell
+        failures = [e for e in await asyncio.gather(*(fill(b, gate) for b in level), return_exceptions=True) if e]
+        if failures:
+            raise failures[0]
         level = [c for b in level for c in b.get("children", []) if _enters(c)]
         depth += 1
     notes = []

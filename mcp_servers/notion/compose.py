@@ -40,16 +40,16 @@ _ALIASES = {
 }  # fmt: skip
 
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
-_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`]*?)\s*$")
+_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*$")
 _DIVIDER = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")
 _ITEM = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])(?:\s+(.*))?$")
-_TODO = re.compile(r"^\[([ xX])\](?:\s+(.*))?$")
+_TODO = re.compile(r"^\[([ xX])\](?:\s+(.*))?$", re.S)
 _QUOTE = re.compile(r"^\s*>\s?(.*)$")
 _ROW = re.compile(r"^\s*\|.*\|\s*$")
 _RULE = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?\s*)?\|?\s*$")
 _EQUATION = re.compile(r"^\s*\$\$(.+?)\$\$\s*$")
-_IMAGE = re.compile(r"^\s*!\[((?:\\.|[^\]\\])*)\]\(\s*(\S+?)\s*\)\s*$")
+_IMAGE = re.compile(r"^\s*!\[((?:\\.|[^\]\\])*)\]\(\s*(https?://\S+?)\s*\)\s*$")  # Notion takes URLs only
 
 
 def _blocks(kind: str, rich: list[Any], children: list[Any] | None = None, **extra: Any) -> list[Any]:
@@ -61,10 +61,13 @@ def _blocks(kind: str, rich: list[Any], children: list[Any] | None = None, **ext
     return out
 
 
-def _language(tag: str) -> str:
-    tag = tag.strip().lower().removeprefix("language-")
-    tag = _ALIASES.get(tag, tag)
-    return tag if tag in LANGUAGES else "plain text"
+def _language(info: str) -> str:
+    """Notion's name for a fence's language (``py`` → ``python``), the whole info string or its first word."""
+    for tag in (info.strip().lower(), info.strip().lower().split(" ", 1)[0]):
+        tag = _ALIASES.get(tag.removeprefix("language-"), tag.removeprefix("language-"))
+        if tag in LANGUAGES:
+            return tag
+    return "plain text"
 
 
 def _indent(line: str) -> int:

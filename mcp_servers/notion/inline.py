@@ -21,6 +21,7 @@ _PUNCT = frozenset(string.punctuation)
 _ESCAPE = re.compile(r"([\\*`\[\]])")
 _CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _URL = re.compile(r"\(\s*([^()\s]+(?:\([^()\s]*\)[^()\s]*)*)\s*\)")
+_ABSOLUTE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # a link Notion keeps has a scheme
 
 
 # ----------------------------------------------------------------- rich text → Markdown
@@ -185,7 +186,7 @@ def _inline(text: str, look: dict[str, bool], href: str | None, out: list[Any]) 
         if c == "[" and (link := _bracket(text, i)):
             emit("")
             close, end, url = link
-            _inline(text[i + 1 : close], look, url, out)
+            _inline(text[i + 1 : close], look, url if _ABSOLUTE.match(url) else href, out)  # Notion refuses "#x"
             i = end
             continue
         span = _span(text, i)

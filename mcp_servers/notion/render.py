@@ -18,8 +18,8 @@ __all__ = ["blocks_to_markdown"]
 
 NUMBERED = "numbered_list_item"
 LIST_TYPES = {"bulleted_list_item", NUMBERED, "to_do"}
-_LINE_START = re.compile(r"^(\s*)(#|>|[-+] |\||---|\$\$)")
-_NUMBERED_START = re.compile(r"^(\s*\d+)([.)] )")
+_LINE_START = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\||---|___|\$\$)")
+_NUMBERED_START = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
 
 
@@ -96,12 +96,13 @@ def _block(block: dict[str, Any], number: int) -> list[str]:
     if kind == "code":
         lang = str(data.get("language") or "")
         code = plain_text(data.get("rich_text"))
-        fence = "````" if "```" in code else "```"
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", code)), default=0))
         return [fence + ("" if lang == "plain text" else lang), *code.split("\n"), fence]
     if kind == "divider":
         return ["---"]
     if kind == "equation":
-        return [f"$${data.get('expression', '')}$$"]
+        expression = str(data.get("expression", ""))
+        return ["$$", *expression.split("\n"), "$$"] if "\n" in expression else [f"$${expression}$$"]
     if kind == "table":
         return _table(block, data)
     if kind in _MEDIA or kind in {"bookmark", "embed", "link_preview"}:
@@ -149,7 +150,7 @@ def _render(blocks: list[dict[str, Any]]) -> list[str]:
             continue
         if lines and not _one_list(previous, kind):  # items of one list are tight; everything else is apart
             lines.append("")
-        lines.extend(rendered)
+        lines.extend(line for chunk in rendered for line in chunk.split("\n"))  # text may hold line breaks
         previous = kind
     return lines
 

@@ -51,7 +51,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
     async def search(
         query: Annotated[str, Field(description="words in the title; empty lists everything shared")],
         kind: Annotated[Literal["page", "data_source"] | None, Field(description="only pages or data sources")] = None,
-        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> str:
         """Search page and data source titles: one line each (kind and id · title · url · last edited)."""
         body: dict[str, Any] = {"query": query}

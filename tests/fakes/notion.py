@@ -15,8 +15,8 @@ subprocess is given). Every request is checked, in this order, and a failing one
 
 Then ``fail_next(status, headers=..., body=...)`` answers instead (a str body is sent as a non-JSON page), and
 ``hang_next()`` holds a request until ``release()`` (or ``stop()``) so that clients time out. Seed with
-``add_page`` / ``add_data_source``; read with ``page``, ``tree`` (blocks with ``children`` attached), ``comments``
-and ``requests``.
+``add_page`` / ``add_data_source``; read with ``created_pages()``, ``page``, ``tree`` (blocks with ``children``
+attached), ``page_markdown``, ``comments`` and ``requests``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ LANGUAGES |= set(
     shell smalltalk solidity sql swift toml typescript verilog vhdl webassembly xml yaml""".split()  # noqa: SIM905
 )  # Notion's code languages
 EMPTY = {"title": [], "rich_text": [], "multi_select": [], "people": [], "relation": [], "files": [], "checkbox": False}
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://\S+$|^mailto:\S+$")
 _ANNOTATIONS: dict[str, Any] = {"bold": False, "italic": False, "strikethrough": False, "underline": False}
 _ANNOTATIONS |= {"code": False, "color": "default"}
 
@@ -74,6 +75,17 @@ class Invalid(Exception):
 
 class NotFound(Exception):
     """An id Notion does not know, or that is not shared with the integration."""
+
+
+@dataclass(frozen=True)
+class CreatedPage:
+    """A page made through the API; ids as 32 hex digits, as Notion URLs and labbot.toml write them."""
+
+    id: str
+    parent_id: str
+    title: str
+    url: str
+    in_trash: bool
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,8 @@ def _rich(items: Any) -> list[dict[str, Any]]:
 
 
 def _limits(value: Any) -> None:
-    """Rich text limits anywhere in a body: ≤ 100 objects in an array, ≤ 2,000 characters in a text object."""
+    """Limits anywhere in a body: ≤ 100 rich text objects in an array, ≤ 2,000 characters in a text object,
+    links and external files with absolute URLs."""
     if isinstance(value, dict):
         text = value.get("text")
         if isinstance(text, dict) and isinstance(text.get("content"), str) and len(text["content"]) > 2000:
@@ -140,6 +153,8 @@ def _limits(value: Any) -> None:
         for key, member in value.items():
             if key in {"rich_text", "title", "caption"} and isinstance(member, list) and len(member) > 100:
                 raise Invalid(f"{key}.length should be ≤ 100, instead was {len(member)}")
+            if key in {"link", "external"} and isinstance(member, dict) and not _URL.match(str(member.get("url"))):
+                raise Invalid(f"Invalid URL for {key}: {member.get('url')!r}")
             _limits(member)
     elif isinstance(value, list):
         for member in value:
@@ -175,11 +190,31 @@ def _check_blocks(blocks: Any, level: int = 0, parent: str = "", width: int | No
     return total
 
 
+def _rough(blocks: list[dict[str, Any]], indent: str = "") -> list[str]:
+    lines = []
+    for b in blocks:
+        kind, data = b["type"], b[b["type"]]
+        text = _plain(data.get("rich_text") or [])
+        if kind.startswith("heading_"):
+            text = "#" * int(kind[-1]) + " " + text
+        elif kind in {"bulleted_list_item", "numbered_list_item", "to_do"}:
+            text = "- " + text
+        elif kind == "code":
+            text = f"```{data.get('language', '')}\n{text}\n```"
+        elif kind == "table_row":
+            text = "| " + " | ".join(_plain(cell) for cell in data["cells"]) + " |"
+        if text:
+            lines.append(indent + text)
+        lines += _rough(b.get("children", []), indent + "  ")
+    return lines
+
+
 @dataclass
 class _Failure:
     status: int
     headers: dict[str, str]
     body: Any
+    on: str | None  # "METHOD /v1/template" or "METHOD /v1/path", or None: any request
 
 
 class NotionFake:
@@ -193,6 +228,7 @@ class NotionFake:
         self.children: dict[str, list[str]] = {}  # page or block id → its child block ids, in order
         self.data_sources: dict[str, dict[str, Any]] = {}
         self.comments: list[dict[str, Any]] = []
+        self._created: list[str] = []  # ids of the pages made through the API, in order
         self.requests: list[SeenRequest] = []
         self.violations: list[str] = []
         self._failures: deque[_Failure] = deque()
@@ -222,22 +258,25 @@ class NotionFake:
         """A data source with properties ``{name: type}`` (one of them of type ``title``); returns its id."""
         ds, database = str(uuid.uuid4()), str(uuid.uuid4())
         props = {n: {"id": f"p{i}", "name": n, "type": t, t: {}} for i, (n, t) in enumerate(schema.items())}
-        source = {"object": "data_source", "id": ds, "title": _rich([{"text": {"content": title}}]), **self._stamps()}
         where = {"type": "database_id", "database_id": database}
         url = f"https://www.notion.so/{database.replace('-', '')}"
-        self.data_sources[ds] = source | {"properties": props, "parent": where, "url": url}
+        with self._lock:
+            source = {"object": "data_source", "id": ds, "title": _rich([{"text": {"content": title}}])}
+            self.data_sources[ds] = source | {"properties": props, "parent": where, "url": url, **self._stamps()}
         return ds
 
     def add_page(
         self,
+        page_id: str | None = None,
         title: str = "Untitled",
         *,
         parent: str | None = None,
         properties: dict[str, Any] | None = None,
         blocks: list[dict[str, Any]] | None = None,
     ) -> str:
-        """A page under ``parent`` (a page id, a data source id, or None: the workspace) with ``properties`` (request
-        form, for a data source row) and content ``blocks`` (request form; any block type, unchecked); its id."""
+        """A page (with ``page_id``, dashed or not, or a new id) under ``parent`` (a page id, a data source id, or
+        None: the workspace), with ``properties`` (request form, for a data source row) and content ``blocks``
+        (request form; any block type, unchecked); returns its id, dashed."""
         with self._lock:
             if parent is None:
                 where: dict[str, Any] = {"type": "workspace", "workspace": True}
@@ -246,13 +285,24 @@ class NotionFake:
             else:
                 where = {"type": "page_id", "page_id": self._page(parent)["id"]}
             props = {**(properties or {}), self._title_name(where): {"title": [{"text": {"content": title}}]}}
-            page_id = self._new_page(where, props)
-            self._store(page_id, "page_id", blocks or [])
-            return page_id
+            pid = self._new_page(where, props, _id(page_id) if page_id else None)
+            self._store(pid, "page_id", blocks or [])
+            return pid
 
     def page(self, page_id: str) -> dict[str, Any]:
         with self._lock:
             return self._page(page_id)
+
+    def created_pages(self) -> list[CreatedPage]:
+        """The pages created through the API (``POST /v1/pages``), in order, trashed ones included."""
+        with self._lock:
+            return [self._created_page(self.pages[pid]) for pid in self._created]
+
+    def page_markdown(self, page_id: str) -> str:
+        """A page's content as rough Markdown (headings, list items, code, the text of everything else), for
+        assertions on what was written; labbot's own renderer is what is under test elsewhere."""
+        with self._lock:
+            return "\n".join(_rough(self.tree(page_id)))
 
     def tree(self, parent_id: str) -> list[dict[str, Any]]:
         """The blocks under a page or block, each with its ``children`` attached."""
@@ -260,12 +310,19 @@ class NotionFake:
             return [{**self.blocks[b], "children": self.tree(b)} for b in self.children.get(_id(parent_id), [])]
 
     def fail_next(
-        self, status: int, *, headers: dict[str, str] | None = None, body: Any = None, times: int = 1
+        self,
+        status: int,
+        *,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+        times: int = 1,
+        on: str | None = None,
     ) -> None:
-        """Answer the next ``times`` valid requests with ``status`` (default body: Notion's error for it; a str body
-        is sent as HTML, as a proxy's error page would be)."""
-        for _ in range(times):
-            self._failures.append(_Failure(status, dict(headers or {}), body))
+        """Answer the next ``times`` valid requests with ``status`` — only those to ``on`` when it is given, a method
+        and a template (``"PATCH /v1/blocks/{block_id}/children"``) or a path (``"GET /v1/blocks/<id>/children"``).
+        The default body is Notion's error for the status; a str body is sent as HTML, as a proxy's page would be."""
+        with self._lock:
+            self._failures.extend(_Failure(status, dict(headers or {}), body, on) for _ in range(times))
 
     def hang_next(self, times: int = 1) -> None:
         """Hold the next ``times`` requests until :meth:`release` (or ``stop``, or ``max_hang_s``)."""
@@ -315,8 +372,10 @@ class NotionFake:
             if route is None:
                 raise Invalid(f"the Notion fake does not implement {method} {op.template}")
             _limits(body)
-            if self._failures:
-                failure = self._failures.popleft()
+            where = (f"{method.upper()} {op.template}", f"{method.upper()} {path}")
+            failure = next((f for f in self._failures if f.on is None or f.on in where), None)
+            if failure is not None:
+                self._failures.remove(failure)
                 answer = failure.body if failure.body is not None else _error(failure.status, "injected failure")
                 return failure.status, answer, failure.headers
             return 200, route(op.path_params, query, body or {}), {}
@@ -349,8 +408,14 @@ class NotionFake:
         schema = self._source(parent["data_source_id"])["properties"]
         return next(n for n, p in schema.items() if p["type"] == "title")
 
-    def _new_page(self, parent: dict[str, Any], props: dict[str, Any]) -> str:
-        """A page whose ``props`` (request form) are checked against the properties its parent has."""
+    def _created_page(self, page: dict[str, Any]) -> CreatedPage:
+        parent = page["parent"]
+        where = str(parent.get(parent["type"])).replace("-", "")
+        title = _plain(page["properties"][self._title_name(parent)]["title"])
+        return CreatedPage(page["id"].replace("-", ""), where, title, page["url"], page["in_trash"])
+
+    def _new_page(self, parent: dict[str, Any], props: dict[str, Any], pid: str | None = None) -> str:
+        """A page (id ``pid``, or a new one) whose ``props`` (request form) are checked against its parent's."""
         if parent["type"] == "data_source_id":
             schema = self._source(parent["data_source_id"])["properties"]
         else:
@@ -364,7 +429,7 @@ class NotionFake:
             if not isinstance(value, dict) or kind not in value:
                 raise Invalid(f"{name} is expected to be {kind}.")
             values[prop["name"]][kind] = _rich(value[kind]) if kind in {"title", "rich_text"} else value[kind]
-        pid = str(uuid.uuid4())
+        pid = pid or str(uuid.uuid4())
         slug = re.sub(r"[^A-Za-z0-9]+", "-", _plain(values[self._title_name(parent)]["title"])).strip("-")
         url = f"https://www.notion.so/{slug + '-' if slug else ''}{pid.replace('-', '')}"
         page = {"object": "page", "id": pid, **self._stamps(), "parent": parent, "archived": False, "in_trash": False}
@@ -434,6 +499,7 @@ class NotionFake:
             _check_blocks(children)
         page_id = self._new_page({"type": kind, kind: target}, body["properties"])
         self._store(page_id, "page_id", children)
+        self._created.append(page_id)
         return self.pages[page_id]
 
     def _update_page(self, path: dict[str, str], query: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:

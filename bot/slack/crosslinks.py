@@ -110,8 +110,14 @@ class CrossLinks:
             "title": title,
             "markdown": markdown,
         }
+        # on the run owner's behalf: they (or an admin) approve what is written about their run, whoever asked
         ctx = CallContext(
-            agent=f"report-{run_id}", role=ROLE, owner=user, channel=channel, thread_ts=thread_ts, run_id=run_id
+            agent=f"report-{run_id}-for-{user}",
+            role=ROLE,
+            owner=str(run["owner"]),
+            channel=channel,
+            thread_ts=thread_ts,
+            run_id=run_id,
         )
         await self.say(channel, thread_ts, f"{mention(user)} asked for a Notion report of this run: approve it below.")
         result = await self.act("notion__create_page", arguments, ctx, None)

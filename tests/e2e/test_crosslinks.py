@@ -130,7 +130,7 @@ def approval_prompts(slack: SlackSide, run_id: str) -> list[Any]:
 
 def audit(slack: SlackSide) -> list[dict[str, Any]]:
     with slack.serve.client() as api:
-        return list(api.get("/audit").json()["calls"])
+        return list(api.get("/audit").json()["audit"])
 
 
 def test_file_incident_opens_a_linear_issue_linked_both_ways(lab: Lab) -> None:
@@ -192,7 +192,11 @@ def test_an_agent_writes_the_run_up_in_notion_and_files_linear_after_two_approva
     run_id = slack.launched("launch sleeper")
     wait_for(lambda: slack.run(run_id)["status"] == "running", timeout=60, what="the run to start")
     slack.reply(run_id, "write this run up in Notion and open a Linear ticket for the divergence at step 300")
-    prompts = wait_for(lambda: len(approval_prompts(slack, run_id)) == 2 and approval_prompts(slack, run_id), 30)
+    prompts = wait_for(
+        lambda: len(approval_prompts(slack, run_id)) == 2 and approval_prompts(slack, run_id),
+        timeout=30,
+        what="two approval prompts",
+    )
     assert lab.notion.created_pages() == [] and lab.linear.issues == [], "nothing is written before the approvals"
     for prompt in prompts:
         press(slack, prompt, "approval_approve", buttons(prompt)["approval_approve"])

@@ -43,12 +43,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from bot.background_server import BackgroundServer
 
 API_KEY = "sk-ant-" + "fake-labbot-tests-0000000000000000"  # fake, split: no scanner flags it
 """The key the fake accepts unless given another."""
@@ -164,7 +163,7 @@ class SeenRequest:
         return [b for b in self.messages[-1]["content"] if b.get("type") == "tool_result"]
 
 
-class FakeAnthropic:
+class FakeAnthropic(ServedFake):
     """The Messages API on 127.0.0.1; see the module docstring."""
 
     def __init__(
@@ -181,16 +180,13 @@ class FakeAnthropic:
         self._requests: list[SeenRequest] = []
         self._cached_prefixes: set[str] = set()
         self._ids = itertools.count(1)
-        self._url: str | None = None
         self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        self._serving = BackgroundServer(self.app, "Anthropic fake", graceful_s=1)
+        self.serve_app(self.app, "Anthropic fake", graceful_s=1)
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT``: the SDK's ``base_url``."""
-        if self._url is None:
-            raise RuntimeError("the Anthropic fake is not started: use `with FakeAnthropic() as fake:` or start()")
-        return self._url
+        return self.url
 
     @property
     def requests(self) -> list[SeenRequest]:
@@ -322,28 +318,6 @@ class FakeAnthropic:
         request_id = f"req_fake{secrets.token_hex(6)}"
         body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
         return JSONResponse(body, status_code=status, headers={"request-id": request_id, **(headers or {})})
-
-    # ----------------------------------------------------------------- serving
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Serve on a free port of 127.0.0.1 from a daemon thread; returns `base_url`."""
-        if self._url is not None:
-            return self._url
-        port = self._serving.start(timeout=timeout)
-        self._url = f"http://127.0.0.1:{port}"
-        return self._url
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving; what was recorded stays readable."""
-        self._serving.stop(timeout)
-        self._url = None
-
-    def __enter__(self) -> FakeAnthropic:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 async def _wait_unless_gone(request: Request, seconds: float) -> bool:

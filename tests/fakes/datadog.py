@@ -47,12 +47,11 @@ from typing import Any
 
 import httpx
 from fakes.openapi import OpenApiSpec, SpecViolation
+from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-
-from bot.background_server import BackgroundServer
 
 API_KEY = "dd0fake0api0key0" + "labbot0tests0000"  # fake, split: no scanner flags it
 APP_KEY = "dd0fake0app0key0" + "labbot0tests00000000000000"
@@ -87,7 +86,7 @@ class _Scripted:
     hang_s: float = 0.0
 
 
-class DatadogFake:
+class DatadogFake(ServedFake):
     """Datadog's API for tests; see the module docstring.
 
     Args:
@@ -120,10 +119,9 @@ class DatadogFake:
         self.events: list[dict[str, Any]] = []
         self.downtimes: list[dict[str, Any]] = []
         self._next_id = 1000
-        self._url: str | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=methods)])
-        self._serving = BackgroundServer(self.app, "Datadog fake")
+        self.serve_app(self.app, "Datadog fake")
 
     # ----------------------------------------------------------------- seeding
 
@@ -554,31 +552,8 @@ class DatadogFake:
 
     # ----------------------------------------------------------------- serving
 
-    @property
-    def url(self) -> str:
-        """The API root (``http://127.0.0.1:PORT``): what ``DD_API_URL`` takes."""
-        if self._url is None:
-            raise RuntimeError("the Datadog fake is not started: use `with DatadogFake() as dd:` or start()")
-        return self._url
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Serve on a free port of 127.0.0.1 from a daemon thread; returns `url`."""
-        if self._url is None:
-            self._url = f"http://127.0.0.1:{self._serving.start(timeout=timeout)}"
-        return self._url
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving (ending any hang first); what was recorded stays readable."""
+    def _before_stop(self) -> None:
         self.release()
-        self._serving.stop(timeout)
-        self._url = None
-
-    def __enter__(self) -> DatadogFake:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _failure(s: _Scripted) -> Any:

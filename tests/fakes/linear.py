@@ -38,13 +38,12 @@ from typing import Any
 
 import graphql
 import httpx
+from fakes.served import ServedFake
 from graphql.execution.values import get_variable_values
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from bot.background_server import BackgroundServer
 
 SPECS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "specs"
 SCHEMA_PATH = SPECS_DIR / "linear-schema.graphql"
@@ -297,7 +296,7 @@ def _compare(value: Any, comparator: dict[str, Any]) -> bool:
 _CONNECTION_ARGS = {"first", "after", "filter", "includeArchived", "orderBy"}
 
 
-class LinearFake:
+class LinearFake(ServedFake):
     """Linear's GraphQL API; see the module docstring. ``workspace`` is the URL slug of issue URLs."""
 
     def __init__(self, *, api_key: str = API_KEY, workspace: str = "labbot-test") -> None:
@@ -319,8 +318,7 @@ class LinearFake:
         self._ticks = 0
         self.viewer = self.add_user("Labbot Tester", display_name="labbot", email="labbot@example.com")
         self.app = Starlette(routes=[Route("/graphql", self._endpoint, methods=["POST"])])
-        self._serving = BackgroundServer(self.app, "Linear fake")
-        self._url: str | None = None
+        self.serve_app(self.app, "Linear fake", path="/graphql")
 
     # ----------------------------------------------------------------- seeding and reading (tests)
 
@@ -714,31 +712,8 @@ class LinearFake:
 
     # ----------------------------------------------------------------- serving
 
-    @property
-    def url(self) -> str:
-        """The endpoint (``http://127.0.0.1:PORT/graphql``): ``LINEAR_API_URL`` for a labbot process."""
-        if self._url is None:
-            raise RuntimeError("the Linear fake is not started: use `with LinearFake() as fake:` or start()")
-        return self._url
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Serve on a free port of 127.0.0.1 from a daemon thread; returns `url`."""
-        if self._url is None:
-            self._url = f"http://127.0.0.1:{self._serving.start(timeout=timeout)}/graphql"
-        return self._url
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving (hanging requests are released first); what was recorded stays readable."""
+    def _before_stop(self) -> None:
         self.release()
-        self._serving.stop(timeout)
-        self._url = None
-
-    def __enter__(self) -> LinearFake:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _read(raw: bytes) -> tuple[str, dict[str, Any], str | None, list[str]]:

@@ -34,12 +34,11 @@ from typing import Any
 
 import httpx
 from fakes.openapi import OpenApiSpec, SpecViolation
+from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from bot.background_server import BackgroundServer
 
 TOKEN = "ntn_labbot0test0notion0token0000000000000000"
 VERSION = "2025-09-03"
@@ -217,7 +216,7 @@ class _Failure:
     on: str | None  # "METHOD /v1/template" or "METHOD /v1/path", or None: any request
 
 
-class NotionFake:
+class NotionFake(ServedFake):
     """Notion's API in memory; see the module docstring."""
 
     def __init__(self, token: str = TOKEN, *, version: str = VERSION, max_hang_s: float = 30.0) -> None:
@@ -249,8 +248,7 @@ class NotionFake:
         }
         route = Route("/{path:path}", self._handle, methods=["GET", "POST", "PATCH", "DELETE"])
         self.app = Starlette(routes=[route])
-        self._serving = BackgroundServer(self.app, "Notion fake")
-        self._url: str | None = None
+        self.serve_app(self.app, "Notion fake")
 
     # ----------------------------------------------------------------- seeding and reading (tests)
 
@@ -582,28 +580,5 @@ class NotionFake:
 
     # ----------------------------------------------------------------- serving
 
-    @property
-    def url(self) -> str:
-        """The base URL (``http://127.0.0.1:PORT``): what ``NOTION_API_URL`` is set to."""
-        if self._url is None:
-            raise RuntimeError("the Notion fake is not started: use `with NotionFake() as fake:` or start()")
-        return self._url
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Serve on a free port of 127.0.0.1 from a daemon thread; returns `url`."""
-        if self._url is None:
-            self._url = f"http://127.0.0.1:{self._serving.start(timeout=timeout)}"
-        return self._url
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving (held requests are let go first); what was stored stays readable."""
+    def _before_stop(self) -> None:
         self.release()
-        self._serving.stop(timeout)
-        self._url = None
-
-    def __enter__(self) -> NotionFake:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

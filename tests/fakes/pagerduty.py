@@ -30,12 +30,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from bot.background_server import BackgroundServer
 
 ROUTING_KEY = "labbot0test0routing0key000000032"
 """A well-formed (32-character) integration key for tests."""
@@ -67,7 +66,7 @@ class _Failure:
     retry_after: float | None
 
 
-class PagerDutyFake:
+class PagerDutyFake(ServedFake):
     """PagerDuty's Events API v2 on 127.0.0.1; see the module docstring.
 
     ``key_length``: the routing key length PagerDuty insists on (32); None accepts any non-empty key.
@@ -80,18 +79,10 @@ class PagerDutyFake:
         self._events: list[dict[str, Any]] = []
         self._incidents: dict[str, str] = {}
         self._failures: deque[_Failure] = deque()
-        self._url: str | None = None
         self.app = Starlette(routes=[Route("/v2/enqueue", self._enqueue, methods=["POST"])])
-        self._serving = BackgroundServer(self.app, "PagerDuty fake")
+        self.serve_app(self.app, "PagerDuty fake", path="/v2/enqueue")
 
     # ----------------------------------------------------------------- what tests read
-
-    @property
-    def url(self) -> str:
-        """The enqueue URL (``http://127.0.0.1:PORT/v2/enqueue``): `PagerDutyClient`'s ``url``."""
-        if self._url is None:
-            raise RuntimeError("the PagerDuty fake is not started: use `with PagerDutyFake() as pd:` or start()")
-        return self._url
 
     @property
     def requests(self) -> list[SeenRequest]:
@@ -196,26 +187,6 @@ class PagerDutyFake:
             return failure
 
     # ----------------------------------------------------------------- serving
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Serve on a free port of 127.0.0.1 from a daemon thread; returns `url`."""
-        if self._url is not None:
-            return self._url
-        port = self._serving.start(timeout=timeout)
-        self._url = f"http://127.0.0.1:{port}/v2/enqueue"
-        return self._url
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving; what was recorded stays readable."""
-        self._serving.stop(timeout)
-        self._url = None
-
-    def __enter__(self) -> PagerDutyFake:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _failure_body(status: int) -> dict[str, Any]:

@@ -111,3 +111,33 @@ def test_the_inspector_lists_the_lab_tools_without_a_running_labbot(tmp_path: Pa
     listed = inspect(server, env, "--method", "tools/call", "--tool-name", "list_artifacts")
     assert listed["isError"] is True
     assert f"labbot is not running here (no admin token at {tmp_path / 'nohome' / 'admin_token'})" in text_of(listed)
+
+
+VENDOR_TOOLS = {
+    "notion": ({"search", "get_page", "query_data_source"}, {"create_page", "append_blocks", "add_comment"}),
+    "linear": ({"list_teams", "search_issues", "get_issue"}, {"create_issue", "add_comment", "update_state"}),
+    "datadog": ({"query_metrics", "search_logs", "list_monitors", "get_monitor", "list_events"}, {"mute_monitor"}),
+}
+FIRST_READ = {"notion": ("search", "query=plans"), "linear": ("list_teams", None), "datadog": ("list_monitors", None)}
+MISSING = {"notion": "NOTION_TOKEN is not set", "linear": "LINEAR_API_KEY is not set", "datadog": "DD_API_KEY"}
+
+
+@pytest.mark.parametrize("name", sorted(VENDOR_TOOLS))
+def test_the_inspector_lists_a_vendor_servers_tools_and_hears_a_missing_key_as_a_tool_error(
+    name: str, tmp_path: Path
+) -> None:
+    """Reads are readOnlyHint, writes destructiveHint; with no credentials the server still starts, and a call is an
+    error result saying which variable to set (no network is reached); --read-only serves the reads alone."""
+    reads, writes = VENDOR_TOOLS[name]
+    env = {"LABBOT_HOME": str(tmp_path), "LABBOT_PUBLIC_URL": "http://127.0.0.1:9"}  # no control plane there
+    server = [*_labbot(), "mcp", name]
+    tools = {t["name"]: t for t in inspect(server, env, "--method", "tools/list")["tools"]}
+    assert set(tools) == reads | writes
+    assert all(tools[t]["annotations"]["readOnlyHint"] is True for t in reads)
+    assert all(tools[t]["annotations"]["destructiveHint"] is True for t in writes)
+    tool, arg = FIRST_READ[name]
+    call = ["--method", "tools/call", "--tool-name", tool, *(["--tool-arg", arg] if arg else [])]
+    result = inspect(server, env, *call)
+    assert result["isError"] is True and MISSING[name] in text_of(result)
+    read_only = {t["name"] for t in inspect([*server, "--read-only"], env, "--method", "tools/list")["tools"]}
+    assert read_only == reads

@@ -341,7 +341,9 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     unknown = err("nope")
     assert unknown.command is None
     assert unknown.usage.startswith("/lab SUBCOMMAND")
-    assert "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, report, help" in unknown.usage
+    assert (
+        "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, help" in unknown.usage
+    )
 
 
 def test_unbalanced_quote_after_a_known_subcommand_gives_its_usage() -> None:

@@ -84,10 +84,24 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
 
 
 def test_registration_order_and_words() -> None:
-    names = ["launch", "runs", "status", "stop", "restart", "logs", "pages", "ack", "resolve", "ask", "report", "help"]
+    names = [
+        "launch",
+        "runs",
+        "status",
+        "stop",
+        "restart",
+        "logs",
+        "pages",
+        "ack",
+        "resolve",
+        "ask",
+        "artifacts",
+        "report",
+        "help",
+    ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 12
+    assert len(LAB) == 13
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -111,12 +125,12 @@ def test_register_rejects_duplicate_names_and_aliases(clash: Command) -> None:
 
 def test_later_issues_plug_in_subcommands_without_touching_lab() -> None:
     registry = lab_registry()
-    artifacts = registry.register(Command("artifacts", "a run's artifacts", args=(Arg("run_id", "run_id", "h"),)))
-    assert registry.resolve("artifacts") is artifacts
-    assert LAB.resolve("artifacts") is None
+    evals = registry.register(Command("evals", "a run's evals", args=(Arg("run_id", "run_id", "h"),)))
+    assert registry.resolve("evals") is evals
+    assert LAB.resolve("evals") is None
     assert len(registry) == len(LAB) + 1
-    result = parse("artifacts k3xq7p", registry)
-    assert isinstance(result, Parsed) and result.command is artifacts
+    result = parse("evals k3xq7p", registry)
+    assert isinstance(result, Parsed) and result.command is evals
 
 
 def test_closest() -> None:
@@ -146,6 +160,7 @@ def test_usage_lines() -> None:
         "ack": "/lab ack PAGE",
         "resolve": "/lab resolve PAGE",
         "ask": "/lab ask QUESTION ...",
+        "artifacts": "/lab artifacts [ARTIFACT]",
         "report": "/lab report RUN_ID",
         "help": "/lab help [COMMAND]",
     }
@@ -165,6 +180,7 @@ def test_permissions_and_params() -> None:
         "ack": Permission.ANYONE,
         "resolve": Permission.ANYONE,
         "ask": Permission.ANYONE,
+        "artifacts": Permission.ANYONE,
         "report": Permission.ANYONE,
         "help": Permission.ANYONE,
     }

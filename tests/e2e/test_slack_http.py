@@ -217,3 +217,32 @@ def test_without_a_model_a_mention_gets_a_plain_answer_on_how_to_configure_one(s
     )
     assert "ANTHROPIC_API_KEY" in answer.text  # what to set; everything else keeps working
     assert slack.command("runs").status_code == 200
+
+
+def test_lab_artifacts_lists_your_agents_artifacts_and_posts_one_here(slack: SlackSide) -> None:
+    with slack.serve.client() as api:
+        mine = api.post(
+            "/artifacts",
+            params={"agent": f"{OWNER}/assistant", "name": "diagnosis.md"},
+            content=b"# slow: dataloader\n",
+        ).json()["artifact"]
+        theirs = api.post("/artifacts", params={"agent": f"{OTHER}/assistant", "name": "secret.md"}, content=b"x")
+        theirs_id = theirs.json()["artifact"]["id"]
+    assert slack.command("artifacts").status_code == 200
+    listing = wait_for(
+        lambda: next((t for t in slack.ephemerals() if "diagnosis.md" in t or "artifacts" in t), None),
+        timeout=15,
+        what="the listing",
+    )
+    shown = json.dumps([m.blocks for m in slack.fake.ephemeral_messages(slack.ws.channel, OWNER)])
+    assert mine["id"] in shown and "diagnosis.md" in shown and "assistant" in shown and theirs_id not in shown, listing
+
+    assert slack.command(f"artifacts {theirs_id}").status_code == 200  # another researcher's agent's: not yours
+    wait_for(lambda: any("none of your agents has" in t for t in slack.ephemerals()), timeout=15, what="refusal")
+    assert slack.command(f"artifacts {mine['id']}").status_code == 200
+    posted = wait_for(
+        lambda: next((m for m in slack.fake.messages(slack.ws.channel) if "diagnosis.md" in str(m.files)), None),
+        timeout=15,
+        what="the file in the channel",
+    )
+    assert slack.fake.file_bytes(posted.files[0]["id"]) == b"# slow: dataloader\n"

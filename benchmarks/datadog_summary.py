@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import tempfile
 import time
@@ -56,6 +57,7 @@ def seeded_fake(points: int, now: float) -> tuple[DatadogFake, float]:
 
 
 def main() -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # MCPServer sets INFO; one line per request is noise
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)

@@ -31,6 +31,7 @@ from agents.pagerduty import PagerDutyClient
 from agents.watchdog import Watchdog
 from bot.agents_wiring import AgentsStack, build_agents
 from bot.api import create_app
+from bot.api.plots import plot_url
 from bot.config import Settings, SlackSettings
 from bot.slack.crosslinks import CrossLinks
 from bot.slack.pager_notifier import SlackPageNotifier, outbox_client
@@ -133,6 +134,7 @@ class ControlPlane:
                 pager=pager,
                 admins=slack.admins,
                 after_page_change=plane.deliver,
+                plot_url=lambda run_id: plot_url(settings.public_url, token, run_id),
             )
         return plane
 

@@ -13,6 +13,9 @@ Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` 
     GET    /api/v1/artifacts/{id}?agent=A                  the bytes, with the artifact's content type
     POST   /api/v1/artifacts/{id}/share?agent=A&with=B     {"artifact": {...}}
     DELETE /api/v1/artifacts/{id}?agent=A                  {"deleted": id}
+
+And one route without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot behind a signed
+link (``bot.api.plots``), for the Notion report's image.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from agents.pager import Pager
 from bot.api.auth import bearer, require_admin
 from bot.api.body import BodyTooLarge, read_limited
 from bot.api.errors import error_response, from_exception
+from bot.api.plots import signature_ok
+from bot.slack.blocks.plot import loss_plot_png
 from storage.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -190,6 +195,22 @@ def create_app(
             return result if isinstance(result, Response) else JSONResponse(result)
 
         return wrapped
+
+    async def loss_plot(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if not signature_ok(admin_token, run_id, request.query_params.get("sig")):
+            return JSONResponse(
+                {"error": {"code": "forbidden", "message": "this plot link is not valid: ask labbot for a new one"}},
+                status_code=403,
+            )
+        try:
+            run = await _blocking(service.get, run_id)
+        except Exception as e:
+            return from_exception(e)
+        points = await _blocking(telemetry_store.metrics, run_id, "loss")
+        starts = await _blocking(telemetry_store.attempt_starts, run_id)
+        png = await _blocking(loss_plot_png, points, title=f"{run['name']} — loss", attempts=starts)
+        return Response(png, media_type="image/png", headers={"Cache-Control": "max-age=300"})
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, **health()})
@@ -391,6 +412,7 @@ def create_app(
         Route("/api/v1/pages/{page_id}/ack", admin(ack_page), methods=["POST"]),
         Route("/api/v1/pages/{page_id}/resolve", admin(resolve_page), methods=["POST"]),
         Route("/api/v1/audit", admin(audit)),
+        Route("/plots/{run_id}/loss.png", loss_plot),
         Route("/api/v1/artifacts", admin(list_artifacts), methods=["GET"]),
         Route("/api/v1/artifacts", admin(put_artifact), methods=["POST"]),
         Route("/api/v1/artifacts/{artifact_id}", admin(get_artifact), methods=["GET"]),

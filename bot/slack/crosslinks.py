@@ -70,6 +70,7 @@ class CrossLinks:
         pager: Pager | None = None,
         admins: frozenset[str] = frozenset(),
         after_page_change: Callable[[], Awaitable[None]] | None = None,
+        plot_url: Callable[[str], str | None] = lambda run_id: None,
     ) -> None:
         self.client = client
         self.service = service
@@ -80,6 +81,7 @@ class CrossLinks:
         self.pager = pager
         self.admins = admins
         self.after_page_change = after_page_change
+        self.plot_url = plot_url  # run id -> a link to its loss plot that the report's readers can open, if any
 
     # -- /lab report RUN -------------------------------------------------------------------------------------------
 
@@ -103,7 +105,8 @@ class CrossLinks:
             points = await to_thread.run_sync(self.telemetry.metrics, run_id, metric)
             if points:
                 series[metric] = points
-        title, markdown = run_report(run, series, thread_url=await self.permalink(channel, thread_ts))
+        thread_url = await self.permalink(channel, thread_ts)
+        title, markdown = run_report(run, series, thread_url=thread_url, plot_url=self.plot_url(run_id))
         arguments = {
             "parent_id": setup.notion_reports_parent,
             "parent_type": setup.notion_reports_parent_type,

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from support import SLEEPER, make_service, telemetry_token
 
 from bot.api import create_app
+from bot.api.plots import plot_url
 from storage.models import MetricPoint
 from training.ray_cluster import RayConnection
 from training.service import RunService
@@ -178,3 +179,24 @@ def test_restart_of_a_running_run_ends_the_old_attempt_first(client: TestClient,
     assert again["attempt"] == 2
     old = service.launcher.job(f"labbot-{run['id']}-1")
     assert old is not None and old.status == "STOPPED"
+
+
+def test_the_loss_plot_is_served_behind_its_signed_link_only(client: TestClient, ray_head: RayConnection) -> None:
+    run = _launch(client)
+    auth = {"Authorization": f"Bearer {telemetry_token(ray_head, run['ray_submission_id'])}"}
+    points = [{"step": s, "metrics": {"loss": 4.0 / s}} for s in range(1, 40)]
+    assert client.post(f"/api/v1/runs/{run['id']}/telemetry", json={"attempt": 1, "points": points}, headers=auth)
+    url = plot_url("https://labbot.acme.internal", ADMIN, run["id"])
+    assert url is not None and url.startswith(f"https://labbot.acme.internal/plots/{run['id']}/loss.png?sig=")
+    path = url.removeprefix("https://labbot.acme.internal")
+    r = client.get(path, headers={"Authorization": ""})  # no admin token: the signature is the permission
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content.startswith(b"\x89PNG")
+    other = client.get(path.replace(run["id"], "zzzzzz", 1), headers={"Authorization": ""})
+    forged = client.get(path[:-4] + "0000", headers={"Authorization": ""})
+    unsigned = client.get(f"/plots/{run['id']}/loss.png", headers={"Authorization": ""})
+    assert other.status_code == forged.status_code == unsigned.status_code == 403
+    assert ADMIN not in url and "not valid" in forged.json()["error"]["message"]
+    assert plot_url("http://127.0.0.1:3000", ADMIN, run["id"]) is None  # nobody else could open it
+    assert plot_url("http://localhost:3000", ADMIN, run["id"]) is None
+    assert plot_url("http://[::1]:3000", ADMIN, run["id"]) is None
+    assert plot_url("http://10.1.2.3:3000", ADMIN, run["id"]) is not None

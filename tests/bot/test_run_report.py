@@ -49,6 +49,13 @@ def test_the_chart_falls_left_to_right_within_its_width() -> None:
     assert "•" in loss_chart([(1, 2.0), (2, 2.0)])  # flat: drawn on one line, no division by zero
 
 
+def test_a_plot_link_is_embedded_as_the_curves_image() -> None:
+    url = "https://labbot.acme.internal/plots/k3xq7p/loss.png?sig=ab12"
+    _, md = run_report(RUN, {"loss": [(1, 3.0), (2, 2.0)]}, plot_url=url)
+    assert f"![loss curve of run k3xq7p]({url})" in md
+    assert "![" not in run_report(RUN, {"loss": [(1, 3.0), (2, 2.0)]})[1]
+
+
 def test_a_failed_run_shows_its_error_and_no_curve_without_points() -> None:
     _, md = run_report({**RUN, "status": "failed", "error": "CUDA error: out of memory"}, {"loss": []})
     assert "## Error" in md and "out of memory" in md and "curve" not in md

@@ -7,8 +7,9 @@ agent runtime (``agents.runtime``); the whole new history is saved in one transa
 Asks in one thread are served one at a time (a lock per thread, that is per session): the second waits for the
 first and sees its exchange.
 
-The run's state is a second system block after the role's prompt, so the prompt (which the runtime marks for
-prompt caching) stays the same from ask to ask while the state changes.
+The lab's notes (``notes``: where reports and tickets go, from labbot.toml) and, in a run's thread, the run's state
+are system blocks after the role's prompt, so the prompt (which the runtime marks for prompt caching) stays the same
+from ask to ask while the state changes.
 
 Delegation: a role whose tool globs match ``delegate`` gets a ``delegate(role, task)`` tool while its depth is
 below ``max_depth`` (a thread's agent is at depth 0). A call starts a sub-agent of that role with a fresh history
@@ -90,6 +91,7 @@ class Fleet:
         *,
         roles: Mapping[str, Role] | None = None,
         run_context: Callable[[str], str] | None = None,
+        notes: str = "",
         max_depth: int = 2,
         max_fanout: int = 3,
     ) -> None:
@@ -100,6 +102,7 @@ class Fleet:
         self.tools_for = tools_for
         self.roles: dict[str, Role] = dict(roles) if roles is not None else load_roles()
         self.run_context = run_context
+        self.notes = notes.strip()  # where this lab keeps things (Notion reports, Linear team): a system block
         self.max_depth = max_depth
         self.max_fanout = max_fanout
         self.sessions = SessionStore(db)
@@ -134,7 +137,7 @@ class Fleet:
             if self.runtime is None or self.runtime.client is None:
                 self.sessions.save(session.id, messages, previous)
                 return Answer(NO_MODEL_MESSAGE, "no_model", session.id, 0)
-            system = [agent.system]
+            system = [agent.system, *([self.notes] if self.notes else [])]
             if session.run_id is not None:
                 system.append(self._run_block(session.run_id))
             ctx = CallContext(
@@ -216,7 +219,7 @@ class Fleet:
         sub_ctx = dataclasses.replace(ctx, role=role.name)
         executor = await self._executor(role, run.depth + 1, budgets, run.on_event)
         outcome = await runtime.run(
-            role.system,
+            [role.system, *([self.notes] if self.notes else [])],
             [{"role": "user", "content": task}],
             executor,
             sub_ctx,

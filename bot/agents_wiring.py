@@ -155,7 +155,8 @@ def build_agents(
         return AuditedExecutor(gate.around(AgentIdentity(pool.executor(role))), db)
 
     runtime = AgentRuntime.from_settings(model) if model.configured else None
-    fleet = Fleet(db, runtime, tools_for, run_context=run_context(service)) if runtime is not None else None
+    notes = (integrations or Integrations()).agent_notes()
+    fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes) if runtime else None
     conversations = AgentConversations(slack.client, db, fleet)
     slack.actions.conversations = conversations
     slack.actions.gate = gate

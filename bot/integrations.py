@@ -99,6 +99,19 @@ class Integrations:
         """Pages have a File incident button: Linear is on and labbot.toml names the team."""
         return self.linear and self.linear_team is not None
 
+    def agent_notes(self) -> str:
+        """What the agents are told of where this lab keeps things (a system block): empty when nothing is set."""
+        notes = []
+        if self.reports:
+            notes.append(
+                f"Run reports and write-ups go in Notion under {self.notion_reports_parent} (notion__create_page "
+                f'with parent_id="{self.notion_reports_parent}", parent_type="{self.notion_reports_parent_type}").'
+            )
+        if self.incidents:
+            labels = f" with the labels {', '.join(self.linear_labels)}" if self.linear_labels else ""
+            notes.append(f"Tickets and incidents go in Linear, team {self.linear_team}{labels} (linear__create_issue).")
+        return ("Where this lab keeps things:\n" + "\n".join(f"- {n}" for n in notes)) if notes else ""
+
     def help_lines(self, command: str = "/lab") -> list[str]:
         """``/lab help``'s footer: what is on, and how to turn on the rest."""
         on = "on"

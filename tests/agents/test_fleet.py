@@ -508,3 +508,22 @@ def test_a_sub_agent_waiting_for_approval_is_cut_neither_by_the_parents_tool_tim
     [result] = fake.requests[3].tool_results()
     assert result["content"] == "Stopped r1." and "is_error" not in result
     assert [name for name, _, _ in box.calls] == ["lab__stop_run"]
+
+
+def test_the_labs_notes_are_a_system_block_between_the_prompt_and_the_runs_state(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    notes = "Where this lab keeps things:\n- Run reports go in Notion under abc."
+    fake.script(text("ok"), text("ok"))
+    box = ToolBox("delegate")
+
+    async def go() -> None:
+        async with fleet_of(fake, db, box, notes=notes, run_context=lambda run_id: f"{run_id}: running") as fleet:
+            await fleet.ask(owner=ALICE, text="hi", channel=CHANNEL, thread_ts=THREAD, run_id="r1")
+            await fleet.ask(owner=ALICE, text="hi", channel=CHANNEL, thread_ts=OTHER_THREAD)
+
+    asyncio.run(go())
+    in_run, elsewhere = fake.requests
+    assert in_run.system[0] == prompt_block("assistant") and in_run.system[1] == {"type": "text", "text": notes}
+    assert "r1: running" in in_run.system[2]["text"] and len(in_run.system) == 3
+    assert elsewhere.system == [prompt_block("assistant"), {"type": "text", "text": notes}]

@@ -36,7 +36,11 @@ def test_credentials_turn_servers_on_and_labbot_toml_says_where_cross_links_go()
         ("incident", "ml-infra"),
     )
     assert "`/lab report RUN`" in "\n".join(on.help_lines()) and "incidents in ENG" in "\n".join(on.help_lines())
-    half = Integrations.from_env({**KEYS, "DD_API_KEY": "k" * 32}, {})  # no app key: Datadog stays off
+    notes = on.agent_notes()
+    assert 'parent_id="https://www.notion.so/acme/Runs-1f2e", parent_type="data_source"' in notes
+    assert "team ENG with the labels incident, ml-infra" in notes
+    half = Integrations.from_env({**KEYS, "DD_API_KEY": "k" * 32}, {})
+    assert half.agent_notes() == ""  # no app key: Datadog stays off
     assert half.servers == ("notion", "linear") and not half.reports and not half.incidents
     assert "reports_parent" in "\n".join(half.help_lines()) and "[linear] team" in "\n".join(half.help_lines())
 

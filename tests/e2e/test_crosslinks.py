@@ -52,6 +52,8 @@ class Lab:
 def the_model(req: SeenRequest) -> Step:
     """Asked to write the run up and file the divergence: both writes in one turn, then the links it got back."""
     run_id = re.search(r'"id": "(\w+)"', str(req.system)).group(1)  # type: ignore[union-attr]
+    parent = re.search(r'parent_id="(\w+)"', str(req.system)).group(1)  # type: ignore[union-attr]  # the lab's notes
+    team = re.search(r"Linear, team (\w+)", str(req.system)).group(1)  # type: ignore[union-attr]
     last = req.messages[-1]
     results = (
         [b for b in last["content"] if b.get("type") == "tool_result"] if isinstance(last["content"], list) else []
@@ -64,7 +66,7 @@ def the_model(req: SeenRequest) -> Step:
         (
             "notion__create_page",
             {
-                "parent_id": REPORTS,
+                "parent_id": parent,
                 "title": f"Run {run_id}: divergence at step 300",
                 "markdown": "## What happened\n\nThe loss **diverged** at step 300.\n\n- lr 3e-3\n- batch 512",
             },
@@ -72,7 +74,7 @@ def the_model(req: SeenRequest) -> Step:
         (
             "linear__create_issue",
             {
-                "team": "ENG",
+                "team": team,
                 "title": f"Run {run_id} diverged at step 300",
                 "description": "Loss went to NaN at step 300; lr 3e-3 is likely too high.",
                 "labels": ["incident"],

@@ -1,7 +1,7 @@
 """Datadog summary: a 100,000-point metric series summarised for a model by the ``datadog`` MCP server (claim: the
 text the model gets is at least 20× smaller than Datadog's raw payload, and the spike survives).
 
-Measured in one run, against the Datadog fake (tests/fakes/datadog.py) in process and a real artifact store:
+Measured in one run, against the Datadog fake (tests/fakes/datadog/) in process and a real artifact store:
 
 * ``summarise_timeseries`` alone on the parsed answer (median of ``--rounds``);
 * the ``query_metrics`` tool end to end through ``mcp.Client`` in memory — VendorApi's request to the fake (which

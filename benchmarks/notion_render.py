@@ -2,7 +2,7 @@
 
 A page of 2,000 blocks of mixed types (headings, paragraphs with bold, links and code, nested bulleted and numbered
 lists, to-dos, code, quotes, callouts, toggles, tables, images, bookmarks, equations, dividers) is seeded in the
-Notion fake (tests/fakes/notion.py) and read through ``get_page`` with ``mcp.Client`` in memory, the fake served
+Notion fake (tests/fakes/notion/) and read through ``get_page`` with ``mcp.Client`` in memory, the fake served
 in process over ``httpx.ASGITransport``, 100 blocks a request as Notion pages them. Reported, in one run:
 
 * ``get_page`` time (median of rounds), requests made;

@@ -21,6 +21,7 @@ LIST_TYPES = {"bulleted_list_item", NUMBERED, "to_do"}
 _LINE_START = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\||---|___|\$\$)")
 _NUMBERED_START = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
+_THEMATIC_BREAK = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")  # "- --" is a divider, not an item saying "--"
 
 
 def _line_safe(text: str) -> str:
@@ -79,6 +80,8 @@ def _block(block: dict[str, Any], number: int) -> list[str]:
         if marker is None:
             marker = "- [x] " if data.get("checked") else "- [ ] "
         pad = " " * (3 if kind == "numbered_list_item" else 2)
+        if _THEMATIC_BREAK.match(marker + text.split("\n", 1)[0]):
+            text = "\\" + text
         head = [marker + text.replace("\n", "\n" + pad)]
         body = _render(kids)
         gap = [""] if kids and _type(kids[0]) not in LIST_TYPES else []

@@ -1,4 +1,4 @@
-"""mcp_servers.datadog against the Datadog fake (tests/fakes/datadog.py), through `mcp.Client` in memory.
+"""mcp_servers.datadog against the Datadog fake (tests/fakes/datadog/), through `mcp.Client` in memory.
 
 The fake checks every v1 request against Datadog's published OpenAPI document and the v2 log search by hand, so
 each test ends with ``fake.violations == []``; one test shows the checks do refuse a bad request. Failures (missing

@@ -1,4 +1,4 @@
-"""mcp_servers.linear through `mcp.Client` in memory, against the Linear fake (tests/fakes/linear.py), which checks
+"""mcp_servers.linear through `mcp.Client` in memory, against the Linear fake (tests/fakes/linear/), which checks
 every request against Linear's published GraphQL schema: reads are readOnlyHint, writes destructiveHint; names
 resolve or the error lists the valid ones; pages are followed; failures are tool errors that say what to do, the
 server keeps working and the key never shows. Retry waits go through the ``sleep`` seam: nothing here sleeps.

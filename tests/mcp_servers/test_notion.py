@@ -1,4 +1,4 @@
-"""mcp_servers.notion through ``mcp.Client`` in memory, against tests/fakes/notion.py (in process over
+"""mcp_servers.notion through ``mcp.Client`` in memory, against tests/fakes/notion/ (in process over
 ``httpx.ASGITransport``; once over real HTTP for a timeout): every request the server sends passes the fake's
 checks of Notion's published API, every failure is a tool error that says what to do, the token never shows, and
 what pages say comes back as delimited data. Retry waits go through VendorApi's ``sleep`` seam: nothing sleeps.
@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes.notion import TOKEN, VERSION, NotionFake
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
@@ -627,6 +627,7 @@ BLOCKS = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(BLOCKS, min_size=1, max_size=5))
+@example([{"bulleted_list_item": {"rich_text": [{"text": {"content": "--"}}]}}])  # "- --" would be a divider
 def test_blocks_read_back_as_rendered(blocks: list[dict[str, Any]]) -> None:
     """Text that looks like Markdown syntax (``# ``, ``1.``, ``> ``, ``|``...) at a line start, line breaks and
     nesting survive blocks → Markdown → blocks."""

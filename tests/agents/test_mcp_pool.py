@@ -519,3 +519,21 @@ def test_env_of_a_stdio_server_is_expanded(tmp_path: Path, monkeypatch: pytest.M
             assert starts_of(tmp_path / "s") == [int(pid)]
 
     run(scenario)
+
+
+def test_labbot_toml_makes_a_vendor_server_read_only_for_the_agents() -> None:
+    """[mcp.servers.notion] read_only = true: the agents are offered Notion's reads and none of its writes."""
+    from mcp_servers.linear import build_server as linear
+    from mcp_servers.notion import build_server as notion
+
+    s = settings({"notion": {"read_only": True}}, builtins=("notion", "linear"))
+
+    async def scenario() -> None:
+        async with McpPool(s, {"notion": notion, "linear": linear}) as pool:
+            names = {t.name for t in await pool.tools("assistant")}
+            assert {"notion__search", "notion__get_page", "notion__query_data_source"} <= names
+            assert not names & {"notion__create_page", "notion__append_blocks", "notion__add_comment"}
+            assert {"linear__create_issue", "linear__update_state"} <= names  # only the one server is read-only
+            assert all(t.destructive for t in await pool.tools("assistant") if t.name == "linear__create_issue")
+
+    run(scenario)

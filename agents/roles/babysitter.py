@@ -29,7 +29,17 @@ TOOLS = (
     "lab__run_logs",
     "lab__list_pages",
     "codebase__*",
-    "datadog__*",
+    # the org's systems, reads only (it proposes, a human acts): cluster metrics, logs and monitors; known incidents;
+    # design docs and earlier write-ups
+    "datadog__query_metrics",
+    "datadog__search_logs",
+    "datadog__list_monitors",
+    "datadog__get_monitor",
+    "datadog__list_events",
+    "linear__search_issues",
+    "linear__get_issue",
+    "notion__search",
+    "notion__get_page",
 )
 
 BUDGETS: Budgets | None = Budgets(max_turns=12, max_tokens_total=150_000, wall_time_s=180.0)

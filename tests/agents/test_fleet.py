@@ -527,3 +527,12 @@ def test_the_labs_notes_are_a_system_block_between_the_prompt_and_the_runs_state
     assert in_run.system[0] == prompt_block("assistant") and in_run.system[1] == {"type": "text", "text": notes}
     assert "r1: running" in in_run.system[2]["text"] and len(in_run.system) == 3
     assert elsewhere.system == [prompt_block("assistant"), {"type": "text", "text": notes}]
+
+
+def test_the_babysitter_may_read_the_orgs_systems_but_change_nothing() -> None:
+    babysitter = ROLES["babysitter"]
+    reads = ["datadog__query_metrics", "datadog__search_logs", "datadog__get_monitor", "linear__get_issue"]
+    reads += ["notion__get_page", "codebase__git_log", "lab__run_logs"]
+    writes = ["datadog__mute_monitor", "linear__create_issue", "notion__create_page", "lab__stop_run", "lab__ack_page"]
+    assert all(babysitter.allows(name) for name in reads)
+    assert not any(babysitter.allows(name) for name in writes)

@@ -6,11 +6,11 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: run test lint bench fmt clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# constraints.txt pins torch to the CPU build (an unpinned torch pulls a multi-GB CUDA wheel) and ray
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./client -e '.[dev,jobs]'
 	@touch $(STAMP)
 
 # with a Slack token: the real thing (HTTP or Socket Mode); without: the console, a local Slack in this terminal

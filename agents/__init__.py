@@ -1,4 +1,10 @@
-"""agents: the agent runtime, fleet, approvals, babysitter and pager (built in later issues).
+"""labbot.agents: the two systems that act on labbot's behalf, with no import between them.
 
-Sits between ``bot`` and ``training``/``storage``; never imports ``bot``.
+``labbot.agents.fleet`` — the LLM fleet: the tool loop over Anthropic models, the MCP client pool, roles,
+sessions, delegation, approvals and the audit trail.
+``labbot.agents.babysitter`` — the babysitter: the watchdog tick over every run, the pager (incidents,
+escalation), the delivery outbox, PagerDuty and the dead-man switch.
+
+Both sit between ``labbot.bot`` and ``labbot.training``/``labbot.storage``, and never import ``labbot.bot``:
+Slack delivery goes through protocols bot/ implements.
 """

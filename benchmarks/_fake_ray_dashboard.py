@@ -33,8 +33,9 @@ def job_details(run_id: str, *, attempt: int = 1, start_ms: int, status: str = "
         "driver_info": {"id": f"{n + 2:08x}", "node_ip_address": "127.0.0.1", "pid": str(10000 + n % 50000)},
         "status": status,
         "entrypoint": (
-            "python -m training.jobs.tiny_lm --steps 100000 --checkpoint_every 50 --log_every 10 --num_workers 0 "
-            "--batch_size 16 --lr 0.003 --seed 1337 --device auto --hang_at_step 0 --crash_at_step 0 --nan_at_step 0"
+            "python -m labbot.training.jobs.tiny_lm --steps 100000 --checkpoint_every 50 --log_every 10 "
+            "--num_workers 0 --batch_size 16 --lr 0.003 --seed 1337 --device auto --hang_at_step 0 "
+            "--crash_at_step 0 --nan_at_step 0"
         ),
         "message": "Job is currently running." if status == "RUNNING" else f"Job {status.lower()}.",
         "error_type": None,

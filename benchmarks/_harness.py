@@ -18,7 +18,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support import Serve, telemetry_token  # noqa: E402
 
-from training.ray_cluster import EmbeddedRayHead, RayConnection  # noqa: E402
+from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection  # noqa: E402
 
 SINK_TOML = """
 [jobs.sink]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from bot.slack.emulator import SlackEmulator  # noqa: E402
+from labbot.bot.console.emulator import SlackEmulator  # noqa: E402
 
 emulator = SlackEmulator()
 print(emulator.start(), emulator.bot_token, emulator.team_id, emulator.app_id, emulator.default_channel, flush=True)

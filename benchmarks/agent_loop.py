@@ -1,4 +1,4 @@
-"""Agent loop cost (`agents.runtime.AgentRuntime`), two claims in one run:
+"""Agent loop cost (`labbot.agents.fleet.runtime.AgentRuntime`), two claims in one run:
 
 (a) the loop's own overhead per turn, with a model that answers instantly and a tool that does nothing: p50 per
     turn <= 5 ms, against a bare hand-written tool loop (20 lines, no budgets, retries, events or concurrency) over
@@ -27,9 +27,9 @@ from _harness import median, report
 from anthropic.types import Message
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 
-from agents.model import ModelSettings, make_client
-from agents.runtime import AgentEvent, AgentRuntime, Budgets
-from agents.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.model import ModelSettings, make_client
+from labbot.agents.fleet.runtime import AgentEvent, AgentRuntime, Budgets
+from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 
 SYSTEM = "You are labbot's benchmark agent."
 ASK = [{"role": "user", "content": "Call the tool until told to stop."}]

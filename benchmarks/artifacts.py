@@ -1,5 +1,5 @@
-"""Artifact store: put + get of a 100 MB file through `storage.artifacts.ArtifactStore` (stream, sha256, temp blob
-moved into place, metadata row in SQLite, then read back) vs a plain `shutil.copyfile` + read back, in one run on
+"""Artifact store: put + get of a 100 MB file through `labbot.storage.artifacts.ArtifactStore` (stream, sha256, temp
+blob moved into place, metadata row in SQLite, then read back) vs a plain `shutil.copyfile` + read back, in one run on
 the same local temp folder (claim: copy time / store time >= 0.7, i.e. the store costs at most ~1.4x a bare copy).
 
 Each round deletes the artifact afterwards (untimed), so every put writes a new blob rather than dedup'ing; the two
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from _harness import median, report
 
-from storage.artifacts import ArtifactStore
-from storage.db import Database
+from labbot.storage.artifacts import ArtifactStore
+from labbot.storage.db import Database
 
 
 def main() -> None:

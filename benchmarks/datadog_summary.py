@@ -30,12 +30,12 @@ from fakes.datadog import API_KEY, APP_KEY, DatadogFake
 from mcp import Client
 from support import make_service
 
-from bot.api import create_app
-from mcp_servers.datadog import DatadogApi, build_server, summarise_timeseries
-from mcp_servers.lab import LabApi
-from storage.artifacts import ArtifactStore
-from training.ray_cluster import RayConnection
-from training.telemetry_store import TelemetryStore
+from labbot.bot.api import create_app
+from labbot.mcp_servers.datadog import DatadogApi, build_server, summarise_timeseries
+from labbot.mcp_servers.lab import LabApi
+from labbot.storage.artifacts import ArtifactStore
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
 
 QUERY = "max:trainer.grad_norm{run:bench}"
 CLAIM = 20.0

@@ -34,9 +34,9 @@ from _harness import median, report
 from fakes.slack import SlackFake
 from support import Serve, wait_for
 
-from bot.slack.emulator import Message
-from bot.slack.payloads import Workspace, signed, slash_command
-from training.ray_cluster import EmbeddedRayHead
+from labbot.bot.console.emulator import Message
+from labbot.bot.slack.payloads import Workspace, signed, slash_command
+from labbot.training.ray_cluster import EmbeddedRayHead
 
 STALL_S = 30.0
 TICK_S = 2.0
@@ -56,11 +56,11 @@ def epoch(iso: str) -> float:
 
 
 def job_processes(run_id: str) -> list[psutil.Process]:
-    """The run's training process(es): LABBOT_RUN_ID in the environment, `-m training.jobs.tiny_lm` in argv."""
+    """The run's training process(es): LABBOT_RUN_ID in the environment, `-m labbot.training.jobs.tiny_lm` in argv."""
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "training.jobs.tiny_lm" not in cmd:
+        if "labbot.training.jobs.tiny_lm" not in cmd:
             continue  # exact argv element: the python process, not a shell wrapping the command line
         with contextlib.suppress(psutil.Error):
             if p.environ().get("LABBOT_RUN_ID") == run_id:

@@ -1,5 +1,5 @@
 """Ingest: telemetry points accepted per second by `labbot serve` (claim: >= 5,000/s on this 2-core machine),
-batched (500 points a request, as training.telemetry sends) vs one point a request, in one run.
+batched (500 points a request, as labbot_client.telemetry sends) vs one point a request, in one run.
 
 Each point is one step with two metrics (loss, tokens_per_s), stored as rows in real SQLite.
 

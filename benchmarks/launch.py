@@ -19,7 +19,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 # what labbot submits for `labbot launch tiny-lm steps=100000`: the same entrypoint, the same kind of runtime_env
 ENTRY = (
-    "python -m training.jobs.tiny_lm --steps 100000 --checkpoint_every 50 --num_workers 0 --batch_size 16 "
+    "python -m labbot.training.jobs.tiny_lm --steps 100000 --checkpoint_every 50 --num_workers 0 --batch_size 16 "
     "--lr 0.003 --seed 1337 --device auto --hang_at_step 0 --crash_at_step 0 --nan_at_step 0"
 )
 ENV_KEYS = ("LABBOT_RUN_ID", "LABBOT_ATTEMPT", "LABBOT_TELEMETRY_TOKEN", "LABBOT_CONTROL_URL", "LABBOT_CHECKPOINT_DIR")
@@ -28,7 +28,7 @@ ENV_KEYS = ("LABBOT_RUN_ID", "LABBOT_ATTEMPT", "LABBOT_TELEMETRY_TOKEN", "LABBOT
 def labbot_launch(plane) -> float:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "bot.cli.main", "launch", "tiny-lm", "steps=100000", "--json"],
+        [sys.executable, "-m", "labbot.bot.cli.main", "launch", "tiny-lm", "steps=100000", "--json"],
         env=plane.serve.env,
         capture_output=True,
         text=True,

@@ -26,9 +26,9 @@ from _harness import ROOT, median, report
 from mcp import Client, StdioServerParameters
 from mcp_fixtures import toy_server
 
-from agents.mcp_config import McpSettings
-from agents.mcp_pool import McpPool
-from agents.tools import CallContext
+from labbot.agents.fleet.mcp_config import McpSettings
+from labbot.agents.fleet.mcp_pool import McpPool
+from labbot.agents.fleet.tools import CallContext
 
 TOY = str(ROOT / "tests" / "mcp_fixtures" / "toy_server.py")
 CTX = CallContext(agent="bench", role="bench", owner="U0BENCH001")

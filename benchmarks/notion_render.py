@@ -29,7 +29,7 @@ from fakes.notion import TOKEN, NotionFake
 from mcp import Client
 from mcp.types import TextContent
 
-from mcp_servers.notion import NotionApi, blocks_to_markdown, build_server
+from labbot.mcp_servers.notion import NotionApi, blocks_to_markdown, build_server
 
 CLAIM = 0.2  # Markdown bytes / JSON bytes at most
 

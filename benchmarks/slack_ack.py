@@ -25,7 +25,7 @@ import httpx
 from _harness import report
 from support import Serve, free_port, wait_for
 
-from bot.slack.payloads import Workspace, signed, slash_command
+from labbot.bot.slack.payloads import Workspace, signed, slash_command
 
 SECRET = "bench-signing-secret"
 

@@ -19,15 +19,15 @@ from _harness import report
 from fakes.slack import SlackFake
 from support import SLEEPER, make_service
 
-from bot.config import SlackSettings
-from bot.slack.runtime import web_client
-from bot.slack.thread_plan import Cadence
-from bot.slack.threads import RunThreads
-from storage.models import Run, utcnow
-from training.ray_cluster import EmbeddedRayHead
-from training.specs import LaunchRequest
-from training.telemetry_ingest import TelemetryBatch, TelemetryPoint
-from training.telemetry_store import TelemetryStore
+from labbot.bot.config import SlackSettings
+from labbot.bot.slack.runtime import web_client
+from labbot.bot.slack.thread_plan import Cadence
+from labbot.bot.slack.threads import RunThreads
+from labbot.storage.models import Run, utcnow
+from labbot.training.ray_cluster import EmbeddedRayHead
+from labbot.training.specs import LaunchRequest
+from labbot.training.telemetry_ingest import TelemetryBatch, TelemetryPoint
+from labbot.training.telemetry_store import TelemetryStore
 
 TICK_S = 2
 HOUR_S = 3600

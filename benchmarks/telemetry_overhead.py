@@ -1,6 +1,6 @@
 """Telemetry overhead: tiny-lm steps/s with telemetry on vs off, in one run (claim: ratio >= 0.98).
 
-"On" sends every step to a real control plane (`labbot serve`, real SQLite) through training.telemetry; "off" runs
+"On" sends every step to a real control plane (`labbot serve`, real SQLite) through labbot_client.telemetry; "off" runs
 the same training with no telemetry configured. Trials alternate off/on so drift on this shared machine hits both.
 
     .venv/bin/python benchmarks/telemetry_overhead.py [--trials 10] [--steps 300]
@@ -16,7 +16,7 @@ import tempfile
 
 from _harness import control_plane, median, report
 
-from training.jobs.tiny_lm import TinyLMConfig, train
+from labbot.training.jobs.tiny_lm import TinyLMConfig, train
 
 ENV = ("LABBOT_CONTROL_URL", "LABBOT_RUN_ID", "LABBOT_TELEMETRY_TOKEN", "LABBOT_ATTEMPT")
 

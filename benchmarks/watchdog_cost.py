@@ -3,13 +3,13 @@ machine; the growth between sizes reported), split into the Ray call, the one DB
 commit), in one run.
 
 Each size gets a fresh SQLite database (migrated like `labbot serve`'s) holding N running runs: healthy ones
-(telemetry and step just now, realistic vitals from `training.monitoring.observe`, stall_after 600 s) and 1 % stalled
-(silent for 15 minutes), so the first tick opens incidents and queues their Slack pages. Ray is a fake dashboard at
-the HTTP edge (`_fake_ray_dashboard.py`): the real `JobSubmissionClient` requests, parses and validates N JobDetails,
-exactly as against a real head, but the head's own cost is not counted. The watchdog, pager, run service and
-launcher are the product's. Reported: the first tick (it opens incidents), then the median of steady-state ticks;
-`launcher.jobs()` alone (Ray's `list_jobs`) and the watchdog's query alone, timed alternately with the ticks.
-When the 10,000-run tick is over budget, a cProfile of one tick (and of the list_jobs call) says where time goes.
+(telemetry and step just now, realistic vitals from `labbot.training.monitoring.observe`, stall_after 600 s) and 1 %
+stalled (silent for 15 minutes), so the first tick opens incidents and queues their Slack pages. Ray is a fake dashboard
+at the HTTP edge (`_fake_ray_dashboard.py`): the real `JobSubmissionClient` requests, parses and validates N JobDetails,
+exactly as against a real head, but the head's own cost is not counted. The watchdog, pager, run service and launcher
+are the product's. Reported: the first tick (it opens incidents), then the median of steady-state ticks;
+`launcher.jobs()` alone (Ray's `list_jobs`) and the watchdog's query alone, timed alternately with the ticks. When the
+10,000-run tick is over budget, a cProfile of one tick (and of the list_jobs call) says where time goes.
 
     .venv/bin/python benchmarks/watchdog_cost.py [--sizes 100 1000 10000] [--ticks 7] [--profile]
 """
@@ -34,16 +34,16 @@ from _fake_ray_dashboard import FakeRayDashboard, job_details
 from _harness import median, report
 from sqlalchemy import func, insert, select
 
-from agents.pager import Pager
-from agents.policy import PagingPolicy, WatchdogPolicy
-from agents.watchdog import Watchdog
-from storage.db import Database
-from storage.models import Delivery, Incident, Run
-from training.launcher import RayLauncher
-from training.monitoring import observe
-from training.ray_cluster import RayConnection
-from training.registry import TINY_LM, JobRegistry
-from training.service import RunService
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
+from labbot.agents.babysitter.watchdog import Watchdog
+from labbot.storage.db import Database
+from labbot.storage.models import Delivery, Incident, Run
+from labbot.training.launcher import RayLauncher
+from labbot.training.monitoring import observe
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.registry import TINY_LM, JobRegistry
+from labbot.training.service import RunService
 
 BUDGET_S = 1.0
 TOKEN = "bench-token"

@@ -2,8 +2,8 @@
 the approval gate and the audit around each role's tools, the fleet, and Slack's side of them (conversations in
 threads, Approve / Deny prompts), plus the investigator that asks the ``babysitter`` role about every new page.
 
-Part of the composition root (``bot.serve``). Without ``ANTHROPIC_API_KEY`` nothing here calls a model: mentions get
-a plain answer saying how to configure one, and pages go out as before.
+Part of the composition root (``labbot.bot.serve``). Without ``ANTHROPIC_API_KEY`` nothing here calls a model: mentions
+get a plain answer saying how to configure one, and pages go out as before.
 """
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents.approvals import ApprovalGate, Preapproved
-from agents.audit import AuditedExecutor
-from agents.fleet import Fleet
-from agents.identity import AgentIdentity
-from agents.mcp_config import McpSettings
-from agents.mcp_pool import McpPool
-from agents.model import ModelSettings
-from agents.runtime import AgentRuntime
-from agents.tools import CallContext, ToolExecutor, ToolResult
-from bot.integrations import Integrations
-from bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
-from bot.slack.runtime import SlackRuntime
-from mcp_servers.lab import LabApi
-from storage.db import Database
-from storage.models import Incident
-from training.errors import LabbotError
-from training.service import RunService
+from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
+from labbot.agents.fleet.audit import AuditedExecutor
+from labbot.agents.fleet.conversations import Fleet
+from labbot.agents.fleet.identity import AgentIdentity
+from labbot.agents.fleet.mcp_config import McpSettings
+from labbot.agents.fleet.mcp_pool import McpPool
+from labbot.agents.fleet.model import ModelSettings
+from labbot.agents.fleet.runtime import AgentRuntime
+from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.bot.integrations import Integrations
+from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
+from labbot.bot.slack.runtime import SlackRuntime
+from labbot.common.errors import LabbotError
+from labbot.mcp_servers.lab import LabApi
+from labbot.storage.db import Database
+from labbot.storage.models import Incident
+from labbot.training.service import RunService
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +43,14 @@ def builtin_servers(
     ``lab`` talking to this control plane's ``/api/v1``, and ``notion``, ``linear`` and ``datadog`` for the
     integrations whose credentials are set (datadog keeps full payloads in the agents' stores, through ``lab``'s
     API). Their configuration comes from the environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them."""
-    from mcp_servers import BUILTINS
-    from mcp_servers.codebase import build_server as codebase
-    from mcp_servers.lab import build_server as lab
+    from labbot.mcp_servers import BUILTINS
+    from labbot.mcp_servers.codebase import build_server as codebase
+    from labbot.mcp_servers.lab import build_server as lab
 
     servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
     for name in (integrations or Integrations()).servers:
         if name == "datadog":
-            from mcp_servers.datadog import build_server as datadog
+            from labbot.mcp_servers.datadog import build_server as datadog
 
             servers[name] = lambda: datadog(artifacts=LabApi(public_url, admin_token))
         else:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from agents.deadman import DeadmanSettings
-from agents.model import ModelSettings
-from agents.pagerduty import EVENTS_URL
-from agents.policy import PagingPolicy, WatchdogPolicy
-from bot.integrations import Integrations
-from training.durations import parse_duration
-from training.errors import BadRequest
+from labbot.agents.babysitter.deadman import DeadmanSettings
+from labbot.agents.babysitter.pagerduty import EVENTS_URL
+from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
+from labbot.agents.fleet.model import ModelSettings
+from labbot.bot.integrations import Integrations
+from labbot.common.durations import parse_duration
+from labbot.common.errors import BadRequest
 
 DEFAULT_PORT = 3000
 SLACK_API_URL = "https://slack.com/api/"

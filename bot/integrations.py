@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from training.errors import BadRequest
+from labbot.common.errors import BadRequest
 
 __all__ = ["Integrations"]
 

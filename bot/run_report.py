@@ -1,9 +1,9 @@
 """A run's report as Markdown, for Notion (``/lab report RUN``): what ran, how it went, its loss curve and config.
 
-Pure functions over the run's JSON (``training.views.run_view``) and its metric series (``(step, value)`` points).
-The notion server turns the Markdown into blocks. The loss curve is an image when labbot is reachable by the report's
-readers (a signed link to its plot, ``bot.api.plots``: Notion's API takes images as URLs), and is drawn in text
-besides (a fixed-width chart in a code block, plus a table of sampled points), which needs nothing reachable.
+Pure functions over the run's JSON (``labbot.training.views.run_view``) and its metric series (``(step, value)``
+points). The notion server turns the Markdown into blocks. The loss curve is an image when labbot is reachable by the
+report's readers (a signed link to its plot, ``labbot.bot.api.plots``: Notion's API takes images as URLs), and is drawn
+in text besides (a fixed-width chart in a code block, plus a table of sampled points), which needs nothing reachable.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def run_report(
     plot_url: str | None = None,
 ) -> tuple[str, str]:
     """The report's (title, Markdown) for ``run``, with its ``series`` by metric name (``loss`` drawn if present);
-    ``plot_url``, a link to the loss plot others can open (``bot.api.plots``), is embedded as an image."""
+    ``plot_url``, a link to the loss plot others can open (``labbot.bot.api.plots``), is embedded as an image."""
     name = run.get("name") or run["id"]
     title = f"{name} — {run.get('job')} run {run['id']} ({run.get('status')})"
     facts = [

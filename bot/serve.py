@@ -24,25 +24,25 @@ from anyio import to_thread
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 
-from agents.deadman import DeadmanSwitch
-from agents.outbox import Notifier, Outbox, PagerDutyNotifier
-from agents.pager import Pager
-from agents.pagerduty import PagerDutyClient
-from agents.watchdog import Watchdog
-from bot.agents_wiring import AgentsStack, build_agents
-from bot.api import create_app
-from bot.api.plots import plot_url
-from bot.config import Settings, SlackSettings
-from bot.slack.crosslinks import CrossLinks
-from bot.slack.pager_notifier import SlackPageNotifier, outbox_client
-from bot.slack.runtime import SlackRuntime
-from storage.artifacts import ArtifactStore
-from storage.db import Database
-from training.launcher import RayLauncher
-from training.ray_cluster import EmbeddedRayHead, RayConnection, connect
-from training.registry import JobRegistry
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.agents.babysitter.deadman import DeadmanSwitch
+from labbot.agents.babysitter.outbox import Notifier, Outbox, PagerDutyNotifier
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.pagerduty import PagerDutyClient
+from labbot.agents.babysitter.watchdog import Watchdog
+from labbot.bot.agents_wiring import AgentsStack, build_agents
+from labbot.bot.api import create_app
+from labbot.bot.api.plots import plot_url
+from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
+from labbot.bot.slack.runtime import SlackRuntime
+from labbot.storage.artifacts import ArtifactStore
+from labbot.storage.db import Database
+from labbot.training.launcher import RayLauncher
+from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection, connect
+from labbot.training.registry import JobRegistry
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger("labbot")
 

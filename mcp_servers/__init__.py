@@ -4,7 +4,7 @@ Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``
 
 :data:`BUILTINS` names the servers ``labbot mcp NAME`` can run: each maps to a factory that takes no arguments
 (configuration comes from the environment) and returns the server object, imported only when it is built so the
-CLI starts fast. Add a server by adding one entry; :mod:`mcp_servers.runner` serves it over stdio or HTTP.
+CLI starts fast. Add a server by adding one entry; :mod:`labbot.mcp_servers.runner` serves it over stdio or HTTP.
 """
 
 from __future__ import annotations
@@ -17,31 +17,31 @@ if TYPE_CHECKING:
 
 
 def _codebase() -> MCPServer:
-    from mcp_servers.codebase import build_server
+    from labbot.mcp_servers.codebase import build_server
 
     return build_server()
 
 
 def _lab() -> MCPServer:
-    from mcp_servers.lab import build_server
+    from labbot.mcp_servers.lab import build_server
 
     return build_server()
 
 
 def _notion() -> MCPServer:
-    from mcp_servers.notion import build_server
+    from labbot.mcp_servers.notion import build_server
 
     return build_server()
 
 
 def _linear() -> MCPServer:
-    from mcp_servers.linear import build_server
+    from labbot.mcp_servers.linear import build_server
 
     return build_server()
 
 
 def _datadog() -> MCPServer:
-    from mcp_servers.datadog import build_server
+    from labbot.mcp_servers.datadog import build_server
 
     return build_server()
 

@@ -1,8 +1,8 @@
 """The ``codebase`` MCP server: read-only search, file reading and git history over one repository root.
 
 Agents (and people's MCP clients) reach it through ``mcp.Client``; ``labbot mcp codebase`` serves it over stdio or
-``--http PORT`` via :mod:`mcp_servers.runner`. The root is the constructor's ``root``, else ``LABBOT_CODEBASE_ROOT``,
-else the current directory.
+``--http PORT`` via :mod:`labbot.mcp_servers.runner`. The root is the constructor's ``root``, else
+``LABBOT_CODEBASE_ROOT``, else the current directory.
 
 Every tool is annotated ``readOnlyHint`` and every refusal is a tool error (``is_error``) that says what is allowed:
 

@@ -99,7 +99,7 @@ def run(server: MCPServer, *, http_port: int | None = None, host: str = "127.0.0
         server.run("stdio")
         return
     if not token:
-        raise ValueError("an MCP server over HTTP needs a bearer token (see mcp_servers.runner.http_token)")
+        raise ValueError("an MCP server over HTTP needs a bearer token (see labbot.mcp_servers.runner.http_token)")
     import uvicorn
 
     # uvicorn's access log has the request line only, never headers: the token stays out of the logs

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from training.telemetry import retry_after_seconds
+from labbot_client.backoff import retry_after_seconds
 
 __all__ = ["MAX_RETRY_AFTER_S", "RateLimit", "RateLimited", "VendorApi", "VendorError", "scrub"]
 

@@ -4,9 +4,9 @@ The bottom of the stack: imports nothing from labbot. SQLite (WAL) by default, a
 ``LABBOT_DATABASE_URL``; the models use nothing SQLite-only.
 """
 
-from storage.db import Database, default_sqlite_url
-from storage.floats import decode_float, encode_float
-from storage.models import LaunchKey, MetricPoint, Run, RunStatus, RunThread, ThreadMessage
+from labbot.storage.db import Database, default_sqlite_url
+from labbot.storage.floats import decode_float, encode_float
+from labbot.storage.models import LaunchKey, MetricPoint, Run, RunStatus, RunThread, ThreadMessage
 
 __all__ = [
     "Database",

@@ -55,8 +55,8 @@ from sqlalchemy import exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.db import Database
-from storage.models import Artifact, ArtifactShare, utcnow
+from labbot.storage.db import Database
+from labbot.storage.models import Artifact, ArtifactShare, utcnow
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",

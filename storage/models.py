@@ -15,7 +15,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from storage.floats import NanFloat
+from labbot.storage.floats import NanFloat
 
 
 class RunStatus(StrEnum):
@@ -69,7 +69,7 @@ class Run(Base):
     job: Mapped[str] = mapped_column(String(100))
     name: Mapped[str] = mapped_column(String(200))
     owner: Mapped[str] = mapped_column(String(100))
-    # params, gpus, stall_after_s, max_restarts: what the run was launched with (see training.specs.RunConfig)
+    # params, gpus, stall_after_s, max_restarts: what the run was launched with (see labbot.training.specs.RunConfig)
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING.value)
     attempt: Mapped[int] = mapped_column(Integer, default=1)
@@ -86,14 +86,14 @@ class Run(Base):
     last_step: Mapped[int | None] = mapped_column(Integer)
     last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     checkpoint_step: Mapped[int | None] = mapped_column(Integer)
-    # latest value of each metric, JSON-safe (non-finite floats as strings, see storage.floats)
+    # latest value of each metric, JSON-safe (non-finite floats as strings, see labbot.storage.floats)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     channel: Mapped[str | None] = mapped_column(String(64))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     # when the current attempt was submitted to Ray (the pending timer and stall baselines start here)
     attempt_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # the watchdog's running judgment of the telemetry: trailing losses, step rates, a latched divergence
-    # (training.monitoring.observe); kept on the run so one query gives the watchdog all it needs
+    # (labbot.training.monitoring.observe); kept on the run so one query gives the watchdog all it needs
     vitals: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     auto_restarts: Mapped[int] = mapped_column(Integer, default=0)
     # an automatic restart is scheduled: attempt+1 is submitted at this time (backoff), then it is cleared
@@ -110,7 +110,7 @@ class MetricPoint(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     step: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(64))
-    value: Mapped[float] = mapped_column(NanFloat, nullable=True)  # NULL encodes NaN (storage.floats)
+    value: Mapped[float] = mapped_column(NanFloat, nullable=True)  # NULL encodes NaN (labbot.storage.floats)
     ts: Mapped[datetime] = mapped_column(UTCDateTime)
 
     # one value per (run, metric, attempt, step): a telemetry retry after a lost reply stores nothing twice
@@ -246,7 +246,7 @@ class Delivery(Base):
 
 
 class Artifact(Base):
-    """One named file in an agent's artifact store (storage.artifacts). The bytes live in a content-addressed
+    """One named file in an agent's artifact store (labbot.storage.artifacts). The bytes live in a content-addressed
     blob (``blobs/<sha[:2]>/<sha>`` under LABBOT_ARTIFACTS_URL), shared by every row with the same sha256; names are
     per agent, and a put of a name the agent already has replaces that row's content (same id, shares kept)."""
 
@@ -283,7 +283,7 @@ class ArtifactShare(Base):
 
 
 class Approval(Base):
-    """A destructive tool call waiting for (or settled by) a human's Approve / Deny (agents.approvals)."""
+    """A destructive tool call waiting for (or settled by) a human's Approve / Deny (labbot.agents.fleet.approvals)."""
 
     __tablename__ = "approvals"
 
@@ -307,7 +307,8 @@ class Approval(Base):
 
 
 class ToolCall(Base):
-    """The audit trail: one row per tool call an agent made (agents.audit); arguments only as digest + redacted
+    """The audit trail: one row per tool call an agent made (labbot.agents.fleet.audit); arguments only as digest +
+    redacted
     preview."""
 
     __tablename__ = "tool_calls"
@@ -331,7 +332,8 @@ class ToolCall(Base):
 
 
 class AgentSession(Base):
-    """A conversation with labbot's agents (agents.sessions): one per Slack thread, so a reply in the thread carries
+    """A conversation with labbot's agents (labbot.agents.fleet.sessions): one per Slack thread, so a reply in the
+    thread carries
     on where the last answer left off, across restarts. Its role and run are fixed when it starts."""
 
     __tablename__ = "agent_sessions"

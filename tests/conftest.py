@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import Serve
 
-from training.ray_cluster import EmbeddedRayHead, RayConnection
+from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
 
 @pytest.fixture(scope="session")

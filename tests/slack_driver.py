@@ -11,7 +11,7 @@ import httpx
 from fakes.slack import SlackFake
 from support import Serve, wait_for
 
-from bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
+from labbot.bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
 
 SECRET = "test-signing-secret"
 OWNER = "U0ALICE001"

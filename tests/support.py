@@ -64,7 +64,10 @@ class Serve:
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli.main", "serve"], env=self.env, stdout=out, stderr=subprocess.STDOUT
+                [sys.executable, "-m", "labbot.bot.cli.main", "serve"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         wait_for(self._healthy, timeout=timeout, what=f"labbot serve on {self.url} (log: {self.log_path})")
         return self
@@ -102,7 +105,7 @@ class Serve:
     def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run the real ``labbot`` CLI against this control plane."""
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli.main", *args],
+            [sys.executable, "-m", "labbot.bot.cli.main", *args],
             env=self.env,
             capture_output=True,
             text=True,
@@ -114,10 +117,10 @@ def make_service(
     tmp_path: Path, ray: Any, jobs: dict[str, Any] | None = None, *, control_url: str = "http://127.0.0.1:9"
 ):
     """A real RunService: SQLite file in ``tmp_path``, the given Ray connection, built-in jobs + ``jobs``."""
-    from storage.db import Database
-    from training.launcher import RayLauncher
-    from training.registry import JobRegistry
-    from training.service import RunService
+    from labbot.storage.db import Database
+    from labbot.training.launcher import RayLauncher
+    from labbot.training.registry import JobRegistry
+    from labbot.training.service import RunService
 
     db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
     db.upgrade()

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from ray.job_submission import JobSubmissionClient  # heavy (≈1 s): imported with the control plane, not
 
 # lazily on a worker thread, where it would hold the GIL while the event loop is answering Slack
-from training.errors import Conflict, RayUnavailable
-from training.ray_cluster import RayConnection
+from labbot.common.errors import Conflict, RayUnavailable
+from labbot.training.ray_cluster import RayConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from storage.floats import decode_float, encode_float
+from labbot.storage.floats import decode_float, encode_float
 
 SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
     "silent",
@@ -390,7 +390,7 @@ def _anchor(value: Any) -> tuple[int, datetime] | None:
 
 
 def _number(value: Any) -> float | None:
-    """A float from a number or one of the strings of :func:`storage.floats.encode_float`; None otherwise."""
+    """A float from a number or one of the strings of :func:`labbot.storage.floats.encode_float`; None otherwise."""
     try:
         return decode_float(value)
     except (ValueError, OverflowError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from training.errors import BadRequest
+from labbot.common.errors import BadRequest
 
 ParamValue = bool | int | float | str
 PARAM_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")

@@ -19,13 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from training.errors import BadRequest, UnknownJob
-from training.specs import JobSpec
+from labbot.common.errors import BadRequest, UnknownJob
+from labbot.training.specs import JobSpec
 
 TINY_LM = JobSpec(
     name="tiny-lm",
     description="character-level transformer LM on a public-domain text (CPU ok; Ray Train for num_workers>0)",
-    entrypoint="python -m training.jobs.tiny_lm",
+    entrypoint="python -m labbot.training.jobs.tiny_lm",
     params={
         "steps": 200,
         "checkpoint_every": 50,

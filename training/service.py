@@ -21,10 +21,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.db import Database
-from storage.models import LaunchKey, Run, RunStatus, utcnow
-from training.errors import Conflict, LabbotError, UnknownRun
-from training.launcher import (
+from labbot.common.errors import Conflict, LabbotError, UnknownRun
+from labbot.storage.db import Database
+from labbot.storage.models import LaunchKey, Run, RunStatus, utcnow
+from labbot.training.launcher import (
     RAY_FAILED,
     RAY_PENDING,
     RAY_RUNNING,
@@ -35,10 +35,10 @@ from training.launcher import (
     Submission,
     submission_id,
 )
-from training.registry import JobRegistry
-from training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
-from training.telemetry_store import token_hash
-from training.views import run_view
+from labbot.training.registry import JobRegistry
+from labbot.training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
+from labbot.training.telemetry_store import token_hash
+from labbot.training.views import run_view
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from training.durations import parse_duration
-from training.errors import BadRequest
-from training.params import PARAM_KEY, ParamValue, coerce_param
+from labbot.common.durations import parse_duration
+from labbot.common.errors import BadRequest
+from labbot.training.params import PARAM_KEY, ParamValue, coerce_param
 
 DEFAULT_STALL_AFTER_S = 600.0
 DEFAULT_MAX_RESTARTS = 2

@@ -1,4 +1,4 @@
-"""Validation of telemetry batches as jobs send them (pure; the wire format of ``training.telemetry``).
+"""Validation of telemetry batches as jobs send them (pure; the wire format of ``labbot_client.telemetry``).
 
     {"attempt": 1, "sent_at": 1764000000.0,
      "points": [{"step": 12, "ts": 1764000000.0, "metrics": {"loss": 2.31, "tokens_per_s": 40960.0}}],
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from storage.floats import decode_float
-from training.errors import BadRequest
+from labbot.common.errors import BadRequest
+from labbot.storage.floats import decode_float
 
 MAX_BODY_BYTES = 1 << 20
 MAX_POINTS = 5_000

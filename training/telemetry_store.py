@@ -1,7 +1,7 @@
 """Telemetry storage: checking a job's per-run bearer token and storing its batches of metric points.
 
-The HTTP layer reads and size-limits the body, ``training.telemetry_ingest`` validates it, and this stores it: one
-bulk insert (a retried batch is stored once) and one update of the run's liveness columns (last telemetry, last step
+The HTTP layer reads and size-limits the body, ``labbot.training.telemetry_ingest`` validates it, and this stores it:
+one bulk insert (a retried batch is stored once) and one update of the run's liveness columns (last telemetry, last step
 and when it advanced, checkpoint step, latest metrics) that the watchdog reads.
 """
 
@@ -13,12 +13,12 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from storage.db import Database
-from storage.floats import encode_float
-from storage.models import MetricPoint, Run, RunStatus, utcnow
-from training.errors import Unauthorized, UnknownRun
-from training.monitoring import observe
-from training.telemetry_ingest import TelemetryBatch
+from labbot.common.errors import Unauthorized, UnknownRun
+from labbot.storage.db import Database
+from labbot.storage.floats import encode_float
+from labbot.storage.models import MetricPoint, Run, RunStatus, utcnow
+from labbot.training.monitoring import observe
+from labbot.training.telemetry_ingest import TelemetryBatch
 
 
 def token_hash(token: str) -> str:

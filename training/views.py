@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.models import Run
+from labbot.storage.models import Run
 
 
 def run_view(run: Run) -> dict[str, Any]:

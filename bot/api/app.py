@@ -3,8 +3,8 @@
 artifact stores (``/api/v1/artifacts``).
 
 Service calls block (SQL, Ray, the artifact filesystem), so they run on worker threads; errors become JSON once, in
-``bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not found
-404, not the owner 403, over quota 413). A service the composition root did not pass in answers 503.
+``labbot.bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not
+found 404, not the owner 403, over quota 413). A service the composition root did not pass in answers 503.
 
 Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` MCP server sends it)::
 
@@ -15,7 +15,7 @@ Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` 
     DELETE /api/v1/artifacts/{id}?agent=A                  {"deleted": id}
 
 And one route without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot behind a signed
-link (``bot.api.plots``), for the Notion report's image.
+link (``labbot.bot.api.plots``), for the Notion report's image.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agents.audit import audit_rows
-from agents.pager import Pager
-from bot.api.auth import bearer, require_admin
-from bot.api.body import BodyTooLarge, read_limited
-from bot.api.errors import error_response, from_exception
-from bot.api.plots import signature_ok
-from bot.slack.blocks.plot import loss_plot_png
-from storage.artifacts import (
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.audit import audit_rows
+from labbot.bot.api.auth import bearer, require_admin
+from labbot.bot.api.body import BodyTooLarge, read_limited
+from labbot.bot.api.errors import error_response, from_exception
+from labbot.bot.api.plots import signature_ok
+from labbot.bot.slack.blocks.plot import loss_plot_png
+from labbot.common.errors import BadRequest, LabbotError
+from labbot.storage.artifacts import (
     ArtifactError,
     ArtifactNotFound,
     ArtifactStore,
@@ -48,13 +49,12 @@ from storage.artifacts import (
     NotShared,
     QuotaExceeded,
 )
-from storage.db import Database
-from storage.floats import encode_float
-from training.errors import BadRequest, LabbotError
-from training.service import RunService
-from training.specs import LaunchRequest
-from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
-from training.telemetry_store import TelemetryStore
+from labbot.storage.db import Database
+from labbot.storage.floats import encode_float
+from labbot.training.service import RunService
+from labbot.training.specs import LaunchRequest
+from labbot.training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
+from labbot.training.telemetry_store import TelemetryStore
 
 T = TypeVar("T")
 PostFile = Callable[[str, str | None, str, bytes], Awaitable[None]]
@@ -180,7 +180,7 @@ def create_app(
     post_file: PostFile | None = None,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
-    """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``agents.audit.audit_rows``) and
+    """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
     ``post_file(channel, thread_ts, filename, data)`` uploads into Slack (``/api/v1/artifacts/{id}/post``).
     ``max_artifact_bytes`` caps one upload's body (413 over it)."""

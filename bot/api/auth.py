@@ -6,7 +6,7 @@ import hmac
 
 from starlette.requests import Request
 
-from training.errors import Unauthorized
+from labbot.common.errors import Unauthorized
 
 
 def bearer(request: Request) -> str | None:

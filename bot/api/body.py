@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from training.errors import LabbotError
+from labbot.common.errors import LabbotError
 
 
 class BodyTooLarge(LabbotError):

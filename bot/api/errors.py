@@ -6,7 +6,7 @@ import logging
 
 from starlette.responses import JSONResponse
 
-from training.errors import LabbotError
+from labbot.common.errors import LabbotError
 
 log = logging.getLogger(__name__)
 

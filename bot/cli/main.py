@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from bot.cli import render
-from bot.cli.client import ApiClient, CLIError, home
-from training.errors import LabbotError
-from training.params import parse_assignments
+from labbot.bot.cli import render
+from labbot.bot.cli.client import ApiClient, CLIError, home
+from labbot.common.errors import LabbotError
+from labbot.training.params import parse_assignments
 
 WAITING = ("pending", "restarting")
 
@@ -158,18 +158,18 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
 
 def _run_command(a: argparse.Namespace) -> int:
     if a.command == "serve":
-        from bot.config import Settings
-        from bot.serve import serve
+        from labbot.bot.config import Settings
+        from labbot.bot.serve import serve
 
         return serve(Settings.from_env())
     if a.command == "console":
-        from bot.config import Settings
-        from bot.console import run_console
+        from labbot.bot.config import Settings
+        from labbot.bot.console.repl import run_console
 
         return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast)
     if a.command == "db":
-        from bot.config import Settings
-        from storage.db import Database
+        from labbot.bot.config import Settings
+        from labbot.storage.db import Database
 
         settings = Settings.from_env()
         settings.home.mkdir(parents=True, exist_ok=True)
@@ -246,9 +246,9 @@ def _run_command(a: argparse.Namespace) -> int:
 
 
 def _mcp(a: argparse.Namespace) -> int:
-    from bot.config import Settings
-    from mcp_servers import BUILTINS
-    from mcp_servers.runner import drop_destructive_tools, http_token, run
+    from labbot.bot.config import Settings
+    from labbot.mcp_servers import BUILTINS
+    from labbot.mcp_servers.runner import drop_destructive_tools, http_token, run
 
     if a.name not in BUILTINS:
         raise CLIError(f"unknown MCP server {a.name!r}; known servers: {', '.join(sorted(BUILTINS))}", exit_code=2)

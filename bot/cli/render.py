@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.humanize import duration
+from labbot.common.humanize import duration
 
 
 def age(iso: str | None, now: datetime | None = None) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.commands.registry import Command, Permission, Registry
-from bot.commands.tokens import escape_slack
-from bot.commands.values import to_text
+from labbot.bot.commands.registry import Command, Permission, Registry
+from labbot.bot.commands.tokens import escape_slack
+from labbot.bot.commands.values import to_text
 
 _WHO = {
     Permission.ANYONE: "anyone",

@@ -6,8 +6,8 @@ Later subcommands are declared the same way and added with ``registry.register(c
 
 from __future__ import annotations
 
-from bot.commands.registry import Arg, Command, Option, Permission, Registry
-from bot.commands.values import RUN_STATUSES
+from labbot.bot.commands.registry import Arg, Command, Option, Permission, Registry
+from labbot.bot.commands.values import RUN_STATUSES
 
 RUN_ID = Arg("run_id", "run_id", "a run id, as `{cmd} runs` lists them")
 

@@ -1,9 +1,9 @@
 """Parsing ``/lab`` text against a registry into a typed ``Parsed`` or a ``UsageError`` (pure; never raises on user
 input), and ``render``, its inverse, for echoing "you ran: ..." and for round-trip tests.
 
-Grammar, after Slack-tolerant tokenising (``bot.commands.tokens``): ``SUBCOMMAND`` (a name or alias, any case), then
-in any order its arguments, ``--flag value`` / ``--flag=value`` options (``-`` or ``_``, any case) and, for commands
-that accept them, ``KEY=VALUE`` parameters; ``--`` ends options. Empty text, ``--help`` or ``-h`` mean help.
+Grammar, after Slack-tolerant tokenising (``labbot.bot.commands.tokens``): ``SUBCOMMAND`` (a name or alias, any case),
+then in any order its arguments, ``--flag value`` / ``--flag=value`` options (``-`` or ``_``, any case) and, for
+commands that accept them, ``KEY=VALUE`` parameters; ``--`` ends options. Empty text, ``--help`` or ``-h`` mean help.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.help import subcommands_usage, usage
-from bot.commands.registry import Arg, Command, Registry
-from bot.commands.tokens import TokenError, escape_slack, quote, tokenize, unwrap_slack
-from bot.commands.values import BadValue, convert, to_text
-from training.params import PARAM_KEY
+from labbot.bot.commands.help import subcommands_usage, usage
+from labbot.bot.commands.registry import Arg, Command, Registry
+from labbot.bot.commands.tokens import TokenError, escape_slack, quote, tokenize, unwrap_slack
+from labbot.bot.commands.values import BadValue, convert, to_text
+from labbot.training.params import PARAM_KEY
 
 HELP_FLAGS = ("--help", "-h")
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any, Literal, get_args
 
 Kind = Literal["run_id", "job", "int", "float", "duration", "str", "status", "flag", "text"]
-"""How a value is checked and typed (see ``bot.commands.values``). ``flag``: an option that takes no value.
+"""How a value is checked and typed (see ``labbot.bot.commands.values``). ``flag``: an option that takes no value.
 ``text``: the rest of the message, verbatim and untokenised (for free text such as a question); it must be the
 command's only argument, with no options and no parameters."""
 KINDS: frozenset[str] = frozenset(get_args(Kind))

@@ -1,8 +1,8 @@
 """Checking and typing one ``/lab`` value by its declared kind (pure functions), and writing it back as text.
 
-``int`` and ``float`` become numbers; ``duration`` is checked with ``training.durations.parse_duration`` but kept as
-the original string, so the service parses the very text the user typed; ``run_id`` is lower-cased; ``status`` is
-one of the run statuses; ``job`` and ``str`` stay text. A bad value raises ``BadValue`` naming what was expected.
+``int`` and ``float`` become numbers; ``duration`` is checked with ``labbot.common.durations.parse_duration`` but kept
+as the original string, so the service parses the very text the user typed; ``run_id`` is lower-cased; ``status`` is one
+of the run statuses; ``job`` and ``str`` stay text. A bad value raises ``BadValue`` naming what was expected.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import math
 import re
 from typing import Any
 
-from training.durations import ACCEPTED as DURATIONS_ACCEPTED
-from training.durations import parse_duration
-from training.errors import BadRequest
+from labbot.common.durations import ACCEPTED as DURATIONS_ACCEPTED
+from labbot.common.durations import parse_duration
+from labbot.common.errors import BadRequest
 
 RUN_STATUSES = ("pending", "running", "stalled", "restarting", "succeeded", "failed", "stopped")
-"""The statuses a run can be in (``storage.models.RunStatus``, spelled out here to keep this module import-light)."""
+"""The statuses a run can be in (``labbot.storage.models.RunStatus``, spelled out here to keep this module
+import-light)."""
 
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)

@@ -15,24 +15,24 @@ from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agents.approvals import ApprovalGate
-from agents.identity import store_of
-from agents.pager import Pager
-from agents.roles import load_roles
-from agents.tools import CallContext
-from bot.cli import render
-from bot.commands import LAB, Parsed, help_text, usage
-from bot.config import SlackSettings
-from bot.slack.agent_threads import AgentConversations
-from bot.slack.blocks import ephemeral_error, run_card, text_blocks
-from bot.slack.blocks.pages import pages_list
-from bot.slack.blocks.run_card import escape
-from bot.slack.crosslinks import CrossLinks
-from bot.slack.threads import RunThreads
-from storage.artifacts import ArtifactNotFound, ArtifactStore
-from training.errors import BadRequest, LabbotError
-from training.service import RunService
-from training.specs import LaunchRequest
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.approvals import ApprovalGate
+from labbot.agents.fleet.identity import store_of
+from labbot.agents.fleet.roles import load_roles
+from labbot.agents.fleet.tools import CallContext
+from labbot.bot.cli import render
+from labbot.bot.commands import LAB, Parsed, help_text, usage
+from labbot.bot.config import SlackSettings
+from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.blocks import ephemeral_error, run_card, text_blocks
+from labbot.bot.slack.blocks.pages import pages_list
+from labbot.bot.slack.blocks.run_card import escape
+from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.threads import RunThreads
+from labbot.common.errors import BadRequest, LabbotError
+from labbot.storage.artifacts import ArtifactNotFound, ArtifactStore
+from labbot.training.service import RunService
+from labbot.training.specs import LaunchRequest
 
 log = logging.getLogger(__name__)
 LOGS_INLINE_SECTIONS = 4  # longer logs are a file: a wall of ephemeral text helps nobody
@@ -214,7 +214,7 @@ class LabActions:
         question = str(parsed.args["question"])
         talks = self.conversations
         if talks is None:
-            from agents.model import NO_MODEL_MESSAGE
+            from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 
             await self.tell(who, NO_MODEL_MESSAGE)
             return

@@ -3,8 +3,8 @@ shown while it happens (one progress message, updated at most every couple of se
 answer), and destructive tool calls are asked in the thread with Approve / Deny buttons.
 
 ``AgentConversations`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
-``agents.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how to set
-one up, and everything else works as before.
+``labbot.agents.fleet.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how
+to set one up, and everything else works as before.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
-from agents.approvals import ApprovalRequest
-from agents.model import NO_MODEL_MESSAGE
-from agents.runtime import AgentEvent
-from bot.slack.blocks import text_blocks
-from bot.slack.blocks.run_card import clip, escape, mention
-from storage.db import Database
-from storage.models import AgentSession, Approval, RunThread
+from labbot.agents.fleet.approvals import ApprovalRequest
+from labbot.agents.fleet.model import NO_MODEL_MESSAGE
+from labbot.agents.fleet.runtime import AgentEvent
+from labbot.bot.slack.blocks import text_blocks
+from labbot.bot.slack.blocks.run_card import clip, escape, mention
+from labbot.storage.db import Database
+from labbot.storage.models import AgentSession, Approval, RunThread
 
 log = logging.getLogger(__name__)
 

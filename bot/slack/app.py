@@ -18,13 +18,13 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncBolt
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agents.model import NO_MODEL_MESSAGE
-from bot.commands import LAB, UsageError, help_text, parse
-from bot.slack.actions import Asker, LabActions
-from bot.slack.blocks import ephemeral_error
-from bot.slack.dedup import SeenKeys
-from bot.slack.tasks import TaskSet
-from bot.slack.threads import RunThreads
+from labbot.agents.fleet.model import NO_MODEL_MESSAGE
+from labbot.bot.commands import LAB, UsageError, help_text, parse
+from labbot.bot.slack.actions import Asker, LabActions
+from labbot.bot.slack.blocks import ephemeral_error
+from labbot.bot.slack.dedup import SeenKeys
+from labbot.bot.slack.tasks import TaskSet
+from labbot.bot.slack.threads import RunThreads
 
 log = logging.getLogger(__name__)
 

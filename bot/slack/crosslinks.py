@@ -26,15 +26,15 @@ from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agents.pager import Pager
-from agents.tools import CallContext, ToolResult
-from bot.integrations import Integrations
-from bot.run_report import run_report
-from bot.slack.blocks.run_card import escape, mention
-from bot.slack.threads import RunThreads
-from training.errors import BadRequest, LabbotError
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.tools import CallContext, ToolResult
+from labbot.bot.integrations import Integrations
+from labbot.bot.run_report import run_report
+from labbot.bot.slack.blocks.run_card import escape, mention
+from labbot.bot.slack.threads import RunThreads
+from labbot.common.errors import BadRequest, LabbotError
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 

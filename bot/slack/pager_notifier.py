@@ -1,11 +1,11 @@
 """The outbox's Slack channel: posts pages and notes into run threads, DMs and the on-call channel, and re-renders
 the page messages already posted when a page is acknowledged or resolved.
 
-Implements ``agents.outbox.Notifier`` (agents/ never imports bot/). Every post carries Slack message metadata
-naming its delivery; when a delivery is tried again after an attempt whose outcome is unknown (a 5xx, a timeout, a
-crash mid-send), the conversation is searched for that metadata first, so a page that did reach Slack is not
-posted twice. Its client retries only 429s by itself: everything else comes back to the outbox, which retries
-with backoff — after that check.
+Implements ``labbot.agents.babysitter.outbox.Notifier`` (agents/ never imports bot/). Every post carries Slack message
+metadata naming its delivery; when a delivery is tried again after an attempt whose outcome is unknown (a 5xx, a
+timeout, a crash mid-send), the conversation is searched for that metadata first, so a page that did reach Slack is not
+posted twice. Its client retries only 429s by itself: everything else comes back to the outbox, which retries with
+backoff — after that check.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agents.outbox import Envelope, Outcome
-from bot.slack.blocks.pages import page_message
-from bot.slack.threads import RunThreads
-from storage.models import utcnow
-from training.telemetry import retry_after_seconds
+from labbot.agents.babysitter.outbox import Envelope, Outcome
+from labbot.bot.slack.blocks.pages import page_message
+from labbot.bot.slack.threads import RunThreads
+from labbot.storage.models import utcnow
+from labbot_client.backoff import retry_after_seconds
 
 log = logging.getLogger(__name__)
 

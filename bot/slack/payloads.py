@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from bot.slack.signing import signed_headers
+from labbot.bot.slack.signing import signed_headers
 
 FORM = "application/x-www-form-urlencoded"
 JSON = "application/json"

@@ -1,6 +1,6 @@
 """The Slack side of a running labbot: the Web API client, the Bolt app, run threads and their keeper loop.
 
-Built by the composition root (``bot.serve``) when a bot token is set, and by ``labbot console`` against the
+Built by the composition root (``labbot.bot.serve``) when a bot token is set, and by ``labbot console`` against the
 in-process emulator. The client retries Slack's 429 (honouring ``Retry-After``), 5xx and connection errors.
 """
 
@@ -24,16 +24,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agents.pager import Pager
-from bot.config import SlackSettings
-from bot.slack.actions import LabActions
-from bot.slack.app import build_app
-from bot.slack.tasks import TaskSet
-from bot.slack.thread_plan import Cadence
-from bot.slack.threads import RunThreads
-from training.errors import BadRequest
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.agents.babysitter.pager import Pager
+from labbot.bot.config import SlackSettings
+from labbot.bot.slack.actions import LabActions
+from labbot.bot.slack.app import build_app
+from labbot.bot.slack.tasks import TaskSet
+from labbot.bot.slack.thread_plan import Cadence
+from labbot.bot.slack.threads import RunThreads
+from labbot.common.errors import BadRequest
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 

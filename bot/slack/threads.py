@@ -19,12 +19,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from bot.slack.blocks import loss_plot_png, progress_text, restart_text, run_card, summary_blocks
-from bot.slack.blocks.posts import launch_confirmation
-from bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
-from storage.models import RunThread, ThreadMessage, utcnow
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.bot.slack.blocks import loss_plot_png, progress_text, restart_text, run_card, summary_blocks
+from labbot.bot.slack.blocks.posts import launch_confirmation
+from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
+from labbot.storage.models import RunThread, ThreadMessage, utcnow
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 MAX_HISTORY = 20

@@ -4,7 +4,7 @@
 ``DD-API-KEY`` and ``DD-APPLICATION-KEY`` headers), ``DD_SITE`` (one of :data:`SITES`, default ``datadoghq.com``;
 ``app.datadoghq.eu``, ``https://us3.datadoghq.com/`` and Datadog's short names such as ``US5`` or ``EU1`` are read
 as the site they name) and ``DD_API_URL`` (a base URL that replaces ``https://api.{site}``: proxies, tests) — and
-sends every request through :class:`~mcp_servers.vendor_http.VendorApi`, the one httpx seam for vendors (retries,
+sends every request through :class:`~labbot.mcp_servers.vendor_http.VendorApi`, the one httpx seam for vendors (retries,
 ``ToolError`` messages, secrets scrubbed). A configuration problem (a missing key, an unknown site) never stops the
 server: each call answers it as a tool error instead.
 
@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.vendor_http import RateLimited, VendorApi, VendorError
+from labbot.mcp_servers.vendor_http import RateLimited, VendorApi, VendorError
 
 __all__ = ["DEFAULT_SITE", "SITES", "Answer", "DatadogApi", "SiteError", "base_url_for", "normalise_site", "rate_limit"]
 

@@ -2,8 +2,8 @@
 
 Every line is capped (:data:`MAX_LINE_CHARS`) and so is every block (logs: :data:`MAX_LOG_CHARS`; monitors and
 events: a count). Text written by people or programs outside the conversation — log messages, monitor names and
-messages, event titles and texts — is returned inside :func:`~mcp_servers.untrusted.untrusted` blocks by the tools;
-these functions only shape it.
+messages, event titles and texts — is returned inside :func:`~labbot.mcp_servers.untrusted.untrusted` blocks by the
+tools; these functions only shape it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp_servers.datadog.window import iso
+from labbot.mcp_servers.datadog.window import iso
 
 __all__ = [
     "MAX_LINE_CHARS",

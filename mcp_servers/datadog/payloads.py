@@ -1,8 +1,8 @@
 """Datadog's full answers kept as artifacts, so an agent (or a person) can read what the summary left out.
 
 Each read tool hands the exact bytes Datadog sent to :meth:`Payloads.keep`, which stores them in the agent's own
-artifact store through labbot's ``/api/v1/artifacts`` (:class:`mcp_servers.lab.LabApi`, the control plane's API) as
-``datadog-<kind>-<UTC time>.json``, and returns the line that ends the tool's answer::
+artifact store through labbot's ``/api/v1/artifacts`` (:class:`labbot.mcp_servers.lab.LabApi`, the control plane's API)
+as ``datadog-<kind>-<UTC time>.json``, and returns the line that ends the tool's answer::
 
     full payload: artifact a7k2m9pq (1.8 MB, datadog-metrics-20260105T100000.123Z.json)
 
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.lab import LabApi
+from labbot.mcp_servers.lab import LabApi
 
 __all__ = ["Payloads", "size_text"]
 

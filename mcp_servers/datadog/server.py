@@ -17,14 +17,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers.datadog.client import DatadogApi
-from mcp_servers.datadog.lines import MAX_LOG_CHARS, cut, event_line, log_lines, monitor_facts, monitor_line
-from mcp_servers.datadog.payloads import Payloads
-from mcp_servers.datadog.summaries import summarise_timeseries
-from mcp_servers.datadog.window import iso, parse_window
-from mcp_servers.datadog.window import window as time_window
-from mcp_servers.lab import LabApi
-from mcp_servers.untrusted import untrusted
+from labbot.mcp_servers.datadog.client import DatadogApi
+from labbot.mcp_servers.datadog.lines import MAX_LOG_CHARS, cut, event_line, log_lines, monitor_facts, monitor_line
+from labbot.mcp_servers.datadog.payloads import Payloads
+from labbot.mcp_servers.datadog.summaries import summarise_timeseries
+from labbot.mcp_servers.datadog.window import iso, parse_window
+from labbot.mcp_servers.datadog.window import window as time_window
+from labbot.mcp_servers.lab import LabApi
+from labbot.mcp_servers.untrusted import untrusted
 
 __all__ = ["MAX_LOGS", "MONITOR_STATES", "build_server"]
 

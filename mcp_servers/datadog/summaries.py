@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from mcp_servers.datadog.window import iso
-from training.durations import format_duration
+from labbot.common.durations import format_duration
+from labbot.mcp_servers.datadog.window import iso
 
 __all__ = ["MAX_BUCKETS", "MAX_SERIES", "summarise_timeseries"]
 

@@ -1,6 +1,6 @@
 """The time windows the datadog tools take — ``window="1h"`` ending at ``end`` (ISO-8601 or unix seconds, default
 now) — turned into the unix seconds Datadog wants, with a clear message for input a model got wrong. Pure
-functions; durations are parsed by :func:`training.durations.parse_duration` like everywhere else in labbot.
+functions; durations are parsed by :func:`labbot.common.durations.parse_duration` like everywhere else in labbot.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from training.durations import ACCEPTED, parse_duration
-from training.errors import BadRequest
+from labbot.common.durations import ACCEPTED, parse_duration
+from labbot.common.errors import BadRequest
 
 __all__ = ["MAX_WINDOW_S", "Window", "iso", "parse_end", "parse_window", "window"]
 

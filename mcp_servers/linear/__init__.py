@@ -8,14 +8,14 @@ approves (``build_server(read_only=True)`` leaves them out). Configuration comes
 
 Modules, in the order a request flows: ``server`` (the tools), ``names`` (a model's names → Linear's ids),
 ``queries`` (every GraphQL document, :data:`OPERATIONS`), ``client`` (:class:`LinearApi`: GraphQL over
-:class:`~mcp_servers.vendor_http.VendorApi`, errors explained, pagination), ``render`` (answers as text).
+:class:`~labbot.mcp_servers.vendor_http.VendorApi`, errors explained, pagination), ``render`` (answers as text).
 Imports nothing from bot/ or agents/.
 """
 
 from __future__ import annotations
 
-from mcp_servers.linear.client import LinearApi
-from mcp_servers.linear.queries import OPERATIONS
-from mcp_servers.linear.server import build_server
+from labbot.mcp_servers.linear.client import LinearApi
+from labbot.mcp_servers.linear.queries import OPERATIONS
+from labbot.mcp_servers.linear.server import build_server
 
 __all__ = ["OPERATIONS", "LinearApi", "build_server"]

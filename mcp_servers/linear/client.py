@@ -1,4 +1,4 @@
-"""Linear's GraphQL API over the shared httpx seam (:class:`mcp_servers.vendor_http.VendorApi`).
+"""Linear's GraphQL API over the shared httpx seam (:class:`labbot.mcp_servers.vendor_http.VendorApi`).
 
 :class:`LinearApi` POSTs one document with its variables to ``LINEAR_API_URL`` (default
 ``https://api.linear.app/graphql``) with ``Authorization: LINEAR_API_KEY`` — a personal API key is sent as it is, an
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.vendor_http import RateLimit, RateLimited, VendorApi, VendorError, scrub
+from labbot.mcp_servers.vendor_http import RateLimit, RateLimited, VendorApi, VendorError, scrub
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "MISSING_KEY", "URL_ENV", "LinearApi", "explain_errors", "rate_limit"]
 

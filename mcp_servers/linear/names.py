@@ -1,7 +1,7 @@
 """What a model writes, turned into what Linear needs: an issue reference into an id or identifier, a team key or
 name into a team, label and state names into ids, a priority checked. Pure functions over the nodes Linear answered
-(:data:`~mcp_servers.linear.queries.TEAMS`, :data:`~mcp_servers.linear.queries.LABELS`); a name that matches nothing
-is a ``ToolError`` that lists the names that would match, so the model can correct itself in one step.
+(:data:`~labbot.mcp_servers.linear.queries.TEAMS`, :data:`~labbot.mcp_servers.linear.queries.LABELS`); a name that
+matches nothing is a ``ToolError`` that lists the names that would match, so the model can correct itself in one step.
 """
 
 from __future__ import annotations

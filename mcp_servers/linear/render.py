@@ -1,16 +1,16 @@
 """Linear's answers as compact text a model reads: one line per issue, a block per team, an issue in full.
 
 What people wrote in Linear — titles, descriptions, comments, their display names — reaches the model only inside
-:func:`~mcp_servers.untrusted.untrusted` blocks, so a description that says "ignore previous instructions" is read
-as data. Team, state and label names are shown as they are: the model passes them back as tool arguments.
+:func:`~labbot.mcp_servers.untrusted.untrusted` blocks, so a description that says "ignore previous instructions" is
+read as data. Team, state and label names are shown as they are: the model passes them back as tool arguments.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mcp_servers.linear.names import PRIORITIES
-from mcp_servers.untrusted import untrusted
+from labbot.mcp_servers.linear.names import PRIORITIES
+from labbot.mcp_servers.untrusted import untrusted
 
 __all__ = ["issue_line", "issue_text", "issues_text", "priority_name", "teams_text"]
 

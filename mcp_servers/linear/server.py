@@ -4,7 +4,7 @@
 Tools resolve what a model writes (a team key or name, label and state names, ``ENG-123`` or an issue URL) into
 Linear's ids before they write anything, so a wrong name is an error that lists the right ones and nothing is
 half-created. Answers are compact text; what people wrote in Linear comes back as untrusted data (see
-:mod:`mcp_servers.linear.render`). ``build_server(read_only=True)`` leaves the write tools out.
+:mod:`labbot.mcp_servers.linear.render`). ``build_server(read_only=True)`` leaves the write tools out.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers.linear import queries
-from mcp_servers.linear.client import LinearApi
-from mcp_servers.linear.names import check_priority, find_labels, find_state, find_team, issue_ref
-from mcp_servers.linear.render import issue_text, issues_text, priority_name, teams_text
+from labbot.mcp_servers.linear import queries
+from labbot.mcp_servers.linear.client import LinearApi
+from labbot.mcp_servers.linear.names import check_priority, find_labels, find_state, find_team, issue_ref
+from labbot.mcp_servers.linear.render import issue_text, issues_text, priority_name, teams_text
 
 __all__ = ["READ", "WRITE", "build_server"]
 

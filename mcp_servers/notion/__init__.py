@@ -11,9 +11,9 @@ content within Notion's request limits), ``render.py`` (blocks → Markdown), ``
 ``properties.py`` (property values as text), ``server.py`` (the tools). Imports nothing from bot/ or agents/.
 """
 
-from mcp_servers.notion.client import NOTION_VERSION, NotionApi
-from mcp_servers.notion.compose import markdown_to_blocks
-from mcp_servers.notion.render import blocks_to_markdown
-from mcp_servers.notion.server import build_server
+from labbot.mcp_servers.notion.client import NOTION_VERSION, NotionApi
+from labbot.mcp_servers.notion.compose import markdown_to_blocks
+from labbot.mcp_servers.notion.render import blocks_to_markdown
+from labbot.mcp_servers.notion.server import build_server
 
 __all__ = ["NOTION_VERSION", "NotionApi", "blocks_to_markdown", "build_server", "markdown_to_blocks"]

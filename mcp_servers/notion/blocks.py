@@ -19,8 +19,8 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.notion.client import NotionApi
-from mcp_servers.notion.ids import segment
+from labbot.mcp_servers.notion.client import NotionApi
+from labbot.mcp_servers.notion.ids import segment
 
 __all__ = ["MAX_BLOCKS", "MAX_DEPTH", "Tree", "Writer", "count_blocks", "fetch_tree", "split_for_create"]
 

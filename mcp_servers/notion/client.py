@@ -2,9 +2,10 @@
 
 :class:`NotionApi` holds the configuration — ``NOTION_TOKEN`` (sent as ``Authorization: Bearer``), ``NOTION_API_URL``
 (the base URL; proxies and tests) and the pinned ``Notion-Version`` — and hands every request to
-:class:`~mcp_servers.vendor_http.VendorApi`, which retries 429/5xx/timeouts and turns failures into ``ToolError``.
-:func:`explain` reads Notion's error body (``code``, ``message``) into what a model can act on. :meth:`NotionApi.
-paginate` follows ``next_cursor``. The tools (server.py) and the block tree walker (blocks.py) sit on top.
+:class:`~labbot.mcp_servers.vendor_http.VendorApi`, which retries 429/5xx/timeouts and turns failures into
+``ToolError``. :func:`explain` reads Notion's error body (``code``, ``message``) into what a model can act on.
+:meth:`NotionApi. paginate` follows ``next_cursor``. The tools (server.py) and the block tree walker (blocks.py) sit on
+top.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.vendor_http import VendorApi, VendorError
+from labbot.mcp_servers.vendor_http import VendorApi, VendorError
 
 __all__ = ["DEFAULT_URL", "NOTION_VERSION", "TOKEN_MISSING", "NotionApi", "explain"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
+from labbot.mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
 
 __all__ = ["LANGUAGES", "markdown_to_blocks"]
 _LANGUAGE_NAMES = """abap agda arduino assembly bash basic bnf c c# c++ clojure coffeescript coq css dart dhall diff

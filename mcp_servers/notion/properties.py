@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_servers.notion.inline import plain_text
+from labbot.mcp_servers.notion.inline import plain_text
 
 __all__ = ["entry_line", "page_header", "property_text", "title_of"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mcp_servers.notion.inline import escape, plain_text, rich_text_to_markdown
+from labbot.mcp_servers.notion.inline import escape, plain_text, rich_text_to_markdown
 
 __all__ = ["blocks_to_markdown"]
 

@@ -2,7 +2,7 @@
 approval (``destructiveHint``), create pages, append content and comment.
 
 ``build_server(api, read_only=...)``: with ``read_only`` the write tools are not registered at all. Ids are checked
-(ids.py) before any request; what a page says comes back inside :func:`~mcp_servers.untrusted.untrusted` as data;
+(ids.py) before any request; what a page says comes back inside :func:`~labbot.mcp_servers.untrusted.untrusted` as data;
 every failure is a ``ToolError`` that says what to do (client.py's ``explain``, VendorApi's retries).
 """
 
@@ -15,14 +15,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers.notion.blocks import Writer, count_blocks, fetch_tree, split_for_create
-from mcp_servers.notion.client import NotionApi
-from mcp_servers.notion.compose import markdown_to_blocks
-from mcp_servers.notion.ids import parse_id, segment
-from mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
-from mcp_servers.notion.properties import entry_line, page_header
-from mcp_servers.notion.render import blocks_to_markdown
-from mcp_servers.untrusted import untrusted
+from labbot.mcp_servers.notion.blocks import Writer, count_blocks, fetch_tree, split_for_create
+from labbot.mcp_servers.notion.client import NotionApi
+from labbot.mcp_servers.notion.compose import markdown_to_blocks
+from labbot.mcp_servers.notion.ids import parse_id, segment
+from labbot.mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
+from labbot.mcp_servers.notion.properties import entry_line, page_header
+from labbot.mcp_servers.notion.render import blocks_to_markdown
+from labbot.mcp_servers.untrusted import untrusted
 
 __all__ = ["READ", "WRITE", "WRITE_TOOLS", "build_server"]
 

@@ -1,9 +1,9 @@
-"""Alembic environment: runs on the connection handed over by ``storage.db.Database.upgrade``."""
+"""Alembic environment: runs on the connection handed over by ``labbot.storage.db.Database.upgrade``."""
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from storage.models import Base
+from labbot.storage.models import Base
 
 config = context.config
 target_metadata = Base.metadata

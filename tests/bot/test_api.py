@@ -1,4 +1,4 @@
-"""bot.api over a real RunService, SQLite and Ray head: admin auth, launch idempotency, telemetry ingest."""
+"""labbot.bot.api over a real RunService, SQLite and Ray head: admin auth, launch idempotency, telemetry ingest."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from sqlalchemy import func, select
 from starlette.testclient import TestClient
 from support import SLEEPER, make_service, telemetry_token
 
-from bot.api import create_app
-from bot.api.plots import plot_url
-from storage.models import MetricPoint
-from training.ray_cluster import RayConnection
-from training.service import RunService
-from training.telemetry_ingest import MAX_BODY_BYTES
-from training.telemetry_store import TelemetryStore
+from labbot.bot.api import create_app
+from labbot.bot.api.plots import plot_url
+from labbot.storage.models import MetricPoint
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.service import RunService
+from labbot.training.telemetry_ingest import MAX_BODY_BYTES
+from labbot.training.telemetry_store import TelemetryStore
 
 ADMIN = "admin-secret"
 

@@ -20,18 +20,18 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from support import free_port, wait_for
 
-from agents.audit import AuditedExecutor, audit_rows
-from agents.tools import CallContext, ToolResult, ToolSpec
-from bot.api import create_app
-from bot.cli.main import main
-from bot.cli.render import audit_table
-from storage.artifacts import ArtifactStore
-from storage.db import Database
-from training.launcher import RayLauncher
-from training.ray_cluster import RayConnection
-from training.registry import JobRegistry
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.agents.fleet.audit import AuditedExecutor, audit_rows
+from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.bot.api import create_app
+from labbot.bot.cli.main import main
+from labbot.bot.cli.render import audit_table
+from labbot.storage.artifacts import ArtifactStore
+from labbot.storage.db import Database
+from labbot.training.launcher import RayLauncher
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.registry import JobRegistry
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 ADMIN = "admin-secret"
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

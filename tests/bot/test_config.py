@@ -1,4 +1,4 @@
-"""bot.config: embedded defaults, labbot.toml, and clear messages for bad settings."""
+"""labbot.bot.config: embedded defaults, labbot.toml, and clear messages for bad settings."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Settings
-from training.errors import BadRequest
+from labbot.bot.config import Settings
+from labbot.common.errors import BadRequest
 
 
 def test_embedded_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""bot.integrations: which integrations are on (by their credentials), where cross-links go (labbot.toml), bad
+"""labbot.bot.integrations: which integrations are on (by their credentials), where cross-links go (labbot.toml), bad
 settings refused with what would be right, and what /lab help says."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.integrations import Integrations
-from training.errors import BadRequest
+from labbot.bot.integrations import Integrations
+from labbot.common.errors import BadRequest
 
 KEYS = {"NOTION_TOKEN": "ntn_" + "x" * 20, "LINEAR_API_KEY": "lin_api_" + "y" * 20}
 

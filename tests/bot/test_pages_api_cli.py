@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from agents.pager import Pager
-from agents.policy import PagingPolicy
-from bot.api import create_app
-from bot.cli.render import pages_table
-from storage.db import Database
-from storage.models import Run
-from training.launcher import RayLauncher
-from training.monitoring import Finding
-from training.ray_cluster import RayConnection
-from training.registry import JobRegistry
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.api import create_app
+from labbot.bot.cli.render import pages_table
+from labbot.storage.db import Database
+from labbot.storage.models import Run
+from labbot.training.launcher import RayLauncher
+from labbot.training.monitoring import Finding
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.registry import JobRegistry
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
 
 ADMIN = "admin-secret"
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

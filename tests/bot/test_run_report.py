@@ -1,4 +1,5 @@
-"""bot.run_report: a run's Notion report as Markdown — the facts, the loss curve drawn in text and sampled in a table,
+"""labbot.bot.run_report: a run's Notion report as Markdown — the facts, the loss curve drawn in text and sampled in a
+table,
 the config — from the run's JSON and its series (pure functions)."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from bot.run_report import loss_chart, run_report
+from labbot.bot.run_report import loss_chart, run_report
 
 RUN = {
     "id": "k3xq7p",

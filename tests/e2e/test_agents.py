@@ -17,8 +17,8 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from bot.slack.payloads import Workspace, button_click
-from training.ray_cluster import RayConnection
+from labbot.bot.slack.payloads import Workspace, button_click
+from labbot.training.ray_cluster import RayConnection
 
 OTHER = "U0BOB00001"
 

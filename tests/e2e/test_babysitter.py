@@ -22,7 +22,7 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from training.ray_cluster import RayConnection
+from labbot.training.ray_cluster import RayConnection
 
 ONCALL = "C0ONCALL01"
 TOML = f"""
@@ -125,7 +125,10 @@ def job_process(run_id: str) -> psutil.Process:
             cmdline = proc.info["cmdline"] or []
             try:
                 # the python process itself, not the shell Ray's job supervisor starts it with
-                if cmdline[1:3] == ["-m", "training.jobs.tiny_lm"] and proc.environ().get("LABBOT_RUN_ID") == run_id:
+                if (
+                    cmdline[1:3] == ["-m", "labbot.training.jobs.tiny_lm"]
+                    and proc.environ().get("LABBOT_RUN_ID") == run_id
+                ):
                     return proc
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

@@ -16,8 +16,8 @@ from agent_story import SLOW_ANSWER, STOPPED_ANSWER, TOML, commit_history, model
 from fakes.anthropic import FakeAnthropic
 from support import free_port, wait_for
 
-from training.launcher import RayLauncher
-from training.ray_cluster import RayConnection
+from labbot.training.launcher import RayLauncher
+from labbot.training.ray_cluster import RayConnection
 
 
 def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: RayConnection) -> None:
@@ -38,7 +38,7 @@ def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: Ra
         ]
     )
     out = subprocess.run(
-        [sys.executable, "-m", "bot.cli.main", "console", "--fast", "--wait", "180"],
+        [sys.executable, "-m", "labbot.bot.cli.main", "console", "--fast", "--wait", "180"],
         input=script + "\n",
         env=env,
         cwd=tmp_path,
@@ -72,7 +72,7 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
         PYTHONUNBUFFERED="1",
     )
     out = subprocess.run(
-        [sys.executable, "-m", "bot.cli.main", "console", "--wait", "40"],
+        [sys.executable, "-m", "labbot.bot.cli.main", "console", "--wait", "40"],
         input="/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 --stall-after 5s\n",
         env=env,
         cwd=tmp_path,
@@ -99,7 +99,7 @@ class ConsoleSession:
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli.main", "console", "--wait", "10"],
+            [sys.executable, "-m", "labbot.bot.cli.main", "console", "--wait", "10"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -25,8 +25,8 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from bot.slack.payloads import Workspace, button_click
-from training.ray_cluster import RayConnection
+from labbot.bot.slack.payloads import Workspace, button_click
+from labbot.training.ray_cluster import RayConnection
 
 OTHER = "U0BOB00001"
 REPORTS = "1f2e3d4c5b6a79880796a5b4c3d2e1f0"  # the Notion page reports go under

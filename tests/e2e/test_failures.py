@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support import Serve, free_port, wait_for
 
-from training.ray_cluster import RayConnection
+from labbot.training.ray_cluster import RayConnection
 
 
 def test_launch_with_ray_unreachable_fails_fast_and_records_the_run(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from training.ray_cluster import EmbeddedRayHead, RayConnection
+from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
 ONCALL = "C0ONCALL01"
 

@@ -70,8 +70,8 @@ def test_stop_a_running_job(serve: Serve) -> None:
     with serve.client() as api:
         sid = f"labbot-{run_id}-1"
         wait_for(lambda: api.get(f"/runs/{run_id}").json()["run"]["status"] == "stopped", what="stopped")
-    from training.launcher import RAY_STOPPED, RayLauncher
-    from training.ray_cluster import RayConnection
+    from labbot.training.launcher import RAY_STOPPED, RayLauncher
+    from labbot.training.ray_cluster import RayConnection
 
     launcher = RayLauncher(RayConnection(serve.env["RAY_ADDRESS"], serve.env["RAY_AUTH_TOKEN"]))
     wait_for(lambda: (j := launcher.job(sid)) is not None and j.status == RAY_STOPPED, what="Ray to stop the job")

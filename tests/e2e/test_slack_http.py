@@ -16,8 +16,8 @@ from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide
 from support import Serve, wait_for
 
-from bot.slack.payloads import JSON, signed, slash_command
-from training.ray_cluster import RayConnection
+from labbot.bot.slack.payloads import JSON, signed, slash_command
+from labbot.training.ray_cluster import RayConnection
 
 OTHER, ADMIN = "U0BOB00001", "U0ADMIN001"
 TOML = f"""
@@ -159,8 +159,8 @@ def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
     time.sleep(1)
     notes = [m for m in slack.thread(run_id) if "No model is configured" in m.text]
     assert len(notes) == 1, "said once per thread"
-    from storage.db import Database
-    from storage.models import ThreadMessage
+    from labbot.storage.db import Database
+    from labbot.storage.models import ThreadMessage
 
     db = Database(f"sqlite:///{slack.serve.home / 'labbot.db'}")
     with db.session() as s:

@@ -12,7 +12,7 @@ import httpx
 from fakes.slack import SlackFake
 from support import Serve, wait_for
 
-from training.ray_cluster import RayConnection
+from labbot.training.ray_cluster import RayConnection
 
 
 def test_slash_command_over_socket_mode(tmp_path: Path, ray_head: RayConnection) -> None:

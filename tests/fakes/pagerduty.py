@@ -1,8 +1,8 @@
 """PagerDuty for labbot's tests: the Events API v2 enqueue endpoint, served over real HTTP on 127.0.0.1.
 
 `PagerDutyFake` answers ``POST /v2/enqueue`` the way PagerDuty documents it, from a uvicorn thread on a free port,
-so that `agents.pagerduty.PagerDutyClient` in the test process and a ``labbot serve`` subprocess (given
-``PAGERDUTY_EVENTS_URL=fake.url``) page the same fake. It keeps:
+so that `labbot.agents.babysitter.pagerduty.PagerDutyClient` in the test process and a ``labbot serve`` subprocess
+(given ``PAGERDUTY_EVENTS_URL=fake.url``) page the same fake. It keeps:
 
 * `requests`: every request, accepted or not, with the status it was answered;
 * `events`: the accepted event bodies, in order;

@@ -1,5 +1,6 @@
 """How every HTTP fake here is served: its Starlette ``app`` on a free port of 127.0.0.1 from a daemon thread
-(``bot.background_server.BackgroundServer``), so a test process and a ``labbot serve`` subprocess reach the same fake.
+(``labbot.bot.background_server.BackgroundServer``), so a test process and a ``labbot serve`` subprocess reach the same
+fake.
 
 A fake subclasses ``ServedFake``, calls ``self.serve_app(app, name, path=...)`` in its constructor, and gets
 ``start()`` (returns ``url``, idempotent), ``stop()``, ``url`` and ``with Fake() as fake:``. ``path`` is what ``url``
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from bot.background_server import BackgroundServer
+from labbot.bot.background_server import BackgroundServer
 
 
 class ServedFake:

@@ -1,10 +1,10 @@
 """Slack for labbot's tests: the product's Web API emulator, plus checks of labbot's calls against Slack's specs.
 
-`SlackFake` is `bot.slack.emulator.SlackEmulator` served on 127.0.0.1 (port 0) with test helpers: real slack_sdk
-clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper schema, and
-`check_against_spec()`, which fails when labbot sent a Web API call with a parameter Slack's published OpenAPI spec
-does not list for that method, or left out a required one. The specs live beside the repository in
-``../shared/specs/`` (CI provides them); if they are missing the checks fail loudly rather than skip.
+`SlackFake` is `labbot.bot.console.emulator.SlackEmulator` served on 127.0.0.1 (port 0) with test helpers: real
+slack_sdk clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper schema, and
+`check_against_spec()`, which fails when labbot sent a Web API call with a parameter Slack's published OpenAPI spec does
+not list for that method, or left out a required one. The specs live beside the repository in ``../shared/specs/`` (CI
+provides them); if they are missing the checks fail loudly rather than skip.
 
 Use `with started() as slack:` (checks the calls against the spec when the block ends without an error) or
 `SlackFake()` with `start()`/`stop()`.
@@ -25,7 +25,7 @@ import jsonschema
 from slack_sdk import WebClient
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.emulator import Call, Message, SlackEmulator
+from labbot.bot.console.emulator import Call, Message, SlackEmulator
 
 SPECS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "specs"
 WEB_API_SPEC = SPECS_DIR / "slack-web-openapi-v2.json"

@@ -14,8 +14,8 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.types import TextContent
 
-from mcp_servers import BUILTINS
-from mcp_servers.codebase import MAX_OUTPUT, ROOT_ENV, build_server
+from labbot.mcp_servers import BUILTINS
+from labbot.mcp_servers.codebase import MAX_OUTPUT, ROOT_ENV, build_server
 
 SECRET = "sk-FAKE-SECRET-0123456789"
 TOOLS = {"search", "read_file", "list_dir", "git_log", "git_show", "git_diff", "git_blame"}

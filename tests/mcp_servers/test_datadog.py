@@ -1,4 +1,4 @@
-"""mcp_servers.datadog against the Datadog fake (tests/fakes/datadog/), through `mcp.Client` in memory.
+"""labbot.mcp_servers.datadog against the Datadog fake (tests/fakes/datadog/), through `mcp.Client` in memory.
 
 The fake checks every v1 request against Datadog's published OpenAPI document and the v2 log search by hand, so
 each test ends with ``fake.violations == []``; one test shows the checks do refuse a bad request. Failures (missing
@@ -24,14 +24,14 @@ from fakes.openapi import OpenApiSpec
 from mcp import Client
 from support import make_service
 
-from bot.api import create_app
-from mcp_servers.datadog import SITES, DatadogApi, base_url_for, build_server, summarise_timeseries
-from mcp_servers.datadog.lines import MAX_LINE_CHARS, MAX_LOG_CHARS
-from mcp_servers.lab import LabApi
-from mcp_servers.untrusted import TAG
-from storage.artifacts import ArtifactStore
-from training.ray_cluster import RayConnection
-from training.telemetry_store import TelemetryStore
+from labbot.bot.api import create_app
+from labbot.mcp_servers.datadog import SITES, DatadogApi, base_url_for, build_server, summarise_timeseries
+from labbot.mcp_servers.datadog.lines import MAX_LINE_CHARS, MAX_LOG_CHARS
+from labbot.mcp_servers.lab import LabApi
+from labbot.mcp_servers.untrusted import TAG
+from labbot.storage.artifacts import ArtifactStore
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
 
 NOW = 1_767_607_200.0  # 2026-01-05T10:00:00Z
 HOUR_AGO_MS = int((NOW - 3600) * 1000)
@@ -304,7 +304,7 @@ def test_a_100k_point_series_is_summarised_within_bounds_and_stored_whole(tmp_pa
 
 
 def build_lab_server(lab: LabApi) -> Any:
-    from mcp_servers.lab import build_server as lab_server
+    from labbot.mcp_servers.lab import build_server as lab_server
 
     return lab_server(lab)
 

@@ -38,7 +38,7 @@ pytestmark = [
 def _labbot() -> list[str]:
     """The ``labbot`` command as installed next to this Python (a plain ``python -m`` when it is not)."""
     script = Path(sys.executable).with_name("labbot")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli.main"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "labbot.bot.cli.main"]
 
 
 def inspect(server: list[str], env: dict[str, str], *method: str) -> Any:

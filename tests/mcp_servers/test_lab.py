@@ -1,4 +1,4 @@
-"""mcp_servers.lab against a real `labbot serve` (and the session's Ray head), through `mcp.Client` in memory:
+"""labbot.mcp_servers.lab against a real `labbot serve` (and the session's Ray head), through `mcp.Client` in memory:
 reads are readOnlyHint, actions destructiveHint; answers are compact text; errors are tool errors that say why.
 
 The artifact tools run against the real ``/api/v1/artifacts`` routes of ``create_app`` with a real ArtifactStore,
@@ -16,11 +16,11 @@ import pytest
 from mcp import Client
 from support import Serve, make_service, wait_for
 
-from bot.api import create_app
-from mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, summarise_series
-from storage.artifacts import ArtifactStore
-from training.ray_cluster import RayConnection
-from training.telemetry_store import TelemetryStore
+from labbot.bot.api import create_app
+from labbot.mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, summarise_series
+from labbot.storage.artifacts import ArtifactStore
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
 
 ARTIFACT_TOOLS = {"list_artifacts", "put_artifact", "get_artifact", "share_artifact"}
 

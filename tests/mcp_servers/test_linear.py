@@ -1,4 +1,4 @@
-"""mcp_servers.linear through `mcp.Client` in memory, against the Linear fake (tests/fakes/linear/), which checks
+"""labbot.mcp_servers.linear through `mcp.Client` in memory, against the Linear fake (tests/fakes/linear/), which checks
 every request against Linear's published GraphQL schema: reads are readOnlyHint, writes destructiveHint; names
 resolve or the error lists the valid ones; pages are followed; failures are tool errors that say what to do, the
 server keeps working and the key never shows. Retry waits go through the ``sleep`` seam: nothing here sleeps.
@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.linear import OPERATIONS, LinearApi, build_server
-from mcp_servers.linear.client import DEFAULT_URL, MISSING_KEY
-from mcp_servers.linear.names import issue_ref
+from labbot.mcp_servers.linear import OPERATIONS, LinearApi, build_server
+from labbot.mcp_servers.linear.client import DEFAULT_URL, MISSING_KEY
+from labbot.mcp_servers.linear.names import issue_ref
 
 READS = {"list_teams", "search_issues", "get_issue"}
 WRITES = {"create_issue", "add_comment", "update_state"}

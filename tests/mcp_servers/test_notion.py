@@ -1,4 +1,4 @@
-"""mcp_servers.notion through ``mcp.Client`` in memory, against tests/fakes/notion/ (in process over
+"""labbot.mcp_servers.notion through ``mcp.Client`` in memory, against tests/fakes/notion/ (in process over
 ``httpx.ASGITransport``; once over real HTTP for a timeout): every request the server sends passes the fake's
 checks of Notion's published API, every failure is a tool error that says what to do, the token never shows, and
 what pages say comes back as delimited data. Retry waits go through VendorApi's ``sleep`` seam: nothing sleeps.
@@ -20,11 +20,11 @@ from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import TextContent
 
-from mcp_servers.notion import NotionApi, blocks_to_markdown, build_server, markdown_to_blocks
-from mcp_servers.notion.blocks import fetch_tree
-from mcp_servers.notion.ids import parse_id
-from mcp_servers.notion.inline import markdown_to_rich_text, rich_text_to_markdown
-from mcp_servers.untrusted import TAG
+from labbot.mcp_servers.notion import NotionApi, blocks_to_markdown, build_server, markdown_to_blocks
+from labbot.mcp_servers.notion.blocks import fetch_tree
+from labbot.mcp_servers.notion.ids import parse_id
+from labbot.mcp_servers.notion.inline import markdown_to_rich_text, rich_text_to_markdown
+from labbot.mcp_servers.untrusted import TAG
 
 READ_TOOLS = {"search", "get_page", "query_data_source"}
 WRITE_TOOLS = {"create_page", "append_blocks", "add_comment"}

@@ -19,8 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 from support import free_port, wait_for
 
-from bot.cli.main import main
-from mcp_servers.runner import TOKEN_ENV, http_token
+from labbot.bot.cli.main import main
+from labbot.mcp_servers.runner import TOKEN_ENV, http_token
 
 PROJECT = Path(__file__).resolve().parents[2]
 TOOLS = {"search", "read_file", "list_dir", "git_log", "git_show", "git_diff", "git_blame"}
@@ -57,7 +57,7 @@ def _check(seen: tuple[set[str], str, tuple[bool, str]]) -> None:
 def test_stdio(root: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "bot.cli.main", "mcp", "codebase"],
+        args=["-m", "labbot.bot.cli.main", "mcp", "codebase"],
         env={"LABBOT_CODEBASE_ROOT": str(root), "PYTHONPATH": str(PROJECT)},
         cwd=PROJECT,
     )
@@ -74,7 +74,7 @@ class _HttpServer:
         env.update(LABBOT_HOME=str(self.home), LABBOT_CODEBASE_ROOT=str(root), PYTHONPATH=str(PROJECT))
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli.main", "mcp", "codebase", "--http", str(self.port)],
+                [sys.executable, "-m", "labbot.bot.cli.main", "mcp", "codebase", "--http", str(self.port)],
                 cwd=PROJECT,
                 env=env,
                 stdin=subprocess.DEVNULL,

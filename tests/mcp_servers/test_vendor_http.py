@@ -1,4 +1,4 @@
-"""mcp_servers.vendor_http.VendorApi against scripted answers (``httpx.MockTransport``), no network.
+"""labbot.mcp_servers.vendor_http.VendorApi against scripted answers (``httpx.MockTransport``), no network.
 
 Each test scripts what the vendor answers, in order, and asserts on what VendorApi returned or raised, how many
 requests it sent and which waits it asked the ``sleep`` seam for (nothing here sleeps). Covered: the retries (429
@@ -21,9 +21,9 @@ import httpx
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.datadog import DatadogApi
-from mcp_servers.linear import LinearApi
-from mcp_servers.vendor_http import MAX_RETRY_AFTER_S, RateLimited, VendorApi, VendorError
+from labbot.mcp_servers.datadog import DatadogApi
+from labbot.mcp_servers.linear import LinearApi
+from labbot.mcp_servers.vendor_http import MAX_RETRY_AFTER_S, RateLimited, VendorApi, VendorError
 
 TOKEN = "sk-acme-0123456789abcdef"
 Scripted = httpx.Response | Callable[[httpx.Request], httpx.Response]

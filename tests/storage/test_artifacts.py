@@ -1,4 +1,4 @@
-"""storage.artifacts: per-agent stores over content-addressed blobs (a local folder and fsspec's memory://)."""
+"""labbot.storage.artifacts: per-agent stores over content-addressed blobs (a local folder and fsspec's memory://)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any
 import fsspec
 import pytest
 
-from storage.artifacts import (
+from labbot.storage.artifacts import (
     ArtifactNotFound,
     ArtifactStore,
     BadArtifactRequest,
     NotShared,
     QuotaExceeded,
 )
-from storage.db import Database
+from labbot.storage.db import Database
 
 MiB = 1 << 20
 

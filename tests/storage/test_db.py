@@ -9,9 +9,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from storage import Database, MetricPoint, Run, RunStatus
-from storage.floats import decode_float, encode_float
-from storage.models import Base, utcnow
+from labbot.storage import Database, MetricPoint, Run, RunStatus
+from labbot.storage.floats import decode_float, encode_float
+from labbot.storage.models import Base, utcnow
 
 
 def _db(tmp_path: Path) -> Database:
@@ -98,7 +98,7 @@ def _head_revision() -> str:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from storage.db import MIGRATIONS
+    from labbot.storage.db import MIGRATIONS
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))

@@ -1,4 +1,4 @@
-"""training.launcher against a real Ray head: idempotent submission, unreachable and unauthorised clusters."""
+"""labbot.training.launcher against a real Ray head: idempotent submission, unreachable and unauthorised clusters."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import uuid
 import pytest
 from support import free_port, wait_for
 
-from training.errors import Conflict, RayUnavailable
-from training.launcher import RAY_SUCCEEDED, RayLauncher, Submission
-from training.ray_cluster import RayConnection
+from labbot.common.errors import Conflict, RayUnavailable
+from labbot.training.launcher import RAY_SUCCEEDED, RayLauncher, Submission
+from labbot.training.ray_cluster import RayConnection
 
 
 def _sub(run_id: str) -> Submission:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training.monitoring import (
+from labbot.training.monitoring import (
     DIVERGED,
     FAILED,
     HUNG,

@@ -1,4 +1,4 @@
-"""training.ray_cluster: the embedded head starts with token auth, is reused while up, and is stopped only by
+"""labbot.training.ray_cluster: the embedded head starts with token auth, is reused while up, and is stopped only by
 the labbot that owns it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import psutil
 import pytest
 from support import wait_for
 
-from training import ray_cluster
-from training.launcher import RayLauncher, Submission
-from training.ray_cluster import EmbeddedRayHead, connect, dashboard_alive
+from labbot.training import ray_cluster
+from labbot.training.launcher import RayLauncher, Submission
+from labbot.training.ray_cluster import EmbeddedRayHead, connect, dashboard_alive
 
 
 def test_embedded_head_start_reuse_stop(tmp_path: Path) -> None:

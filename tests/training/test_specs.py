@@ -1,4 +1,4 @@
-"""training.specs / params / durations / registry: the pure parsing of what a user asks for."""
+"""labbot.training.specs / params / durations / registry: the pure parsing of what a user asks for."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from training.durations import format_duration, parse_duration
-from training.errors import BadRequest, UnknownJob
-from training.params import coerce_param, parse_assignments
-from training.registry import TINY_LM, JobRegistry
-from training.specs import LaunchRequest, entrypoint_command, resolve_launch
+from labbot.common.durations import format_duration, parse_duration
+from labbot.common.errors import BadRequest, UnknownJob
+from labbot.training.params import coerce_param, parse_assignments
+from labbot.training.registry import TINY_LM, JobRegistry
+from labbot.training.specs import LaunchRequest, entrypoint_command, resolve_launch
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_resolve_launch_checks_parameters_against_the_job() -> None:
 
 def test_entrypoint_quotes_values() -> None:
     cmd = entrypoint_command(TINY_LM, {"steps": 5, "device": "cpu; rm -rf /"})
-    assert cmd == "python -m training.jobs.tiny_lm --steps 5 --device 'cpu; rm -rf /'"
+    assert cmd == "python -m labbot.training.jobs.tiny_lm --steps 5 --device 'cpu; rm -rf /'"
 
 
 def test_registry_from_toml_table() -> None:
@@ -85,7 +85,7 @@ def test_registry_from_toml_table() -> None:
 
 
 def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:
-    from training.jobs.tiny_lm import TinyLMConfig
+    from labbot.training.jobs.tiny_lm import TinyLMConfig
 
     fields = {f.name: f for f in dataclasses.fields(TinyLMConfig)}
     for key, value in TINY_LM.params.items():

@@ -1,4 +1,4 @@
-"""training.telemetry_ingest: what a telemetry body may and may not be."""
+"""labbot.training.telemetry_ingest: what a telemetry body may and may not be."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from training.errors import BadRequest
-from training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
+from labbot.common.errors import BadRequest
+from labbot.training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
 
 
 def _body(**doc: object) -> bytes:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 
-from training.jobs.tiny_lm import (
+from labbot.training.jobs.tiny_lm import (
     JobEnv,
     TinyLMConfig,
     list_checkpoints,
@@ -199,7 +199,7 @@ def test_hang_at_step_stops_progress_but_stays_alive(tmp_path: Path) -> None:
     env.update(LABBOT_CHECKPOINT_DIR=str(tmp_path / "ckpt"), LABBOT_ATTEMPT="1", PYTHONUNBUFFERED="1")
     args = ["--steps", "1000", "--hang_at_step", "3", "--log_every", "1", "--checkpoint_every", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "training.jobs.tiny_lm", *args, "--batch_size", "4", "--block_size", "16"],
+        [sys.executable, "-m", "labbot.training.jobs.tiny_lm", *args, "--batch_size", "4", "--block_size", "16"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -291,7 +291,7 @@ def test_environment_defaults_and_bad_attempt(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.chdir(tmp_path)
     job = JobEnv.from_environ()
     assert (job.run_id, job.attempt, job.checkpoint_dir) == (None, 1, tmp_path.resolve() / "checkpoints")
-    assert job.faults_armed
+    assert not job.is_restart
 
     monkeypatch.setenv("LABBOT_ATTEMPT", "two")
     with pytest.raises(ValueError, match="LABBOT_ATTEMPT"):
@@ -330,7 +330,7 @@ def test_main_trains_in_process_without_importing_ray(tmp_path: Path) -> None:
     env.update(LABBOT_CHECKPOINT_DIR=str(tmp_path / "ckpt"), LABBOT_ATTEMPT="1")
     script = (
         "import sys\n"
-        "from training.jobs import tiny_lm\n"
+        "from labbot.training.jobs import tiny_lm\n"
         "rc = tiny_lm.main(['--steps', '3', '--checkpoint-every', '1', '--batch_size', '4'])\n"
         "assert rc == 0, rc\n"
         "assert 'ray' not in sys.modules, 'ray imported on the num_workers=0 path'\n"

@@ -2,9 +2,9 @@
 
 Launch it by hand, or the way labbot does through Ray's Jobs API::
 
-    python -m training.jobs.tiny_lm --steps 200 --checkpoint_every 50
-    python -m training.jobs.tiny_lm --steps 50 --checkpoint-every 10 --num_workers 2   # Ray Train, 2 workers
-    python -m training.jobs.tiny_lm --help
+    python -m labbot.training.jobs.tiny_lm --steps 200 --checkpoint_every 50
+    python -m labbot.training.jobs.tiny_lm --steps 50 --checkpoint-every 10 --num_workers 2   # Ray Train, 2 workers
+    python -m labbot.training.jobs.tiny_lm --help
 
 Every ``TinyLMConfig`` field is a flag; ``--checkpoint_every`` and ``--checkpoint-every`` are the same flag.
 The model is a nanoGPT-style decoder (causal self-attention, a couple of layers) trained on the public-domain
@@ -19,7 +19,7 @@ Environment (all optional, so the job also runs by hand):
   of the one before it. With Ray Train on several nodes this must be shared storage. Rank 0 writes
   ``ckpt_{step:08d}.pt`` atomically every ``checkpoint_every`` steps and at the last step, keeping the newest
   3; each holds model and optimizer state, the step, the config as a dict, the vocabulary and RNG state.
-* whatever ``training.telemetry`` reads: rank 0 reports ``loss`` and ``tokens_per_s`` every step and every
+* whatever ``labbot_client.telemetry`` reads: rank 0 reports ``loss`` and ``tokens_per_s`` every step and every
   checkpoint it writes.
 
 Fault injection, for exercising labbot's babysitting. Each fires ONLY when ``LABBOT_ATTEMPT`` is 1, so the
@@ -51,7 +51,6 @@ import argparse
 import json
 import math
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -67,10 +66,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from training import telemetry
+from labbot_client import telemetry
+from labbot_client.checkpoints import CheckpointDir, JobEnv
 
 KEEP_CHECKPOINTS = 3
-CKPT_RE = re.compile(r"^ckpt_(\d{8})\.pt$")
 DEVICES = ("auto", "cpu", "cuda")
 MODEL_SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
 
@@ -125,35 +124,6 @@ class TinyLMConfig:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
 
-@dataclass(frozen=True)
-class JobEnv:
-    """What the job reads from its environment (all optional)."""
-
-    run_id: str | None
-    attempt: int
-    checkpoint_dir: Path
-
-    @classmethod
-    def from_environ(cls, checkpoint_dir: str | os.PathLike[str] | None = None) -> JobEnv:
-        raw_attempt = os.environ.get("LABBOT_ATTEMPT", "").strip() or "1"
-        try:
-            attempt = int(raw_attempt)
-        except ValueError:
-            raise ValueError(f"LABBOT_ATTEMPT must be an integer, got {raw_attempt!r}") from None
-        if checkpoint_dir is None:
-            checkpoint_dir = os.environ.get("LABBOT_CHECKPOINT_DIR", "").strip() or "./checkpoints"
-        return cls(
-            run_id=os.environ.get("LABBOT_RUN_ID", "").strip() or None,
-            attempt=attempt,
-            # absolute, so Ray Train workers (whatever their cwd) share the driver's dir
-            checkpoint_dir=Path(checkpoint_dir).expanduser().resolve(),
-        )
-
-    @property
-    def faults_armed(self) -> bool:
-        return self.attempt == 1
-
-
 class TrainSummary(TypedDict):
     start_step: int  # first step this call ran (1, or resumed checkpoint step + 1)
     final_step: int  # last completed step
@@ -173,7 +143,7 @@ StepCallback = Callable[[int, dict[str, float]], None]
 
 def load_corpus() -> str:
     """The shipped public-domain text (see ``training/jobs/data/README.md``)."""
-    return resources.files("training.jobs").joinpath("data", "corpus.txt").read_text(encoding="utf-8")
+    return resources.files("labbot.training.jobs").joinpath("data", "corpus.txt").read_text(encoding="utf-8")
 
 
 def get_batch(
@@ -283,38 +253,18 @@ def _unwrap(model: nn.Module) -> nn.Module:
 # checkpoints: {dir}/ckpt_{step:08d}.pt, written atomically by rank 0, newest KEEP_CHECKPOINTS kept
 
 
-def checkpoint_path(ckpt_dir: Path, step: int) -> Path:
-    return ckpt_dir / f"ckpt_{step:08d}.pt"
+def checkpoints(ckpt_dir: Path) -> CheckpointDir:
+    return CheckpointDir(ckpt_dir, suffix=".pt", keep=KEEP_CHECKPOINTS)
 
 
 def list_checkpoints(ckpt_dir: Path) -> list[tuple[int, Path]]:
     """(step, path) of every checkpoint file in ``ckpt_dir``, oldest first."""
-    if not ckpt_dir.is_dir():
-        return []
-    found = []
-    for p in ckpt_dir.iterdir():
-        m = CKPT_RE.match(p.name)
-        if m and p.is_file():
-            found.append((int(m.group(1)), p))
-    return sorted(found)
+    return checkpoints(ckpt_dir).list()
 
 
 def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any]) -> Path:
     """Write ``state`` as the checkpoint for ``step`` (tmp file, fsync, os.replace), then prune old ones."""
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = checkpoint_path(ckpt_dir, step)
-    tmp = ckpt_dir / f".{path.name}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    for _, old in list_checkpoints(ckpt_dir)[:-KEEP_CHECKPOINTS]:
-        old.unlink(missing_ok=True)
-    return path
+    return checkpoints(ckpt_dir).save(step, lambda f: torch.save(state, f))
 
 
 def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] | None:
@@ -422,8 +372,7 @@ def _run(
             )
             if resumed_from is not None:
                 print(f"resumed from checkpoint step {resumed_from}", flush=True)
-            for stale in job.checkpoint_dir.glob(".ckpt_*.tmp.*"):  # leftovers of a crash mid-write
-                stale.unlink(missing_ok=True)
+            checkpoints(job.checkpoint_dir).remove_partial()  # leftovers of a crash mid-write
 
         tokens_per_step = cfg.batch_size * cfg.block_size * world_size
         first_loss: float | None = None
@@ -437,9 +386,9 @@ def _run(
             xb, yb = get_batch(data, cfg.batch_size, cfg.block_size, batch_seed(cfg.seed, rank, step), device)
             _, loss = model(xb, yb)  # logits (B, T, V), loss scalar
             assert loss is not None
-            if job.faults_armed and step == cfg.crash_at_step:
+            if not job.is_restart and step == cfg.crash_at_step:
                 raise RuntimeError(f"injected crash at step {step}")
-            if job.faults_armed and cfg.nan_at_step and step >= cfg.nan_at_step:
+            if not job.is_restart and cfg.nan_at_step and step >= cfg.nan_at_step:
                 loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -483,7 +432,7 @@ def _run(
                         },
                     )
                     telemetry.checkpoint(step, str(path))
-            if job.faults_armed and step == cfg.hang_at_step:
+            if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step, verbose=master)
 
         elapsed = time.perf_counter() - t_start
@@ -567,7 +516,7 @@ def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
 
     # Under ``python -m`` this file is ``__main__``; hand Ray the importable module's function so workers
     # import it by name instead of unpickling a copy of __main__.
-    from training.jobs import tiny_lm
+    from labbot.training.jobs import tiny_lm
 
     if not ray.is_initialized():
         ray.init()  # inside a Ray job this connects to its cluster; by hand it starts a local one
@@ -613,7 +562,7 @@ def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
 def build_parser() -> argparse.ArgumentParser:
     """One flag per TinyLMConfig field, typed from its default; ``--a_b`` and ``--a-b`` both work."""
     parser = argparse.ArgumentParser(
-        prog="python -m training.jobs.tiny_lm",
+        prog="python -m labbot.training.jobs.tiny_lm",
         description="Train a tiny character-level transformer LM (labbot's reference job).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,  # --step must not quietly mean --steps

@@ -5,7 +5,7 @@ The thread keeper (``bot/slack/threads.py``) and the command handlers post what 
 to Slack.
 """
 
-from bot.slack.blocks.limits import (
+from labbot.bot.slack.blocks.limits import (
     MAX_BLOCKS,
     MAX_MESSAGE_TEXT,
     MAX_SECTION_TEXT,
@@ -13,9 +13,15 @@ from bot.slack.blocks.limits import (
     split_sections,
     text_blocks,
 )
-from bot.slack.blocks.plot import loss_plot_png
-from bot.slack.blocks.posts import ephemeral_error, launch_confirmation, progress_text, restart_text, summary_blocks
-from bot.slack.blocks.run_card import escape, eta_seconds, mention, run_card
+from labbot.bot.slack.blocks.plot import loss_plot_png
+from labbot.bot.slack.blocks.posts import (
+    ephemeral_error,
+    launch_confirmation,
+    progress_text,
+    restart_text,
+    summary_blocks,
+)
+from labbot.bot.slack.blocks.run_card import escape, eta_seconds, mention, run_card
 
 __all__ = [
     "MAX_BLOCKS",

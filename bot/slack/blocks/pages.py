@@ -1,7 +1,7 @@
 """How a page looks in Slack: the message posted in the run's thread, the owner's DM and the on-call channel, with
 Ack / Resolve / Stop buttons while it is open, and the ``/lab pages`` list. Pure functions over the page's JSON
-(``agents.pager.incident_view``) and the run's (``training.views.run_view``); re-rendered when the page changes
-(acknowledged, resolved), so every copy of it shows who did what.
+(``labbot.agents.babysitter.pager.incident_view``) and the run's (``labbot.training.views.run_view``); re-rendered when
+the page changes (acknowledged, resolved), so every copy of it shows who did what.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.humanize import duration
-from bot.slack.blocks.run_card import (
+from labbot.bot.slack.blocks.run_card import (
     TERMINAL,
     _button,
     _confirm,
@@ -22,6 +21,7 @@ from bot.slack.blocks.run_card import (
     mention,
     parse_time,
 )
+from labbot.common.humanize import duration
 
 Block = dict[str, Any]
 

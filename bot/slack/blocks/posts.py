@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from bot.slack.blocks.run_card import (
+from labbot.bot.slack.blocks.run_card import (
     DASH,
     STATUS_EMOJI,
     Block,

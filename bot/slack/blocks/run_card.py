@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.humanize import duration
+from labbot.common.humanize import duration
 
 Block = dict[str, Any]
 

@@ -8,8 +8,8 @@ Create Date: 2026-11-29
 import sqlalchemy as sa
 from alembic import op
 
-from storage.floats import NanFloat
-from storage.models import UTCDateTime
+from labbot.storage.floats import NanFloat
+from labbot.storage.models import UTCDateTime
 
 revision = "0001"
 down_revision = None

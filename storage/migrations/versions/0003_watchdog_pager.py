@@ -8,7 +8,7 @@ Create Date: 2026-11-29
 import sqlalchemy as sa
 from alembic import op
 
-from storage.models import UTCDateTime
+from labbot.storage.models import UTCDateTime
 
 revision = "0003"
 down_revision = "0002"

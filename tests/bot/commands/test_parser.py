@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.commands import LAB, Command, Option, Parsed, Registry, UsageError, lab_registry, parse, render
-from bot.commands.tokens import TokenError, quote, tokenize, unwrap_slack
-from bot.commands.values import RUN_STATUSES, BadValue, convert, to_text
+from labbot.bot.commands import LAB, Command, Option, Parsed, Registry, UsageError, lab_registry, parse, render
+from labbot.bot.commands.tokens import TokenError, quote, tokenize, unwrap_slack
+from labbot.bot.commands.values import RUN_STATUSES, BadValue, convert, to_text
 
 
 def ok(text: str, registry: Registry = LAB) -> Parsed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import (
+from labbot.bot.commands import (
     COMMANDS,
     LAB,
     RUN_STATUSES,
@@ -198,7 +198,7 @@ def test_every_example_parses_to_its_own_command() -> None:
 
 
 def test_run_statuses_match_storage() -> None:
-    from storage.models import RunStatus
+    from labbot.storage.models import RunStatus
 
     assert tuple(s.value for s in RunStatus) == RUN_STATUSES
 

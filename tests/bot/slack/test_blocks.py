@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.models.blocks import Block
 
-from bot.slack.blocks import (
+from labbot.bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_MESSAGE_TEXT,
     MAX_SECTION_TEXT,
@@ -25,7 +25,7 @@ from bot.slack.blocks import (
     summary_blocks,
     text_blocks,
 )
-from bot.slack.blocks.limits import FENCE_CLOSE, FENCE_OPEN, fence_ends, inside_fence
+from labbot.bot.slack.blocks.limits import FENCE_CLOSE, FENCE_OPEN, fence_ends, inside_fence
 
 STATUSES = ["pending", "running", "stalled", "restarting", "succeeded", "failed", "stopped"]
 NOW = datetime(2025, 3, 1, 12, 10, tzinfo=UTC)

@@ -1,8 +1,8 @@
-"""bot.slack.dedup: a key is new once within its window."""
+"""labbot.bot.slack.dedup: a key is new once within its window."""
 
 from __future__ import annotations
 
-from bot.slack.dedup import SeenKeys
+from labbot.bot.slack.dedup import SeenKeys
 
 
 def test_repeats_inside_the_window_are_dropped_and_forgotten_after() -> None:

@@ -19,22 +19,22 @@ from fakes.slack import SlackFake, started
 from slack_sdk.http_retry import builtin_async_handlers
 from sqlalchemy import select
 
-from agents.outbox import Outbox
-from agents.pager import Pager
-from agents.policy import PagingPolicy
-from bot.slack.emulator import Call, Message
-from bot.slack.pager_notifier import METADATA_EVENT, SlackPageNotifier, outbox_client
-from bot.slack.thread_plan import Cadence
-from bot.slack.threads import RunThreads
-from storage.db import Database
-from storage.models import Delivery, DeliveryState, Run
-from training.launcher import RayLauncher
-from training.monitoring import Finding
-from training.ray_cluster import RayConnection
-from training.registry import JobRegistry
-from training.service import RunService
-from training.telemetry_store import TelemetryStore
-from training.views import run_view
+from labbot.agents.babysitter.outbox import Outbox
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.console.emulator import Call, Message
+from labbot.bot.slack.pager_notifier import METADATA_EVENT, SlackPageNotifier, outbox_client
+from labbot.bot.slack.thread_plan import Cadence
+from labbot.bot.slack.threads import RunThreads
+from labbot.storage.db import Database
+from labbot.storage.models import Delivery, DeliveryState, Run
+from labbot.training.launcher import RayLauncher
+from labbot.training.monitoring import Finding
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.registry import JobRegistry
+from labbot.training.service import RunService
+from labbot.training.telemetry_store import TelemetryStore
+from labbot.training.views import run_view
 
 ALICE, BOB = "U0ALICE001", "U0BOB00001"
 RUN_ID = "r0pager001"

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from matplotlib.image import imread
 
-from bot.slack.blocks import loss_plot_png
-from bot.slack.blocks.plot import ema
+from labbot.bot.slack.blocks import loss_plot_png
+from labbot.bot.slack.blocks.plot import ema
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

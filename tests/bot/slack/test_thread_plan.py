@@ -1,4 +1,4 @@
-"""bot.slack.thread_plan: what a run's thread needs, tick by tick — and how many Web API calls that costs."""
+"""labbot.bot.slack.thread_plan: what a run's thread needs, tick by tick — and how many Web API calls that costs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack.thread_plan import Cadence, Plan, ThreadState, plan
+from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, plan
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

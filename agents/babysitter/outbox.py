@@ -1,0 +1,235 @@
+"""The delivery outbox: notifications are rows first (``deliveries``), sent after, retried until accepted.
+
+The pager and the watchdog queue ``Delivery`` rows in the same transaction as the incident they are about. The
+:class:`Outbox` sends what is due, oldest first, through a :class:`Notifier` per channel (``slack``: implemented by
+bot/, which agents/ never imports; ``pagerduty``: ``labbot.agents.babysitter.pagerduty``). A notifier answers accepted,
+retry (Slack or PagerDuty down, rate limited: backoff, honouring ``Retry-After``) or rejected (a 400, a channel that
+does not exist: logged, never retried). Order holds within a conversation: a delivery waits while an older one for the
+same page or run has not gone out. A row found ``sending`` at start-up was cut off by a crash: it is retried with
+``attempts`` > 1, which tells the Slack notifier to look for the message before posting it again, so a page is neither
+lost nor shown twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from anyio import to_thread
+from sqlalchemy import select, update
+
+from labbot.agents.babysitter.pager import incident_view
+from labbot.agents.babysitter.pagerduty import PagerDutyClient
+from labbot.storage.db import Database
+from labbot.storage.models import Delivery, DeliveryState, Incident, Run, utcnow
+from labbot.training.views import run_view
+
+log = logging.getLogger(__name__)
+
+Status = Literal["accepted", "retry", "rejected"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    message: str = ""
+    retry_after_s: float | None = None
+    result: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One delivery as a notifier sees it: detached from the database, with what it needs to render."""
+
+    id: int
+    key: str
+    channel: str
+    action: str
+    target: str
+    payload: Mapping[str, Any]
+    attempts: int  # this one included: > 1 means an earlier try may have reached the receiver
+    created_at: datetime
+    incident: dict[str, Any] | None
+    run: dict[str, Any] | None
+    posts: list[dict[str, Any]]  # results of this incident's page messages already posted (for refreshes)
+
+
+class Notifier(Protocol):
+    async def deliver(self, envelope: Envelope) -> Outcome: ...
+
+
+class Outbox:
+    def __init__(
+        self,
+        db: Database,
+        notifiers: Mapping[str, Notifier],
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        batch: int = 50,
+        max_backoff_s: float = 60.0,
+    ) -> None:
+        self.db = db
+        self.notifiers = dict(notifiers)
+        self.clock = clock
+        self.batch = batch
+        self.max_backoff_s = max_backoff_s
+        self._unconfigured_said: set[str] = set()
+
+    def recover(self) -> int:
+        """At start-up: deliveries cut off mid-send by a crash go back to the queue (checked before re-sending)."""
+        with self.db.session() as s:
+            result: Any = s.execute(
+                update(Delivery)
+                .where(Delivery.state == DeliveryState.SENDING.value)
+                .values(state=DeliveryState.PENDING.value, next_attempt_at=self.clock())
+            )
+            n = result.rowcount
+        if n:
+            log.warning("%d notification(s) were being sent when labbot stopped: sending them again", n)
+        return int(n or 0)
+
+    async def drain(self) -> int:
+        """Send what is due; returns how many deliveries the receivers accepted."""
+        due = await to_thread.run_sync(self._due)
+        accepted = 0
+        blocked: set[str] = set()
+        for env, scope, is_due in due:
+            if scope in blocked:
+                continue
+            if not is_due:
+                blocked.add(scope)  # an older one waits for its retry: keep the order
+                continue
+            notifier = self.notifiers.get(env.channel)
+            if notifier is None:
+                if env.channel not in self._unconfigured_said:
+                    log.warning("notifications for %s are queued but %s is not configured", env.channel, env.channel)
+                    self._unconfigured_said.add(env.channel)
+                blocked.add(scope)
+                continue
+            env = await to_thread.run_sync(self._mark_sending, env)
+            try:
+                outcome = await notifier.deliver(env)
+            except Exception as e:  # a notifier bug must not lose the page: retried later, and logged
+                log.exception("delivery %s (%s) failed inside labbot", env.id, env.key)
+                outcome = Outcome("retry", f"{type(e).__name__} inside labbot")
+            await to_thread.run_sync(self._record, env, outcome)
+            if outcome.status == "accepted":
+                accepted += 1
+            else:
+                blocked.add(scope)
+        return accepted
+
+    def _due(self) -> list[tuple[Envelope, str, bool]]:
+        now = self.clock()
+        with self.db.session() as s:
+            rows = list(
+                s.scalars(
+                    select(Delivery)
+                    .where(Delivery.state == DeliveryState.PENDING.value)
+                    .order_by(Delivery.id)
+                    .limit(self.batch * 4)
+                )
+            )
+            out: list[tuple[Envelope, str, bool]] = []
+            for d in rows[: self.batch * 4]:
+                scope = f"{d.channel}:{d.incident_id or d.run_id or d.target}"
+                out.append((self._envelope(s, d), scope, d.next_attempt_at <= now))
+            return out
+
+    def _envelope(self, s: Any, d: Delivery) -> Envelope:
+        inc = s.get(Incident, d.incident_id) if d.incident_id else None
+        run = s.get(Run, d.run_id) if d.run_id else None
+        posts: list[dict[str, Any]] = []
+        if d.action == "refresh" and d.incident_id:
+            q = select(Delivery).where(
+                Delivery.incident_id == d.incident_id,
+                Delivery.action == "post",
+                Delivery.state == DeliveryState.SENT.value,
+            )
+            posts = [
+                {**p.result, "payload": p.payload, "target": p.target}
+                for p in s.scalars(q.order_by(Delivery.id))
+                if p.payload.get("template") == "page" and p.result.get("ts")
+            ]
+        return Envelope(
+            id=d.id,
+            key=d.key,
+            channel=d.channel,
+            action=d.action,
+            target=d.target,
+            payload=dict(d.payload or {}),
+            attempts=d.attempts,
+            created_at=d.created_at,
+            incident=incident_view(inc) if inc is not None else None,
+            run=run_view(run) if run is not None else None,
+            posts=posts,
+        )
+
+    def _mark_sending(self, env: Envelope) -> Envelope:
+        with self.db.session() as s:
+            d = s.get_one(Delivery, env.id)
+            d.state = DeliveryState.SENDING.value
+            d.attempts += 1
+            return self._envelope(s, d)  # built now: a refresh sees the posts sent earlier in this drain
+
+    def _record(self, env: Envelope, outcome: Outcome) -> None:
+        now = self.clock()
+        with self.db.session() as s:
+            d = s.get_one(Delivery, env.id)
+            if outcome.status == "accepted":
+                d.state = DeliveryState.SENT.value
+                d.sent_at = now
+                d.result = dict(outcome.result)
+                d.last_error = None
+                return
+            d.last_error = outcome.message[:1000]
+            if outcome.status == "rejected":
+                d.state = DeliveryState.DEAD.value
+                log.error("notification %s to %s %s was refused: %s", d.key, d.channel, d.target, outcome.message)
+                return
+            d.state = DeliveryState.PENDING.value
+            wait = outcome.retry_after_s
+            if wait is None:
+                wait = min(2.0 ** (d.attempts - 1), self.max_backoff_s)
+            d.next_attempt_at = now + timedelta(seconds=max(wait, 0.1))
+            log.warning(
+                "notification %s to %s failed (try %d), again in %.0fs: %s",
+                d.key,
+                d.channel,
+                d.attempts,
+                wait,
+                outcome.message,
+            )
+
+    def pending(self) -> int:
+        with self.db.session() as s:
+            return len(list(s.scalars(select(Delivery.id).where(Delivery.state != DeliveryState.SENT.value))))
+
+
+class PagerDutyNotifier:
+    """The ``pagerduty`` channel of the outbox: each delivery is one Events API v2 event, ``dedup_key`` = the
+    incident key, so a retried trigger joins the alert it already opened instead of opening another."""
+
+    def __init__(self, client: PagerDutyClient) -> None:
+        self.client = client
+
+    async def deliver(self, envelope: Envelope) -> Outcome:
+        p = envelope.payload
+        try:
+            if envelope.action == "trigger":
+                sent = await self.client.send(
+                    "trigger",
+                    envelope.target,
+                    summary=str(p.get("summary", "")),
+                    severity=str(p.get("severity", "critical")),
+                    custom_details=p.get("custom_details") or {},
+                )
+            else:
+                sent = await self.client.send(envelope.action, envelope.target)
+        except ValueError as e:  # an event PagerDuty would answer 400: it will never be valid, so never retried
+            return Outcome("rejected", f"PagerDuty {envelope.action} {envelope.target!r}: invalid event: {e}")
+        status: Status = sent.outcome
+        return Outcome(status, sent.message, sent.retry_after_s, {"status": sent.status} if sent.accepted else {})

@@ -1,0 +1,358 @@
+"""The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
+only when some runs need a change, one more query loading just those).
+
+A tick brings each active run (and each run with an open page) in line with Ray
+(``labbot.training.service.reconcile_run``), judges it with the pure rules of ``labbot.training.monitoring``, schedules
+automatic restarts from the checkpoint (``restart_on``, up to ``max_restarts``, with backoff; each step told in the
+thread), and hands the rest to the pager — all in one transaction, so a finding and the pages it causes are committed
+together. Ray calls that act (stopping a PENDING job again, submitting a due restart) happen after the commit. When Ray
+does not answer, the runs are left alone (the job may be fine; the cluster is not) and, past ``infra_after``, that is
+itself a page.
+
+Runs on a worker thread (blocking DB and Ray calls); the server's scheduler calls :meth:`Watchdog.tick`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.orm import Session
+
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import WatchdogPolicy
+from labbot.common.errors import LabbotError, RayUnavailable
+from labbot.storage.db import Database
+from labbot.storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
+from labbot.training.launcher import RAY_FAILED, RAY_PENDING, RAY_RUNNING, RayJob, RayLauncher, submission_id
+from labbot.training.monitoring import (
+    FAILED,
+    HUNG,
+    INFRA,
+    PAGE,
+    SILENT,
+    Finding,
+    RunState,
+    Thresholds,
+    evaluate,
+    human_duration,
+    infra_finding,
+)
+from labbot.training.service import LOST, RunService, reconcile_run
+
+log = logging.getLogger(__name__)
+
+RESTARTABLE = (FAILED, HUNG, SILENT)
+WATCHED = (
+    Run.id,
+    Run.status,
+    Run.attempt,
+    Run.ray_submission_id,
+    Run.config,
+    Run.stop_requested,
+    Run.error,
+    Run.attempt_started_at,
+    Run.last_telemetry_at,
+    Run.last_step,
+    Run.last_step_at,
+    Run.vitals,
+    Run.restart_at,
+)
+LOG_TAIL_LINES = 20
+STOP_RETRY_WINDOW_S = 3600.0  # stops of PENDING jobs are re-issued for this long
+
+
+@dataclass
+class TickReport:
+    ray_ok: bool = True
+    runs: int = 0
+    findings: int = 0
+    changed: int = 0
+    restarts_scheduled: int = 0
+    restarts_submitted: int = 0
+    seconds: float = 0.0
+    to_stop: list[str] = field(default_factory=list)
+    due: list[str] = field(default_factory=list)
+
+
+class Watchdog:
+    def __init__(
+        self,
+        db: Database,
+        launcher: RayLauncher,
+        service: RunService,
+        pager: Pager,
+        policy: WatchdogPolicy,
+        *,
+        address: str,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.db = db
+        self.launcher = launcher
+        self.service = service
+        self.pager = pager
+        self.policy = policy
+        self.address = address
+        self.clock = clock
+        self.down_since: datetime | None = None
+        with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
+            self._infra_open = s.scalar(self._infra_query()) is not None
+
+    def _infra_query(self) -> Select[Any]:
+        return select(Incident).where(Incident.kind == INFRA, Incident.run_id.is_(None))
+
+    # -- a tick ----------------------------------------------------------------------------------------------
+
+    def tick(self) -> TickReport:
+        started = time.perf_counter()
+        report = TickReport()
+        now = self.clock()
+        try:
+            jobs = self.launcher.jobs()
+        except RayUnavailable as e:
+            report.ray_ok = False
+            self._ray_down(now, e.message)
+            report.seconds = time.perf_counter() - started
+            return report
+        if self.down_since is not None:
+            log.info("the Ray API at %s answers again", self.address)
+            self.down_since = None
+        with self.db.session() as s:
+            if self._infra_open:
+                self._judge_infra(s, None, now)
+            needs_work: dict[str, dict[str, Incident]] = {}
+            for row, incidents in self._runs(s, now):
+                report.runs += 1
+                if not self._all_well(row, incidents, jobs.get(row.ray_submission_id or ""), now):
+                    needs_work[row.id] = incidents
+            if needs_work:  # the few runs that change are loaded as objects (one more query), the rest never are
+                for run in s.scalars(select(Run).where(Run.id.in_(list(needs_work)))):
+                    self._look(s, run, needs_work[run.id], jobs.get(run.ray_submission_id or ""), now, report)
+        for sid in report.to_stop:
+            try:
+                self.launcher.stop(sid)
+            except LabbotError as e:
+                log.warning("could not stop %s again: %s", sid, e.message)
+        for run_id in report.due:
+            self._submit_restart(run_id)
+            report.restarts_submitted += 1
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _runs(self, s: Session, now: datetime) -> list[tuple[Any, dict[str, Incident]]]:
+        """The one query: active runs, runs with an open page, recently stopped runs (PENDING stops), with every
+        incident of theirs (open, or resolved and so able to re-open). Only the columns the rules read: loading
+        10,000 full ORM runs (their metrics, every timestamp) would cost more than judging them."""
+        with_open_page = select(Incident.run_id).where(
+            Incident.state.in_(OPEN_INCIDENT_STATES), Incident.run_id.is_not(None)
+        )
+        cutoff = now.timestamp() - STOP_RETRY_WINDOW_S
+        recent = datetime.fromtimestamp(cutoff, tz=now.tzinfo)
+        q = (
+            select(*WATCHED, Incident)
+            .outerjoin(Incident, Incident.run_id == Run.id)
+            .where(
+                or_(
+                    Run.status.in_(ACTIVE_STATUSES),
+                    Run.id.in_(with_open_page),
+                    and_(Run.stop_requested.is_(True), Run.ended_at > recent),
+                )
+            )
+        )
+        grouped: dict[str, tuple[Any, dict[str, Incident]]] = {}
+        for row in s.execute(q):
+            entry = grouped.setdefault(row.id, (row, {}))
+            if row.Incident is not None:
+                entry[1][row.Incident.kind] = row.Incident
+        return list(grouped.values())
+
+    def _all_well(self, row: Any, incidents: dict[str, Incident], job: RayJob | None, now: datetime) -> bool:
+        """Nothing to change for this run: Ray agrees with its status, no rule finds anything, no page is open."""
+        if job is None or row.stop_requested or row.restart_at is not None:
+            return False
+        if (row.status, job.status) not in (
+            (RunStatus.RUNNING.value, RAY_RUNNING),
+            (RunStatus.PENDING.value, RAY_PENDING),
+        ):
+            return False
+        if any(i.condition_active or i.state != IncidentState.RESOLVED.value for i in incidents.values()):
+            return False
+        return not evaluate(self._state(row, job), now)
+
+    def _look(
+        self,
+        s: Session,
+        run: Run,
+        incidents: dict[str, Incident],
+        job: RayJob | None,
+        now: datetime,
+        report: TickReport,
+    ) -> None:
+        was_terminal = RunStatus(run.status).is_terminal
+        changed, stop_sid = reconcile_run(run, job, now)
+        report.changed += changed
+        if stop_sid:
+            report.to_stop.append(stop_sid)
+        if run.restart_at is not None and job is not None:
+            run.restart_at = None  # the scheduled attempt is on Ray (labbot died between submitting and noting it)
+        if run.status == RunStatus.RESTARTING.value and run.restart_at is not None:
+            if job is None and run.restart_at <= now:
+                report.due.append(run.id)
+            self.pager.judge(s, run, incidents, [], now)  # the old attempt's conditions are gone with it
+            return
+        findings = evaluate(self._state(run, job), now)
+        findings = self._maybe_restart(s, run, findings, now, report, was_terminal=was_terminal)
+        report.findings += len(findings)
+        self._mark_stalled(run, findings)
+        self.pager.judge(s, run, incidents, findings, now)
+        for inc in incidents.values():
+            self.pager.escalate(s, run, inc, now)
+
+    def _state(self, run: Any, job: RayJob | None) -> RunState:
+        """What the rules see of a run (an ORM ``Run`` or a row of ``WATCHED`` columns: the same names)."""
+        cfg = run.config or {}
+        ray_status, error_type, message = (job.status, job.error_type, job.message) if job else (None, None, "")
+        if job is None and run.status == RunStatus.FAILED.value and (run.error or "").startswith(LOST):
+            ray_status, error_type, message = RAY_FAILED, "JobLost", run.error or ""
+        return RunState(
+            run_id=run.id,
+            status=run.status,
+            ray_status=ray_status,
+            ray_error_type=error_type,
+            ray_message=message,
+            attempt=run.attempt,
+            attempt_started_at=run.attempt_started_at,
+            last_telemetry_at=run.last_telemetry_at,
+            last_step=run.last_step,
+            last_step_at=run.last_step_at,
+            vitals=run.vitals or {},
+            thresholds=self._thresholds(cfg.get("stall_after_s"), cfg.get("pending_after_s")),
+            stop_requested=run.stop_requested,
+        )
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - a few distinct thresholds, judged for every run every tick
+    def _thresholds(self, stall_after_s: float | None, pending_after_s: float | None) -> Thresholds:
+        return Thresholds(
+            stall_after_s=float(stall_after_s or 600.0),
+            pending_after_s=float(pending_after_s or self.policy.pending_after_s),
+            startup_grace_s=self.policy.startup_grace_s,
+        )
+
+    @staticmethod
+    def _mark_stalled(run: Run, findings: list[Finding]) -> None:
+        stalled = any(f.kind in (HUNG, SILENT) for f in findings)
+        if stalled and run.status == RunStatus.RUNNING.value:
+            run.status = RunStatus.STALLED.value
+        elif not stalled and run.status == RunStatus.STALLED.value:
+            run.status = RunStatus.RUNNING.value
+
+    # -- automatic restarts ----------------------------------------------------------------------------------
+
+    def _maybe_restart(
+        self, s: Session, run: Run, findings: list[Finding], now: datetime, report: TickReport, *, was_terminal: bool
+    ) -> list[Finding]:
+        cfg = run.config or {}
+        if not was_terminal:  # it failed in this tick: the last lines of its log say why (one Ray call, once)
+            findings = [self._with_log_tail(run, f) if f.kind == FAILED else f for f in findings]
+        restart_on = cfg.get("restart_on") or list(self.policy.restart_on)
+        cause = next((f for f in findings if f.kind in RESTARTABLE and f.kind in restart_on), None)
+        if cause is None or run.stop_requested or (was_terminal and cause.kind == FAILED):
+            return findings  # a run that was already failed before this tick is paged, not restarted again
+        limit = int(cfg.get("max_restarts", 2))
+        if run.auto_restarts >= limit:
+            if run.auto_restarts == 0:
+                return findings
+            tail = f" (after {run.auto_restarts} automatic restart{'s' if run.auto_restarts > 1 else ''})"
+            return [
+                Finding(f.kind, f.severity, f.summary + tail, {**f.detail, "auto_restarts": run.auto_restarts})
+                if f is cause
+                else f
+                for f in findings
+            ]
+        delay = self.policy.backoff(run.auto_restarts)
+        old_attempt = run.attempt
+        run.auto_restarts += 1
+        run.attempt += 1
+        run.ray_submission_id = submission_id(run.id, run.attempt)
+        run.status = RunStatus.RESTARTING.value
+        run.ended_at = None
+        run.error = f"attempt {old_attempt} {cause.kind}: {cause.summary}"[:2000]
+        run.restart_at = datetime.fromtimestamp(now.timestamp() + delay, tz=now.tzinfo)
+        run.last_step, run.last_step_at = run.checkpoint_step, None
+        report.restarts_scheduled += 1
+        verb = {FAILED: "failed", HUNG: "is hung", SILENT: "went silent"}[cause.kind]
+        tail = str(cause.detail.get("log_tail") or "")
+        text = (
+            f":recycle: attempt {old_attempt} {verb}: {cause.summary}. Restarting from checkpoint step "
+            f"{run.checkpoint_step or 0} in {human_duration(delay)} "
+            f"(automatic restart {run.auto_restarts} of {limit})."
+        )
+        if tail:
+            text += f"\n```\n{tail}\n```"
+        self.pager.tell_thread(s, run, f"auto-restart-{run.attempt}", text)
+        log.warning(
+            "run %s: attempt %d %s; restart %d of %d in %.0fs",
+            run.id,
+            old_attempt,
+            verb,
+            run.auto_restarts,
+            limit,
+            delay,
+        )
+        return [f for f in findings if f.kind not in RESTARTABLE]
+
+    def _with_log_tail(self, run: Run, finding: Finding) -> Finding:
+        """Ray's error type is in the finding already; the last lines of the job's log say what happened."""
+        sid = submission_id(run.id, run.attempt)
+        try:
+            text = self.launcher.logs(sid)
+        except LabbotError:
+            return finding
+        tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])[-2500:]
+        return Finding(finding.kind, finding.severity, finding.summary, {**finding.detail, "log_tail": tail})
+
+    def _submit_restart(self, run_id: str) -> None:
+        try:
+            run = self.service.resubmit(run_id)
+            log.info("run %s: attempt %d submitted (automatic restart)", run_id, run["attempt"])
+        except LabbotError as e:
+            log.error("run %s: the automatic restart could not be submitted: %s", run_id, e.message)
+            now = self.clock()
+            with self.db.session() as s:
+                row = s.get(Run, run_id)
+                if row is None:
+                    return
+                incidents = {i.kind: i for i in s.scalars(select(Incident).where(Incident.run_id == run_id))}
+                finding = Finding(FAILED, PAGE, f"the automatic restart could not be submitted: {e.message}", {})
+                self.pager.judge(s, row, incidents, [finding], now, kinds=[FAILED])
+
+    # -- the cluster itself ----------------------------------------------------------------------------------
+
+    def _ray_down(self, now: datetime, message: str) -> None:
+        if self.down_since is None:
+            self.down_since = now
+            log.warning("%s", message)
+        finding = infra_finding(self.down_since, now, self.policy.infra_after_s, self.address)
+        with self.db.session() as s:
+            if finding is not None or self._infra_open:
+                self._judge_infra(s, finding, now)
+            # escalation goes on while Ray is away: one query for the open pages and their runs
+            q = (
+                select(Incident, Run)
+                .outerjoin(Run, Incident.run_id == Run.id)
+                .where(Incident.state.in_(OPEN_INCIDENT_STATES))
+            )
+            for inc, run in s.execute(q):
+                self.pager.escalate(s, run, inc, now)
+
+    def _judge_infra(self, s: Session, finding: Finding | None, now: datetime) -> None:
+        existing = s.scalar(self._infra_query())
+        incidents: dict[str, Incident] = {INFRA: existing} if isinstance(existing, Incident) else {}
+        self.pager.judge(s, None, incidents, [finding] if finding else [], now, kinds=[INFRA])
+        self._infra_open = finding is not None

@@ -1,0 +1,180 @@
+"""The model API edge of the agent runtime: which model, how to reach it, and what its failures mean.
+
+``ModelSettings.from_env`` reads ``ANTHROPIC_API_KEY`` (none ⇒ no model configured: agents answer
+``NO_MODEL_MESSAGE``), ``ANTHROPIC_BASE_URL`` (proxies, gateways, the test fake) and ``LABBOT_MODEL``;
+``make_client`` builds the one ``AsyncAnthropic`` the runtime (``labbot.agents.fleet.runtime``) talks to. The SDK's own
+retries are off: the runtime retries with its own backoff so that each wait and the final failure can be told in the
+thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain description and the wait the API
+asked for (``retry-after``); ``RetryPolicy`` says how long to wait when it did not.
+
+The key never appears in a repr, a log line or a message: descriptions are built from status codes and the API's
+own error text, never from the request.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import anthropic
+from anthropic import AsyncAnthropic
+
+from labbot.common.errors import BadRequest
+from labbot_client.backoff import retry_after_seconds
+
+__all__ = [
+    "ANTHROPIC_API_URL",
+    "DEFAULT_MODEL",
+    "NO_MODEL_MESSAGE",
+    "ModelFailure",
+    "ModelSettings",
+    "RetryPolicy",
+    "describe_failure",
+    "make_client",
+]
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The current Sonnet (Claude Sonnet 5.5): the best mix of speed and judgement for tool-using agents."""
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+
+NO_MODEL_MESSAGE = (
+    "No model is configured, so I can't think about this one. To turn agents on, set ANTHROPIC_API_KEY in labbot's "
+    f"environment and restart it; optionally set LABBOT_MODEL (default {DEFAULT_MODEL}) and ANTHROPIC_BASE_URL "
+    "(for a proxy or gateway)."
+)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How to reach the model. ``api_key`` is None when no model is configured; repr never shows it."""
+
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str = ANTHROPIC_API_URL
+    model: str = DEFAULT_MODEL
+    timeout_s: float = 180.0  # one Messages API call; the run's wall-time budget bounds the whole loop
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ModelSettings:
+        base_url = (env.get("ANTHROPIC_BASE_URL") or "").strip() or ANTHROPIC_API_URL
+        parsed = urlparse(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise BadRequest(f"ANTHROPIC_BASE_URL must be an http(s) URL such as {ANTHROPIC_API_URL}, got {base_url!r}")
+        return cls(
+            api_key=(env.get("ANTHROPIC_API_KEY") or "").strip() or None,
+            base_url=base_url.rstrip("/"),
+            model=(env.get("LABBOT_MODEL") or "").strip() or DEFAULT_MODEL,
+        )
+
+    @property
+    def configured(self) -> bool:
+        return self.api_key is not None
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "unset"
+        return (
+            f"ModelSettings(api_key=<{key}>, base_url={self.base_url!r}, model={self.model!r}, "
+            f"timeout_s={self.timeout_s:g})"
+        )
+
+
+def make_client(settings: ModelSettings) -> AsyncAnthropic:
+    """The SDK client for ``settings``, with the SDK's retries off (the runtime retries and says so).
+
+    Everything is passed explicitly, so the SDK reads no credentials or base URL of its own from the process
+    environment or a profile on disk."""
+    if settings.api_key is None:
+        raise BadRequest(NO_MODEL_MESSAGE)
+    return AsyncAnthropic(
+        api_key=settings.api_key,
+        base_url=settings.base_url,
+        max_retries=0,
+        timeout=settings.timeout_s,
+    )
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """One failed Messages API call, as the runtime needs it."""
+
+    retryable: bool
+    what: str  # plain words for the thread: "the model API is overloaded (HTTP 529)"
+    status: int | None = None  # the HTTP status, if a response came back
+    retry_after_s: float | None = None  # what the API asked us to wait (retry-after-ms / retry-after)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of a failed Messages API call: exponential backoff with jitter, or the API's ``retry-after``."""
+
+    max_retries: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    jitter: float = 0.25  # a computed delay is scaled by a random factor in [1 - jitter, 1]
+
+    def delay(self, retry: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based) when the API did not say."""
+        return min(self.base_delay_s * 2.0**retry, self.max_delay_s) * (1.0 - self.jitter * rng.random())
+
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def describe_failure(exc: BaseException) -> ModelFailure | None:
+    """``exc`` sorted as the runtime needs it, or None when it is not a model API failure (a bug: let it raise)."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelFailure(True, "the model API did not answer in time")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelFailure(True, f"could not connect to the model API ({exc.request.url.host})")
+    if isinstance(exc, anthropic.APIStatusError):
+        return _status_failure(exc)
+    if isinstance(exc, anthropic.APIError):  # e.g. a response that does not parse as a Message
+        return ModelFailure(False, f"the model API answered something unexpected ({type(exc).__name__})")
+    return None
+
+
+def _status_failure(exc: anthropic.APIStatusError) -> ModelFailure:
+    status = exc.status_code
+    detail = _api_message(exc)
+    should_retry = exc.response.headers.get("x-should-retry")
+    retryable = status in _RETRYABLE_STATUS or status >= 500
+    if should_retry in ("true", "false"):  # the API's own word wins, as in the SDK
+        retryable = should_retry == "true"
+    if status == 429:
+        what = "the model API is rate-limiting us (HTTP 429)"
+    elif status == 529:
+        what = "the model API is overloaded (HTTP 529)"
+    elif status >= 500:
+        what = f"the model API had a server error (HTTP {status})"
+    elif status == 401:
+        what = "the model API refused the API key (HTTP 401): check ANTHROPIC_API_KEY"
+    elif status == 403:
+        what = f"the model API refused access (HTTP 403){detail}"
+    elif status == 404:
+        what = f"the model API does not know that model or path (HTTP 404){detail}: check LABBOT_MODEL"
+    elif status == 413:
+        what = "the conversation is too large for the model API (HTTP 413): start a new thread"
+    else:
+        what = f"the model API rejected the request (HTTP {status}){detail}"
+    return ModelFailure(retryable, what, status, _retry_after(exc))
+
+
+def _api_message(exc: anthropic.APIStatusError) -> str:
+    message = exc.api_message
+    if not message:
+        return ""
+    message = " ".join(message.split())
+    return ": " + (message if len(message) <= 300 else message[:299] + "…")
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    """Seconds the API asked us to wait: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date)."""
+    headers = exc.response.headers
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+    except ValueError:
+        pass
+    return retry_after_seconds(headers.get("retry-after"))

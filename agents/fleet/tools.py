@@ -1,0 +1,53 @@
+"""What an agent's tools are, whatever serves them: the shared vocabulary of the agent runtime
+(``labbot.agents.fleet.runtime``), the MCP client pool (``labbot.agents.fleet.mcp_pool``) and the approval gate.
+
+A tool is a ``ToolSpec`` (its name as the model sees it — ``server__tool`` for MCP tools — its JSON Schema, and
+whether it is read-only or destructive); a ``ToolExecutor`` lists them and calls one. Calls never raise for the
+tool's own trouble (a crash, a timeout, a refused approval): they return a ``ToolResult`` with ``is_error`` set and a
+message the model can act on, which the runtime feeds back as an ``is_error`` ``tool_result``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str  # as the model sees it: ^[a-zA-Z0-9_-]{1,64}$ (MCP tools: SERVER__TOOL)
+    description: str
+    input_schema: Mapping[str, Any]
+    read_only: bool = False  # MCP readOnlyHint
+    destructive: bool = False  # MCP destructiveHint, or marked so in labbot.toml: runs only after a human approves
+    server: str | None = None  # the MCP server it comes from, if any
+
+    def as_anthropic(self) -> dict[str, Any]:
+        """The tool as the Messages API takes it."""
+        return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str | Sequence[Mapping[str, Any]]  # text, or Messages API content blocks (text, image)
+    is_error: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"approver": "U0ALICE001"} for the audit trail
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who an agent works for and where: what the approval gate and the audit trail need."""
+
+    agent: str  # the agent session's id
+    role: str
+    owner: str  # the researcher the agent works for (a Slack user id, or a CLI user)
+    channel: str | None = None
+    thread_ts: str | None = None
+    run_id: str | None = None  # when the thread is a run's
+
+
+class ToolExecutor(Protocol):
+    def tools(self) -> Sequence[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult: ...

@@ -1,0 +1,279 @@
+"""``labbot console``: the whole bot in a terminal, with Slack replaced by the in-process Web API emulator.
+
+The real Bolt app, the real slack_sdk client (pointed at the emulator) and every handler run exactly as in HTTP
+mode: what you type becomes a signed request to ``POST /slack/events``; what labbot posts to "Slack" is printed
+as the channel and its threads change. Works interactively and with piped input; at the end of piped input it
+waits for the runs launched in this session to finish (their summaries posted), then exits.
+
+    /lab launch tiny-lm steps=100     a slash command (any /lab subcommand)
+    reply RUN_ID some text            a reply in the run's thread
+    click stop RUN_ID                 press a button on the run's card (stop | restart)
+    click ack PAGE_ID                 press a button on a page (ack | resolve)
+    click approve REQUEST_ID          answer an agent's request to run a tool (approve | deny)
+    @labbot some text                 mention the bot in the channel
+    anything else                     a message in the channel
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import getpass
+import json
+import re
+import secrets
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+from anyio import to_thread
+from sqlalchemy import select
+
+from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.console.emulator import SlackEmulator
+from labbot.bot.console.model import EmulatorEvent, Message
+from labbot.bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
+from labbot.storage.models import Run, RunThread
+
+CONSOLE_USER = "U0CONSOLE1"
+ONCALL_CHANNEL = "C0ONCALL01"  # level 1 of the paging policy goes here unless labbot.toml names another
+HELP = __doc__.split("\n\n", 2)[2] if __doc__ else ""
+_MRKDWN = re.compile(r"[*`]")
+
+
+def blocks_text(blocks: list[dict[str, Any]]) -> list[str]:
+    """Block Kit as terminal lines: headers, sections, fields, context, buttons."""
+    lines: list[str] = []
+    for b in blocks:
+        kind = b.get("type")
+        if kind == "header":
+            lines.append(f"▌ {b['text']['text']}")
+        elif kind == "section":
+            if b.get("text"):
+                lines.extend(_MRKDWN.sub("", b["text"]["text"]).splitlines())
+            if b.get("fields"):
+                lines.append("  ".join(_MRKDWN.sub("", f["text"]).replace("\n", " ") for f in b["fields"]))
+        elif kind == "context":
+            lines.append("  ".join(_MRKDWN.sub("", e.get("text", "")) for e in b.get("elements", [])))
+        elif kind == "actions":
+            lines.append(" ".join(f"[{e['text']['text']}]" for e in b.get("elements", []) if e.get("type") == "button"))
+    return lines
+
+
+class ConsoleView:
+    """Prints the channel as it changes (called from the emulator's thread)."""
+
+    def __init__(self, emulator: SlackEmulator, out: TextIO, files_dir: Path) -> None:
+        self.emulator = emulator
+        self.out = out
+        self.files_dir = files_dir
+        self._lock = threading.Lock()
+        self.card_of: dict[str, str] = {}  # run id -> card ts, learned from the cards' buttons
+        # (verb, value) -> (channel, ts, action_id) of the newest message with that button: "click VERB VALUE"
+        self.buttons: dict[tuple[str, str], tuple[str, str, str]] = {}
+
+    def __call__(self, event: EmulatorEvent) -> None:
+        msg = event.message
+        if event.kind == "deleted":
+            return
+        for block in msg.blocks:
+            for el in block.get("elements", []) if block.get("type") == "actions" else []:
+                action_id, value = str(el.get("action_id", "")), str(el.get("value"))
+                if action_id.startswith("run_") and block.get("block_id") == "run_actions":
+                    self.card_of[value] = msg.ts
+                verb = action_id.partition("_")[2]  # run_stop, page_ack, approval_approve, ...
+                if verb and el.get("type") == "button":
+                    self.buttons[(verb.replace("_", "-"), value)] = (msg.channel, msg.ts, action_id)
+        with self._lock:
+            self.out.write(self._render(event.kind, msg) + "\n")
+            self.out.flush()
+
+    def _render(self, kind: str, msg: Message) -> str:
+        who = "labbot" if msg.is_bot else self.emulator_user_name(msg.user)
+        when = datetime.fromtimestamp(float(msg.ts)).strftime("%H:%M:%S")
+        indent = "    │ " if msg.is_reply else "  "
+        head = {"updated": "✎ ", "ephemeral": "(only you) "}.get(kind, "")
+        where = f"thread {msg.thread_ts}" if msg.is_reply else self.emulator.channel_label(msg.channel)
+        lines = blocks_text(msg.blocks) if msg.blocks else msg.text.splitlines()
+        for f in msg.files:
+            lines.append(f"📎 {f.get('title') or f.get('name')} → {self._save(f)}")
+        body = "\n".join(f"{indent}{line}" for line in lines if line.strip())
+        return f"{head}[{when}] {where} · {who}\n{body}"
+
+    def _save(self, f: dict[str, Any]) -> str:
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        path = self.files_dir / str(f.get("name") or f.get("id"))
+        path.write_bytes(self.emulator.file_bytes(str(f["id"])))
+        return str(path)
+
+    def emulator_user_name(self, user: str) -> str:
+        return "you" if user == CONSOLE_USER else user
+
+
+class Console:
+    def __init__(
+        self,
+        emulator: SlackEmulator,
+        *,
+        url: str,
+        secret: str,
+        user_name: str,
+        db_session: Any,
+        busy: Callable[[], int],
+    ) -> None:
+        self.busy = busy  # work the Bolt app is still doing after its acks
+        self.emulator = emulator
+        self.url = url
+        self.secret = secret
+        self.user_name = user_name
+        self.ws = Workspace(team_id=emulator.team_id, app_id=emulator.app_id, channel=emulator.default_channel)
+        self.db_session = db_session
+        self.started = datetime.now().astimezone()
+        self.view: ConsoleView | None = None
+        self._http = httpx.AsyncClient(timeout=30)
+
+    async def post(self, body: str, content_type: str | None = None) -> int:
+        headers = (
+            signed(body, self.secret) if content_type is None else signed(body, self.secret, content_type=content_type)
+        )
+        r = await self._http.post(f"{self.url}/slack/events", content=body.encode(), headers=headers)
+        if r.status_code != 200:
+            print(f"(labbot answered {r.status_code}: {r.text[:200]})", flush=True)
+        elif r.content and r.headers.get("content-type", "").startswith("application/json"):
+            doc = r.json()  # an ephemeral answer given in the ack itself (help, usage errors)
+            lines = blocks_text(doc.get("blocks", [])) or str(doc.get("text", "")).splitlines()
+            print("(only you)\n" + "\n".join(f"  {_MRKDWN.sub('', line)}" for line in lines), flush=True)
+        return r.status_code
+
+    async def handle(self, line: str) -> bool:
+        """One line of input; False to quit."""
+        line = line.strip()
+        if not line:
+            return True
+        if line in ("quit", "exit"):
+            return False
+        if line in ("help", "?"):
+            print(HELP, flush=True)
+            return True
+        if line.startswith("/"):
+            command, _, text = line.partition(" ")
+            body = slash_command(self.ws, user=CONSOLE_USER, user_name=self.user_name, text=text, command=command)
+            await self.post(body)
+            return True
+        m = re.match(r"^click\s+(\S+)\s+(\S+)$", line)
+        if m:
+            verb, value = m.groups()
+            where = self.view.buttons.get((verb, value)) if self.view else None
+            if where is None:
+                known = sorted({v for v, _ in self.view.buttons}) if self.view else []
+                print(f"(no [{verb}] button for {value} in this console; buttons seen: {', '.join(known)})", flush=True)
+                return True
+            channel, ts, action_id = where
+            ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
+            await self.post(button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts))
+            return True
+        m = re.match(r"^reply\s+(\S+)\s+(.+)$", line)
+        thread_ts = None
+        if m:
+            run_id, line = m.groups()
+            thread_ts = (self.view.card_of if self.view else {}).get(run_id)
+            if thread_ts is None:
+                print(f"(no thread for run {run_id} in this console)", flush=True)
+                return True
+        text = line.replace("@labbot", f"<@{self.emulator.bot_user_id}>")
+        msg = await to_thread.run_sync(
+            lambda: self.emulator.user_message(self.ws.channel, CONSOLE_USER, text, thread_ts)
+        )
+        event = self.emulator.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
+        await self.post(json.dumps(event), content_type=JSON)
+        return True
+
+    def unfinished(self) -> int:
+        """Runs launched in this session whose threads have no summary yet."""
+        with self.db_session() as s:
+            q = (
+                select(RunThread.run_id)
+                .join(Run, Run.id == RunThread.run_id)
+                .where(RunThread.summary_posted.is_(False), Run.created_at >= self.started)
+            )
+            return len(list(s.scalars(q)))
+
+    async def run(self, lines: asyncio.Queue[str | None], wait_s: float) -> None:
+        while True:
+            line = await lines.get()
+            if line is None:
+                break
+            if not await self.handle(line):
+                return
+        # end of piped input: let what was launched here finish, so a script sees the whole story
+        deadline = asyncio.get_running_loop().time() + wait_s
+        await asyncio.sleep(0.5)  # commands typed last are still being carried out
+        if await to_thread.run_sync(self.unfinished):
+            print("(end of input: waiting for the runs launched here to finish — Ctrl-C leaves now)", flush=True)
+        while asyncio.get_running_loop().time() < deadline:
+            if not self.busy() and not await to_thread.run_sync(self.unfinished):
+                break
+            await asyncio.sleep(0.5)
+        await self._http.aclose()
+
+
+def stdin_lines(loop: asyncio.AbstractEventLoop, stream: TextIO) -> asyncio.Queue[str | None]:
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="console stdin", daemon=True).start()
+    return queue
+
+
+def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = False) -> int:
+    """Start the emulator and the control plane wired to it, then the console loop."""
+    from labbot.bot.serve import serve
+
+    user_name = getpass.getuser()
+    emulator = SlackEmulator(channels={"C0LAB00001": "lab", ONCALL_CHANNEL: "oncall"}, users={CONSOLE_USER: user_name})
+    api_url = emulator.start()
+    secret = secrets.token_hex(16)
+    slack = SlackSettings(
+        bot_token=emulator.bot_token,
+        signing_secret=secret,
+        api_url=api_url,
+        command=settings.slack.command,
+        admins=settings.slack.admins | {CONSOLE_USER},  # at your own terminal you are the admin
+        card_every_s=5.0 if fast else settings.slack.card_every_s,
+        progress_every_s=15.0 if fast else settings.slack.progress_every_s,
+        plot_milestones=settings.slack.plot_milestones,
+    )
+    out = sys.stdout
+    paging = settings.paging
+    if not paging.oncall_channel:
+        paging = dataclasses.replace(paging, oncall_channel=ONCALL_CHANNEL)
+    if fast:  # a demo: escalation within minutes, not a quarter of an hour
+        paging = dataclasses.replace(paging, escalate_after_s=min(paging.escalate_after_s, 60.0))
+    settings = dataclasses.replace(settings, paging=paging)
+
+    async def console_main(plane: Any) -> None:
+        console = Console(
+            emulator,
+            url=f"http://127.0.0.1:{settings.port}",
+            secret=secret,
+            user_name=user_name,
+            db_session=plane.db.session,
+            busy=lambda: len(plane.slack.tasks) if plane.slack else 0,
+        )
+        console.view = ConsoleView(emulator, out, settings.home / "console-files")
+        emulator.subscribe(console.view)
+        print(f"labbot console — #lab in a local Slack; you are {user_name} (admin). Type `help` for how.", flush=True)
+        await console.run(stdin_lines(asyncio.get_running_loop(), sys.stdin), wait_s)
+
+    try:
+        return serve(settings, slack=slack, console=console_main)
+    finally:
+        emulator.stop()

@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+TEST_WORKERS ?= 3
 
-.PHONY: run test lint bench fmt clean
+.PHONY: run test test-fast lint bench fmt clean
 
 $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,13 +18,21 @@ $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 run: $(STAMP)
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/labbot serve; else $(BIN)/labbot console; fi
 
+# every tier: unit, Ray, subprocess and end-to-end tests, spread over the cores (pytest-xdist; a module's tests stay
+# on one worker so its module-scoped fixtures start once)
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
+# no Ray head, no process of the test's own, no end-to-end story (tests/tiers.py): the inner loop while editing
+test-fast: $(STAMP)
+	LABBOT_TEST_TIER=fast $(BIN)/pytest -q -n $(TEST_WORKERS) -m "not ray and not e2e and not subprocess"
+
+# ruff (lint and format), mypy, and the layering contracts in pyproject.toml (import-linter)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -10,6 +10,8 @@ from support import Serve
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
+pytest_plugins = ["tiers"]
+
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection]:

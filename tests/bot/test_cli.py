@@ -33,6 +33,7 @@ def test_bad_input_is_refused_and_nothing_is_written(module_serve: Serve, args: 
     assert json.loads(module_serve.cli("runs", "--json").stdout) == []
 
 
+@pytest.mark.subprocess
 def test_no_control_plane_says_how_to_start_it(tmp_path: Path) -> None:
     s = Serve(tmp_path, ray_address=None, ray_token=None, port=free_port())
     (tmp_path / "admin_token").write_text("x")
@@ -48,6 +49,7 @@ def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     assert jobs[0]["name"] == "tiny-lm" and jobs[0]["params"]["checkpoint_every"] == 50
 
 
+@pytest.mark.subprocess
 def test_db_upgrade_creates_the_database(tmp_path: Path) -> None:
     s = Serve(tmp_path / "home", ray_address=None, ray_token=None)
     for _ in range(2):  # idempotent

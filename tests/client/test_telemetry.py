@@ -593,6 +593,7 @@ def _run_child(
     return result, time.monotonic() - start
 
 
+@pytest.mark.subprocess
 def test_atexit_flush_delivers_the_last_steps() -> None:
     steps: list[int] = []
     lock = threading.Lock()
@@ -619,6 +620,7 @@ def test_atexit_flush_delivers_the_last_steps() -> None:
         server.stop()
 
 
+@pytest.mark.subprocess
 def test_atexit_flush_never_hangs_exit_longer_than_its_deadline() -> None:
     # A server that accepts connections (into the backlog) and never answers: requests hang until timeout.
     blackhole = socket.socket()

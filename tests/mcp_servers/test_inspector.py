@@ -30,6 +30,7 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@lab", "GIT_COMMITT
 GIT_ENV |= {"GIT_COMMITTER_EMAIL": "ada@lab", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 pytestmark = [
+    pytest.mark.subprocess,  # every test here starts the Inspector (node) and a labbot server
     pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not on PATH: no MCP Inspector"),
     pytest.mark.timeout(FIRST_RUN_TIMEOUT_S + 60),  # over the suite's 300 s: room for the first download
 ]

@@ -54,6 +54,7 @@ def _check(seen: tuple[set[str], str, tuple[bool, str]]) -> None:
     assert refused and "withheld" in refusal and SECRET not in refusal
 
 
+@pytest.mark.subprocess
 def test_stdio(root: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
@@ -112,6 +113,7 @@ def http_server(tmp_path: Path, root: Path) -> Iterator[_HttpServer]:
     server.stop()
 
 
+@pytest.mark.subprocess
 def test_http_needs_the_bearer_token(http_server: _HttpServer) -> None:
     token_file = http_server.home / "mcp_token"
     token = token_file.read_text().strip()

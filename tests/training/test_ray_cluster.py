@@ -15,6 +15,8 @@ from labbot.training import ray_cluster
 from labbot.training.launcher import RayLauncher, Submission
 from labbot.training.ray_cluster import EmbeddedRayHead, connect, dashboard_alive
 
+pytestmark = pytest.mark.subprocess  # every test here starts a process
+
 
 def test_embedded_head_start_reuse_stop(tmp_path: Path) -> None:
     home = tmp_path / "home"

@@ -194,6 +194,7 @@ def test_nan_at_step_makes_the_loss_nan_from_that_step(
     assert all(math.isfinite(x) for x in rec.losses)
 
 
+@pytest.mark.subprocess
 def test_hang_at_step_stops_progress_but_stays_alive(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in TELEMETRY_ENV}
     env.update(LABBOT_CHECKPOINT_DIR=str(tmp_path / "ckpt"), LABBOT_ATTEMPT="1", PYTHONUNBUFFERED="1")
@@ -325,6 +326,7 @@ def test_cli_rejects_bad_flags_clearly(argv: list[str], msg: str, capsys: pytest
     assert msg in capsys.readouterr().err
 
 
+@pytest.mark.subprocess
 def test_main_trains_in_process_without_importing_ray(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in TELEMETRY_ENV}
     env.update(LABBOT_CHECKPOINT_DIR=str(tmp_path / "ckpt"), LABBOT_ATTEMPT="1")

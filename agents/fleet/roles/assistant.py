@@ -27,7 +27,6 @@ TOOLS = (
     "notion__*",
     "linear__*",
     "datadog__*",
-    "artifacts__*",
     "delegate",
 )
 

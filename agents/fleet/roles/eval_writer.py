@@ -1,5 +1,5 @@
 """The eval-writer: designs and writes evaluation scripts and plans for the team's models, from the code it reads;
-saves drafts as artifacts when an artifacts tool is connected."""
+saves each draft in its own artifact store (the ``lab`` server's artifact tools)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,18 @@ lab__run_metrics) when the eval is for a particular run. Write code that fits th
 config style, a fixed seed, a held-out split that training never saw, and a single number (with a confidence \
 interval when sampling is involved) at the end.
 
-When an artifacts tool is available, save each draft as an artifact (a clear file name, e.g. \
-eval_tiny_lm_perplexity.py) and answer with its name and a summary; otherwise put the script in a code block, \
-kept as short as it can be while complete. Say which parts you could not check (e.g. a dataset path you could \
-not find)."""
+Save each draft as an artifact (lab__put_artifact, a clear file name, e.g. eval_tiny_lm_perplexity.py) and \
+answer with its id and a summary; lab__post_artifact puts it in the thread as a file when the researcher wants \
+it there. If saving fails, put the script in a code block, kept as short as it can be while complete. Say which \
+parts you could not check (e.g. a dataset path you could not find)."""
 
 TOOLS = (
     "codebase__*",
-    "artifacts__*",
+    # its own artifact store: drafts of eval scripts are saved, read back and posted into the thread
+    "lab__put_artifact",
+    "lab__list_artifacts",
+    "lab__get_artifact",
+    "lab__post_artifact",
     "lab__list_runs",
     "lab__get_run",
     "lab__run_metrics",

@@ -180,6 +180,7 @@ def test_an_injected_400_is_rejected(fake: PagerDutyFake) -> None:
     assert "Event object is invalid" in result.message
 
 
+@pytest.mark.subprocess
 def test_the_fake_serves_other_processes(fake: PagerDutyFake) -> None:
     body = json.dumps({k: v for k, v in _trigger().items() if k != "dedup_key"})
     code = (

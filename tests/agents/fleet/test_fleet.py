@@ -281,7 +281,7 @@ def test_each_role_loads_with_its_prompt_and_tools() -> None:
     babysitter, writer = ROLES["babysitter"], ROLES["eval-writer"]
     assert all(word in babysitter.system for word in ("log", "metrics", "commits", "diagnosis"))
     assert babysitter.allows("lab__run_logs") and not babysitter.allows("lab__stop_run")
-    assert writer.allows("codebase__read_file") and writer.allows("artifacts__put")
+    assert writer.allows("codebase__read_file") and writer.allows("lab__put_artifact")
     assert not writer.allows("lab__stop_run")
 
 

@@ -232,6 +232,7 @@ def test_header_references_expand_at_connect_time_and_never_show() -> None:
 # --- the pool over an in-process server ------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_nothing_starts_before_first_use(tmp_path: Path) -> None:
     mem, starts = MemServer(), tmp_path / "starts"
 
@@ -314,6 +315,7 @@ def test_a_read_only_server_hides_its_destructive_tools() -> None:
     run(scenario)
 
 
+@pytest.mark.subprocess
 def test_roles_see_and_call_only_their_allow_list(tmp_path: Path) -> None:
     s = settings(
         {"toy": toy(tmp_path / "starts")},
@@ -369,6 +371,7 @@ def test_concurrent_calls_share_one_connection() -> None:
 # --- the pool over stdio -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_server_that_dies_mid_call_is_restarted_on_the_next_call(tmp_path: Path) -> None:
     starts = tmp_path / "starts"
 
@@ -391,6 +394,7 @@ def test_a_server_that_dies_mid_call_is_restarted_on_the_next_call(tmp_path: Pat
     run(scenario)
 
 
+@pytest.mark.subprocess
 def test_racing_first_calls_start_one_process(tmp_path: Path) -> None:
     starts = tmp_path / "starts"
 
@@ -403,6 +407,7 @@ def test_racing_first_calls_start_one_process(tmp_path: Path) -> None:
     assert len(starts_of(starts)) == 1 and {text(r) for r in results} == {str(starts_of(starts)[0])}
 
 
+@pytest.mark.subprocess
 def test_a_stdio_call_that_hangs_times_out(tmp_path: Path) -> None:
     starts = tmp_path / "starts"
 
@@ -508,6 +513,7 @@ def test_http_server_refusing_the_token_is_reported_without_it(
     assert f"Bearer {wrong}" in web.authorizations, "the server did get the (wrong) token"
 
 
+@pytest.mark.subprocess
 def test_env_of_a_stdio_server_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LABBOT_TEST_STARTS_DIR", str(tmp_path))
     s = settings(

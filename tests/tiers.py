@@ -1,0 +1,74 @@
+"""Test tiers: which tests need a Ray head, a process of their own, or the whole system (pytest plugin).
+
+* ``ray`` — applied here to every test that uses the session's Ray head (the ``ray_head`` fixture, and so ``serve``
+  and ``module_serve``), so nobody has to remember the marker.
+* ``e2e`` — applied here to everything under ``tests/e2e/``: one test per user story, across real processes.
+* ``subprocess`` — set by hand on tests that start a Python process (a ``labbot`` command, a stdio MCP server, a
+  job, a fresh virtual environment).
+
+``make test-fast`` runs ``-m "not ray and not e2e and not subprocess"`` with ``LABBOT_TEST_TIER=fast``, and in that
+tier starting a Python process fails the test with a message saying which marker it lacks, so the fast tier stays
+what its name says. Short-lived tools (``git``) are allowed. ``make test`` runs every tier.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+FAST = os.environ.get("LABBOT_TEST_TIER") == "fast"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "ray: needs the session's real local Ray head (applied from the fixture)",
+        "e2e: an end-to-end user story across real processes (everything under tests/e2e/)",
+        "subprocess: starts a Python process of its own (labbot, a stdio MCP server, a job, a venv)",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "ray_head" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+        if E2E_DIR in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _is_python(args: Any) -> bool:
+    argv = [args] if isinstance(args, str | os.PathLike) else list(args or [])
+    if not argv:
+        return False
+    exe = os.path.basename(str(argv[0]))
+    return str(argv[0]) == sys.executable or exe.startswith(("python", "labbot", "ray", "npx", "node"))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In the fast tier, a test that starts a Python process (unmarked) fails and says which marker it needs."""
+    if not FAST or request.node.get_closest_marker("subprocess"):
+        yield
+        return
+    real_init = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[Any], args: Any, *a: Any, **kw: Any) -> None:
+        if _is_python(args):
+            raise AssertionError(
+                f"{request.node.nodeid} starts a process ({args!r}) but is not marked: add "
+                "@pytest.mark.subprocess (or use the ray_head/serve fixtures), so `make test-fast` leaves it out"
+            )
+        real_init(self, args, *a, **kw)
+
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = real_init  # type: ignore[method-assign]

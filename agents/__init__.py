@@ -5,6 +5,7 @@ sessions, delegation, approvals and the audit trail.
 ``labbot.agents.babysitter`` — the babysitter: the watchdog tick over every run, the pager (incidents,
 escalation), the delivery outbox, PagerDuty and the dead-man switch.
 
-Both sit between ``labbot.bot`` and ``labbot.training``/``labbot.storage``, and never import ``labbot.bot``:
-Slack delivery goes through protocols bot/ implements.
+Both sit below ``labbot.bot`` and above ``labbot.training``, ``labbot.storage`` and ``labbot.common``, and never
+import ``labbot.bot``: Slack delivery and approval prompts go through protocols that bot/ implements
+(``babysitter.outbox.Notifier``, ``fleet.approvals.ApprovalPrompter``).
 """

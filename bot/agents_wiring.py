@@ -1,4 +1,5 @@
-"""The agents, wired: model, MCP pool (built-in ``codebase`` and ``lab`` servers in process, plus ``[mcp.servers]``),
+"""The agents, wired: model, MCP pool (the built-in ``codebase`` and ``lab`` servers in process, ``notion``,
+``linear`` and ``datadog`` when their credentials are set, plus ``[mcp.servers]``),
 the approval gate and the audit around each role's tools, the fleet, and Slack's side of them (conversations in
 threads, Approve / Deny prompts), plus the investigator that asks the ``babysitter`` role about every new page.
 

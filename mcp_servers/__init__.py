@@ -1,10 +1,12 @@
-"""mcp_servers: one MCP server per system: codebase, lab (labbot itself), notion, linear and datadog.
+"""labbot.mcp_servers: one MCP server per system: codebase, lab (labbot itself), notion, linear and datadog.
 
 Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI.
 
 :data:`BUILTINS` names the servers ``labbot mcp NAME`` can run: each maps to a factory that takes no arguments
 (configuration comes from the environment) and returns the server object, imported only when it is built so the
 CLI starts fast. Add a server by adding one entry; :mod:`labbot.mcp_servers.runner` serves it over stdio or HTTP.
+labbot's own agents are offered the servers ``labbot.bot.agents_wiring.builtin_servers`` lists
+(docs/recipes/add-an-mcp-server.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Serve an MCP server object over stdio (the default) or streamable HTTP with a bearer token.
 
-``labbot mcp NAME [--http PORT]`` builds a server from :data:`mcp_servers.BUILTINS` and hands it to :func:`run`.
+``labbot mcp NAME [--http PORT]`` builds a server from :data:`labbot.mcp_servers.BUILTINS` and hands it to
+:func:`run`.
 Over HTTP the endpoint is ``http://HOST:PORT/mcp`` and every request must carry ``Authorization: Bearer TOKEN``
 (401 otherwise, compared in constant time). The token is ``LABBOT_MCP_TOKEN`` when set, else the one kept in
 ``LABBOT_HOME/mcp_token`` (mode 0600, created on first use): see :func:`http_token`. The token is never logged.

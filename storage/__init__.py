@@ -1,6 +1,6 @@
 """Storage: SQLAlchemy models, Alembic migrations and the database handle.
 
-The bottom of the stack: imports nothing from labbot. SQLite (WAL) by default, any SQLAlchemy URL by
+Below training and agents: imports nothing else from labbot. SQLite (WAL) by default, any SQLAlchemy URL by
 ``LABBOT_DATABASE_URL``; the models use nothing SQLite-only.
 """
 

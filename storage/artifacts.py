@@ -192,7 +192,7 @@ class ArtifactStore:
         self.quota_bytes = quota_bytes
         self.quotas = dict(quotas or {})
         self.chunk_bytes = chunk_bytes
-        self._local = isinstance(fs, LocalFileSystem)  # paths under root are this machine's own
+        self._local = isinstance(fs, LocalFileSystem)  # paths under root are on the local filesystem
         # a blob's existence and the rows that reference it change together (see the module docstring)
         self._lock = threading.Lock()
         self.fs.makedirs(f"{self.root}/blobs", exist_ok=True)

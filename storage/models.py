@@ -1,7 +1,8 @@
-"""The tables: runs, their metric points, and launch idempotency keys.
+"""The tables: runs, their metric points and launch keys; run threads; pages and their deliveries; artifacts;
+approvals, the audit trail and agent sessions.
 
-Every state transition of a run is a row update here; the watchdog (later) reads ``runs`` with one indexed query,
-so the columns it needs (status, last telemetry, last step advance) live on the run itself, not in the points.
+Every state transition of a run is a row update here; the watchdog reads ``runs`` with one indexed query, so the
+columns it needs (status, last telemetry, last step advance) live on the run itself, not in the points.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class RunThread(Base):
 
 
 class ThreadMessage(Base):
-    """A human's reply in a run's thread, kept with the run (agents read them in a later issue)."""
+    """A human's reply in a run's thread, kept with the run (the thread's agent session keeps its own history)."""
 
     __tablename__ = "thread_messages"
 

@@ -1,4 +1,5 @@
-"""How a run looks from outside: the JSON that the API, the CLI's ``--json`` and Slack show (DESIGN.md's contract)."""
+"""How a run looks from outside: the JSON that the API, the CLI's ``--json`` and Slack show (a contract: fields are
+added, never renamed or removed; README "Command line")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from labbot.storage.models import Run
 
 
 def run_view(run: Run) -> dict[str, Any]:
-    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe; DESIGN.md's contract fields)."""
+    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe)."""
 
     def ts(v: Any) -> str | None:
         return v.isoformat() if v is not None else None

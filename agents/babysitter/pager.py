@@ -61,7 +61,8 @@ def new_page_id() -> str:
 
 
 def incident_view(inc: Incident) -> dict[str, Any]:
-    """A page as the API, ``labbot pages --json`` and Slack see it (DESIGN.md's contract fields and more)."""
+    """A page as the API, ``labbot pages --json`` and Slack see it (a contract: fields are added, never renamed or
+    removed; README "Babysitting and paging")."""
 
     def ts(v: datetime | None) -> str | None:
         return v.isoformat() if v is not None else None

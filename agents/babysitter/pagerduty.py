@@ -1,14 +1,15 @@
 """PagerDuty Events API v2 client: how labbot pages a human, and tells PagerDuty the page is handled or over.
 
-Where it sits: the pager (``agents``) decides *when* to page; this module only speaks the wire protocol, one event
-per call, and reports what PagerDuty made of it. It never retries by itself: `SendResult.outcome` says whether the
-caller should (``"retry"``, with PagerDuty's ``Retry-After`` when one came) or must not (``"rejected"``)::
+Where it sits: the pager (``labbot.agents.babysitter.pager``) decides *when* to page; this module only speaks the wire
+protocol, one event per call, and reports what PagerDuty made of it. It never retries by itself: `SendResult.outcome`
+says whether the caller should (``"retry"``, with PagerDuty's ``Retry-After`` when one came) or must not
+(``"rejected"``)::
 
     POST https://events.pagerduty.com/v2/enqueue
-    {"routing_key": "...", "event_action": "trigger", "dedup_key": "run-42/diverged",
-     "payload": {"summary": "run 42 diverged (loss NaN at step 310)", "source": "labbot", "severity": "critical"},
+    {"routing_key": "...", "event_action": "trigger", "dedup_key": "labbot-k3xq7p-diverged",
+     "payload": {"summary": "run k3xq7p diverged (loss NaN at step 310)", "source": "labbot", "severity": "critical"},
      "links": [{"href": "https://slack.com/...", "text": "Slack thread"}], "client": "labbot"}
-    → 202 {"status": "success", "message": "Event processed", "dedup_key": "run-42/diverged"}
+    → 202 {"status": "success", "message": "Event processed", "dedup_key": "labbot-k3xq7p-diverged"}
 
 ``acknowledge`` and ``resolve`` carry only ``routing_key``, ``event_action`` and ``dedup_key``: PagerDuty ties them
 to the alert the trigger with the same ``dedup_key`` opened.
@@ -22,10 +23,10 @@ message, log line, repr or exception text made here contains it.
 Usage::
 
     pd = PagerDutyClient(routing_key)                # transport=httpx.MockTransport(...) or a fake's URL in tests
-    result = await pd.trigger("run-42/diverged", "run 42 diverged", custom_details={"step": 310})
+    result = await pd.trigger("labbot-k3xq7p-diverged", "run k3xq7p diverged", custom_details={"step": 310})
     if result.outcome == "retry":
         ...                                          # try again after result.retry_after_s (or a backoff)
-    await pd.resolve("run-42/diverged")
+    await pd.resolve("labbot-k3xq7p-diverged")
     await pd.aclose()
 """
 

@@ -1,4 +1,4 @@
-"""``labbot``: the command line. Subcommands and their contract are in DESIGN.md and the README.
+"""``labbot``: the command line. Its subcommands are a contract (README "Command line", docs/architecture.md).
 
 ``serve`` and ``db upgrade`` run in this process; every other command is a client of the running control plane's
 ``/api/v1``. ``--json`` prints one JSON document on stdout. Exit codes: 0 done, 1 it failed, 2 bad input.

@@ -1,7 +1,8 @@
 """The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
 
-Later subcommands are declared the same way and added with ``registry.register(cmd)``, or appended to
-``COMMANDS`` here. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
+A new subcommand is declared the same way and appended to ``COMMANDS`` here (or added to a registry with
+``registry.register(cmd)``); its handler is ``LabActions._do_NAME`` in ``labbot.bot.slack.actions``. Help strings may
+say ``{cmd}`` for the slash command's (renamable) name.
 """
 
 from __future__ import annotations

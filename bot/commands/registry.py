@@ -1,6 +1,7 @@
 """Declarations of ``/lab`` subcommands (``Command``, ``Arg``, ``Option``, ``Permission``) and the ``Registry`` that
-holds them. Pure data: the parser, ``/lab help`` and usage errors are all generated from these declarations, and
-later issues plug new subcommands in with ``registry.register(cmd)``. Nothing here knows about Slack."""
+holds them. Pure data: the parser, ``/lab help`` and usage errors are all generated from these declarations, and a new
+subcommand plugs in with ``registry.register(cmd)`` (docs/recipes/add-a-lab-subcommand.md). Nothing here knows about
+Slack."""
 
 from __future__ import annotations
 

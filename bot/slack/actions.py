@@ -1,5 +1,6 @@
-"""What `/lab` subcommands and the card's buttons do, once acked: each one a call into the run service, answered
-ephemerally to the person who asked (or in the run's thread, for what everyone should see).
+"""What `/lab` subcommands and the buttons do, once acked: each one a call into the control plane's services (runs,
+pages, artifacts, agents, cross-links), answered ephemerally to the person who asked (or in the run's thread, for
+what everyone should see). ``/lab NAME`` is handled by ``_do_NAME``.
 
 Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml).
 """

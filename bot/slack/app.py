@@ -1,9 +1,9 @@
 """The Bolt app: every Slack listener of labbot, each one acking first and handing the work to a background task.
 
 Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, the pages'
-Ack / Resolve buttons, thread replies and ``@labbot`` mentions. Global middleware drops Slack's retries of events
-already seen (by ``event_id``) and messages from bots; Bolt itself verifies signatures (5-minute window) and ignores
-the bot's own events.
+Ack / Resolve / File incident buttons, the agents' Approve / Deny buttons, thread replies and ``@labbot`` mentions.
+Global middleware drops Slack's retries of events already seen (by ``event_id``) and messages from bots; Bolt itself
+verifies signatures (5-minute window) and ignores the bot's own events.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ TEST_WORKERS ?= 3
 $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# constraints.txt pins torch to the CPU build (an unpinned torch pulls a multi-GB CUDA wheel) and ray
+	# constraints.txt pins torch and ray: an unpinned torch would pull whatever build the index serves (on Linux, a
+	# multi-GB CUDA one); point pip at PyTorch's CPU index (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL) for the small wheel
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./client -e '.[dev,jobs]'
 	@touch $(STAMP)
 

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
 
     s = sub.add_parser("mcp", help="run a built-in MCP server over stdio (or --http): labbot mcp codebase")
-    s.add_argument("name", help="a server from mcp_servers.BUILTINS, e.g. codebase")
+    s.add_argument("name", help="a built-in server: codebase, lab, notion, linear or datadog")
     s.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (bearer token) instead")
     s.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
     s.add_argument(

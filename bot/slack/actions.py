@@ -1,6 +1,6 @@
 """What `/lab` subcommands and the buttons do, once acked: each one a call into the control plane's services (runs,
 pages, artifacts, agents, cross-links), answered ephemerally to the person who asked (or in the run's thread, for
-what everyone should see). ``/lab NAME`` is handled by ``_do_NAME``.
+what everyone should see). ``/lab NAME`` is handled by ``_do_NAME`` (a ``-`` in NAME is ``_`` there).
 
 Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml).
 """
@@ -92,7 +92,7 @@ class LabActions:
     async def run(self, parsed: Parsed, who: Asker) -> None:
         name = parsed.command.name
         try:
-            handler = getattr(self, f"_do_{name}")
+            handler = getattr(self, f"_do_{name.replace('-', '_')}")  # /lab eval-run -> _do_eval_run
             await handler(parsed, who)
         except LabbotError as e:
             await self.fail(who, e.message, parsed if e.status < 500 else None)

@@ -1,4 +1,4 @@
-"""Tests for training/telemetry.py, the in-job telemetry client.
+"""labbot_client.telemetry, the in-job telemetry client.
 
 Most tests use httpx.MockTransport as the network seam; one runs against a real HTTP server on 127.0.0.1
 that is stopped and restarted mid-run, and two run a child interpreter to check the atexit flush and its

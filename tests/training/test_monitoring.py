@@ -1,4 +1,4 @@
-"""Tests for training/monitoring.py, the watchdog's judgment: the rules of ``evaluate``, ``infra_finding`` and the
+"""labbot.training.monitoring, the watchdog's judgment: the rules of ``evaluate``, ``infra_finding`` and the
 vitals bookkeeping of ``observe``.
 
 Everything under test is a pure function of its arguments, so time is a fixed ``T0`` plus offsets and no test

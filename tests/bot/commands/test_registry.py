@@ -123,7 +123,7 @@ def test_register_rejects_duplicate_names_and_aliases(clash: Command) -> None:
     assert len(registry) == len(COMMANDS) and registry.resolve(clash.name) is not clash
 
 
-def test_later_issues_plug_in_subcommands_without_touching_lab() -> None:
+def test_new_subcommands_plug_in_without_touching_lab() -> None:
     registry = lab_registry()
     evals = registry.register(Command("evals", "a run's evals", args=(Arg("run_id", "run_id", "h"),)))
     assert registry.resolve("evals") is evals

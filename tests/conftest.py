@@ -10,6 +10,8 @@ from support import Serve
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
+pytest_plugins = ["vendor_specs"]  # the vendor specs (make specs): spec_path, and the end-of-run line when missing
+
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection]:

@@ -1,7 +1,8 @@
 """Every GraphQL document the ``linear`` server sends to Linear, by operation name.
 
-They are plain strings, checked against Linear's published schema (``../shared/specs/linear-schema.graphql``) by a
-test that validates each one in :data:`OPERATIONS`, and by the test fake, which validates every request it receives.
+They are plain strings, checked against Linear's published schema (``linear-schema.graphql``, pinned by the
+repository's ``make specs``) by a test that validates each one in :data:`OPERATIONS`, and by the test fake, which
+validates every request it receives.
 A connection is always asked for with ``first``/``after`` and ``pageInfo { hasNextPage endCursor }`` so that
 :meth:`LinearApi.paginate` can follow it.
 """

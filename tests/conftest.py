@@ -10,7 +10,8 @@ from support import Serve
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
-pytest_plugins = ["tiers"]
+# tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing
+pytest_plugins = ["tiers", "vendor_specs"]
 
 
 @pytest.fixture(scope="session")

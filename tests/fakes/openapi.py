@@ -1,5 +1,5 @@
-"""Requests checked against a vendor's published OpenAPI 3 document (``../shared/specs/``): the Notion and Datadog
-fakes call :meth:`OpenApiSpec.check` on every request they receive, so a request the real service would reject
+"""Requests checked against a vendor's published OpenAPI 3 document (the vendor specs: make specs): the Notion and
+Datadog fakes call :meth:`OpenApiSpec.check` on every request they receive, so a request the real service would reject
 fails the test that sent it.
 
 What is checked, for ``check(method, path, query=..., headers=..., body=...)``:
@@ -17,7 +17,9 @@ Notion's document (from notion-mcp-server) types a few members loosely (``childr
 as a string of format ``json``); values under such a member are JSON in the real API, so a ``string`` schema with
 ``format: json`` accepts any JSON value, and an array of ``string`` items accepts objects. Nothing else is relaxed.
 
-``OpenApiSpec.load(name)`` reads a document once per test session; a missing one fails loudly, never skips.
+``OpenApiSpec.load(name)`` reads a document once per test session (through `vendor_specs.spec_path`): a missing one
+skips the test that needs it, and fails it with ``CI=true``. The fakes load theirs when they are built, in the test's
+thread, so that happens before the test runs.
 """
 
 from __future__ import annotations
@@ -27,12 +29,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
-
-SPECS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "specs"
+from vendor_specs import spec_path
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
@@ -210,12 +210,7 @@ def _template_regex(template: str) -> re.Pattern[str]:
 
 @functools.cache
 def _load(filename: str) -> OpenApiSpec:
-    path = SPECS_DIR / filename
-    if not path.is_file():
-        raise AssertionError(
-            f"the published spec {filename} is missing: expected it at {path} (the shared/specs folder beside the "
-            "repository, which CI provides); the vendor fakes' checks cannot run without it"
-        )
+    path = spec_path(filename)
     text = path.read_text()
     doc = (
         json.loads(text)

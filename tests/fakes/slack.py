@@ -3,11 +3,11 @@
 `SlackFake` is `labbot.bot.console.emulator.SlackEmulator` served on 127.0.0.1 (port 0) with test helpers: real
 slack_sdk clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper schema, and
 `check_against_spec()`, which fails when labbot sent a Web API call with a parameter Slack's published OpenAPI spec does
-not list for that method, or left out a required one. The specs live beside the repository in ``../shared/specs/`` (CI
-provides them); if they are missing the checks fail loudly rather than skip.
+not list for that method, or left out a required one. Both specs are among the vendor specs (make specs), read
+through `vendor_specs.spec_path`: if one is missing, the test that needs it is skipped (with ``CI=true``: fails).
 
-Use `with started() as slack:` (checks the calls against the spec when the block ends without an error) or
-`SlackFake()` with `start()`/`stop()`.
+Use `with started() as slack:` (checks the calls against the spec when the block ends without an error; it reads the
+spec first, so a missing one skips the test before it runs) or `SlackFake()` with `start()`/`stop()`.
 """
 
 from __future__ import annotations
@@ -18,30 +18,24 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 from slack_sdk import WebClient
 from slack_sdk.web.async_client import AsyncWebClient
+from vendor_specs import spec_path
 
 from labbot.bot.console.emulator import Call, Message, SlackEmulator
 
-SPECS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "specs"
-WEB_API_SPEC = SPECS_DIR / "slack-web-openapi-v2.json"
-EVENT_WRAPPER_SCHEMA = SPECS_DIR / "slack-event-wrapper-schema.json"
+WEB_API_SPEC = "slack-web-openapi-v2.json"
+EVENT_WRAPPER_SCHEMA = "slack-event-wrapper-schema.json"
 CLIENT_DEFAULT_PARAMS = frozenset({"team_id"})
 """Sent with every call by a slack_sdk client built with ``team_id`` (Bolt's per-request clients are); Slack accepts it
 on every method (org-wide apps), though the spec lists it for few."""
 
 
-def _load(path: Path) -> Any:
-    if not path.is_file():
-        raise AssertionError(
-            f"Slack's published spec {path.name} is missing: expected it at {path} (the shared/specs folder beside "
-            "the repository, which CI provides). The Slack fake's checks cannot run without it."
-        )
-    return json.loads(path.read_text())
+def _load(name: str) -> Any:
+    return json.loads(spec_path(name).read_text())
 
 
 @functools.cache
@@ -166,7 +160,9 @@ def validate_event_payload(payload: dict[str, Any]) -> None:
 @contextmanager
 def started(*, check_spec: bool = True, **kwargs: Any) -> Iterator[SlackFake]:
     """A started `SlackFake` (``kwargs`` as for SlackEmulator); on a clean exit, its calls are checked against
-    Slack's spec (`SlackFake.check_against_spec`)."""
+    Slack's spec (`SlackFake.check_against_spec`), which is read first: missing, the test is skipped before it runs."""
+    if check_spec:
+        web_api_spec()
     fake = SlackFake(**kwargs)
     fake.start()
     try:

@@ -276,7 +276,7 @@ def test_subscriber_sees_changes_from_the_server_thread(slack: SlackFake, client
 
 
 def test_event_payloads_match_slacks_envelope_schema(slack: SlackFake) -> None:
-    schema = json.loads(fake_module.EVENT_WRAPPER_SCHEMA.read_text())
+    schema = fake_module.event_wrapper_schema()
     mention = slack.user_message(slack.default_channel, ALICE, f"<@{slack.bot_user_id}> launch tiny-lm")
     reply = slack.user_message(slack.default_channel, BOB, "how is it going?", thread_ts=mention.ts)
     dm = slack.user_message(slack.dm_channel(ALICE), ALICE, "status")
@@ -325,15 +325,19 @@ def test_spec_check_is_strict_about_parameters_newer_than_the_spec() -> None:
             fake.check_against_spec(strict=True)
 
 
-def test_missing_spec_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(fake_module, "WEB_API_SPEC", tmp_path / "nope.json")
+def test_missing_spec_skips_the_check_and_fails_it_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LABBOT_SPECS_DIR", str(tmp_path))  # an empty cache: make specs never ran
     fake_module.web_api_spec.cache_clear()
     fake_module.method_params.cache_clear()
     try:
         fake = SlackFake()
         fake.handle("auth.test", {})
         fake._record(fake_module.Call("auth.test", {}, {}, 0.0))
-        with pytest.raises(AssertionError, match="missing"):
+        monkeypatch.delenv("CI", raising=False)
+        with pytest.raises(pytest.skip.Exception, match=r"slack-web-openapi-v2\.json is not in .*make specs"):
+            fake.check_against_spec()
+        monkeypatch.setenv("CI", "true")
+        with pytest.raises(pytest.fail.Exception, match=r"make specs.*CI=true"):
             fake.check_against_spec()
     finally:
         fake_module.web_api_spec.cache_clear()

@@ -6,9 +6,9 @@ Use it in process (``httpx.ASGITransport(fake.app)``, or ``fake.transport()``) o
 Every request is checked before it is answered, and a request the real service would refuse is answered 400
 ``{"errors": [...]}`` AND recorded in `violations` (tests assert it stays empty):
 
-* v1 (``/api/v1/...``) against Datadog's published document, ``../shared/specs/datadog-v1-openapi.yaml``, with
-  :meth:`OpenApiSpec.check`: method, path, required and unknown query parameters (``from``/``to``/``query``...),
-  enums, the body's shape;
+* v1 (``/api/v1/...``) against Datadog's published document, ``datadog-v1-openapi.yaml`` (the vendor specs: make
+  specs), with :meth:`OpenApiSpec.check`: method, path, required and unknown query parameters
+  (``from``/``to``/``query``...), enums, the body's shape;
 * ``POST /api/v2/logs/events/search`` (not in that document) by hand, after Datadog's v2 docs: a JSON content type,
   a body whose ``filter.query/from/to`` are strings (``from``/``to`` ISO-8601, epoch milliseconds or ``now-15m``),
   ``page.limit`` 1..1000, ``page.cursor`` one this fake gave, ``sort`` ``timestamp`` or ``-timestamp``.

@@ -1,8 +1,9 @@
 """Linear for labbot's tests: its GraphQL endpoint, checked against Linear's published schema, over in-memory state.
 
 `LinearFake` answers ``POST /graphql`` by really executing each request with graphql-core against the schema built
-from ``../shared/specs/linear-schema.graphql`` (missing: it fails loudly, never skips), with resolvers over its
-teams, workflow states, labels, users, issues and comments, so answers have exactly the schema's shapes.
+from ``linear-schema.graphql``, one of the vendor specs (make specs; missing: the test is skipped, in CI it fails),
+with resolvers over its teams, workflow states, labels, users, issues and comments, so answers have exactly the
+schema's shapes.
 Connections honour ``first``/``after`` (cursors are ids) and ``filter`` (the comparators and ``and``/``or``/``null``
 Linear documents). Use it in-process (``httpx.ASGITransport(fake.app)``, see `transport()`) or over real HTTP from
 a daemon thread (`start()`/`stop()`/`url`, or ``with LinearFake() as fake:``) for a ``labbot serve`` subprocess
@@ -30,7 +31,7 @@ its records and the failures tests inject).
 
 from fakes.linear.errors import NOT_AUTHENTICATED, RATELIMITED, LinearError, Unsupported, graphql_error
 from fakes.linear.fake import API_KEY, LinearFake, SeenRequest
-from fakes.linear.schema import SCHEMA_PATH, SPECS_DIR, check, linear_schema
+from fakes.linear.schema import SCHEMA, check, linear_schema
 from fakes.linear.state import PRIORITY_LABELS, STATES, Comment, Issue, Label, State, Team, User
 
 __all__ = [
@@ -38,8 +39,7 @@ __all__ = [
     "NOT_AUTHENTICATED",
     "PRIORITY_LABELS",
     "RATELIMITED",
-    "SCHEMA_PATH",
-    "SPECS_DIR",
+    "SCHEMA",
     "STATES",
     "Comment",
     "Issue",

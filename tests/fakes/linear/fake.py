@@ -52,6 +52,7 @@ class LinearFake(ServedFake, Resolvers):
     """Linear's GraphQL API; see the module docstring. ``workspace`` is the URL slug of issue URLs."""
 
     def __init__(self, *, api_key: str = API_KEY, workspace: str = "labbot-test") -> None:
+        linear_schema()  # here, in the test's thread: a missing spec skips the test (in CI: fails) up front
         self.api_key = api_key
         self.workspace = workspace
         self.teams: list[Team] = []

@@ -31,7 +31,8 @@ test: $(STAMP) specs
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # no Ray head, no process of the test's own, no end-to-end story (tests/tiers.py): the inner loop while editing
-test-fast: $(STAMP)
+test-fast: SPECS_FLAGS = --warn-unless-ci
+test-fast: $(STAMP) specs
 	LABBOT_TEST_TIER=fast $(BIN)/pytest -q -n $(TEST_WORKERS) -m "not ray and not e2e and not subprocess"
 
 # ruff (lint and format), mypy, and the layering contracts in pyproject.toml (import-linter)

@@ -211,6 +211,7 @@ def test_no_mirror_and_no_network_fails_with_a_clear_message_unless_warn_only_ou
     assert "CI=true" in capsys.readouterr().err
 
 
+@pytest.mark.subprocess
 def test_the_command_line_exit_status(site: Site) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("LABBOT_SPECS_")}
     env |= {"LABBOT_SPECS_DIR": str(site.dest), "LABBOT_SPECS_MIRROR": "", "LABBOT_SPECS_BASE_URL": site.base_url}

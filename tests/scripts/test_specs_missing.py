@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from vendor_specs import NOT_RUN, spec_path
 
+pytestmark = pytest.mark.subprocess  # pytest runs a contract test in a process of its own
+
 TESTS = Path(__file__).resolve().parents[1]
 SPEC = "slack-event-wrapper-schema.json"  # the smallest one (4 kB)
 

@@ -11,12 +11,18 @@ WORKDIR /app
 ARG TORCH_PIP_ARGS=""
 RUN pip install --no-cache-dir ${TORCH_PIP_ARGS} torch==2.13.0
 COPY pyproject.toml constraints.txt README.md ./
+# labbot/ is the import package (its subpackages are relative symlinks to the folders beside it; the wheel holds
+# real files); client/ is labbot-client, which labbot pins and which is installed from here, not from an index
+COPY client ./client
+COPY labbot ./labbot
 COPY bot ./bot
 COPY agents ./agents
+COPY common ./common
 COPY mcp_servers ./mcp_servers
 COPY training ./training
 COPY storage ./storage
-RUN pip install --no-cache-dir -c constraints.txt .
+# the jobs extra is torch (above): the embedded Ray head runs the reference job tiny-lm in this container
+RUN pip install --no-cache-dir -c constraints.txt ./client ".[jobs]"
 
 RUN useradd --create-home --uid 1000 labbot && mkdir -p /var/lib/labbot && chown labbot /var/lib/labbot
 USER labbot

@@ -6,24 +6,23 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     LABBOT_HOME=/var/lib/labbot LABBOT_HOST=0.0.0.0 LABBOT_PORT=3000
 
 WORKDIR /app
-# The control plane needs no torch; the reference jobs (tiny-lm) on the embedded Ray head do. Pass PyTorch's CPU
-# wheel index to keep the image small, e.g.
+# The control plane itself needs no GPU: pass PyTorch's CPU wheel index to keep the image small, e.g.
 #   docker build --build-arg TORCH_PIP_ARGS="--index-url <PyTorch CPU wheel index>" -t labbot .
-# or --build-arg TORCH=no for a control plane that only talks to an outside Ray cluster.
 ARG TORCH_PIP_ARGS=""
-ARG TORCH=yes
-RUN if [ "$TORCH" = yes ]; then pip install --no-cache-dir ${TORCH_PIP_ARGS} torch==2.13.0; fi
+RUN pip install --no-cache-dir ${TORCH_PIP_ARGS} torch==2.13.0
 COPY pyproject.toml constraints.txt README.md ./
+# labbot/ is the import package (its subpackages are relative symlinks to the folders beside it; the wheel holds
+# real files); client/ is labbot-client, which labbot pins and which is installed from here, not from an index
 COPY client ./client
-# labbot/ holds the import package: symlinks to the folders below, which the wheel build turns into files
 COPY labbot ./labbot
 COPY bot ./bot
 COPY agents ./agents
+COPY common ./common
 COPY mcp_servers ./mcp_servers
 COPY training ./training
 COPY storage ./storage
-COPY common ./common
-RUN pip install --no-cache-dir -c constraints.txt ./client . && rm -rf /app/build
+# the jobs extra is torch (above): the embedded Ray head runs the reference job tiny-lm in this container
+RUN pip install --no-cache-dir -c constraints.txt ./client ".[jobs]"
 
 RUN useradd --create-home --uid 1000 labbot && mkdir -p /var/lib/labbot && chown labbot /var/lib/labbot
 USER labbot

@@ -21,6 +21,8 @@ from labbot.storage.db import Database
 from labbot.storage.models import Run
 from labbot.training.telemetry_store import token_hash
 
+pytestmark = pytest.mark.subprocess  # fresh virtual environments, and labbot run from them
+
 STEPS = 300
 CHECKPOINT_EVERY = 100
 

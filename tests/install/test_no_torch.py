@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from venvs import ROOT
+
+pytestmark = pytest.mark.subprocess  # fresh virtual environments, and labbot run from them
 
 BLOCK = 'import sys\nsys.modules["torch"] = None  # `import torch` raises ImportError from here on\n'
 JOBS = "labbot.training.jobs."  # what a job's environment runs; the jobs extra brings torch there

@@ -10,10 +10,13 @@ import stat
 import zipfile
 from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 from support import free_port
 from venvs import CLIENT, ROOT, SOURCES, Venv, wheel_entries
+
+pytestmark = pytest.mark.subprocess  # fresh virtual environments, and labbot run from them
 
 PACKAGES = ("bot", "agents", "mcp_servers", "training", "storage", "common")
 

@@ -60,8 +60,11 @@ class Backoff:
         return min(self.cap, self.base * 2.0 ** min(max(failures, 1) - 1, 60))
 
     def delay(self, failures: int, retry_after: float | None = None, *, rng: random.Random | None = None) -> float:
-        """Seconds to wait after ``failures`` consecutive failures, or the server's ``retry_after`` (capped)."""
+        """Seconds to wait after ``failures`` consecutive failures, or the server's ``retry_after`` (capped).
+
+        The jitter is taken off the ceiling, so an ``rng`` whose ``random()`` is 0 gives the ceiling itself (tests
+        use one to see the bare exponential waits)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         ceiling = self.ceiling(failures)
-        return ceiling / 2.0 + (rng or random).uniform(0.0, ceiling / 2.0)
+        return ceiling - (rng or random).uniform(0.0, ceiling / 2.0)

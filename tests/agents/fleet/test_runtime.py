@@ -25,9 +25,10 @@ from fakes.anthropic import (
     tool_use,
     tool_uses,
 )
+from support import NoJitter
 
 from labbot.agents.fleet.human_wait import waiting_for_human
-from labbot.agents.fleet.model import DEFAULT_MODEL, NO_MODEL_MESSAGE, ModelSettings, RetryPolicy, make_client
+from labbot.agents.fleet.model import DEFAULT_MODEL, MODEL_RETRY, NO_MODEL_MESSAGE, ModelSettings, make_client
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets, RunOutcome
 from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
@@ -93,11 +94,6 @@ class Sleeps:
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
-
-
-class NoJitter(random.Random):
-    def random(self) -> float:
-        return 0.0
 
 
 def settings(fake: FakeAnthropic, **overrides: Any) -> ModelSettings:
@@ -418,12 +414,12 @@ def test_a_refused_key_is_told_at_once_without_retries_or_the_key(fake: FakeAnth
 
 
 def test_backoff_grows_exponentially_with_jitter_and_a_cap() -> None:
-    policy = RetryPolicy()
     rng = random.Random(7)
-    for retry, full in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 8.0]):
-        waits = [policy.delay(retry, rng) for _ in range(200)]
-        assert all(0.75 * full <= w <= full for w in waits)
+    for failures, full in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 8.0], start=1):
+        waits = [MODEL_RETRY.backoff.delay(failures, rng=rng) for _ in range(200)]
+        assert all(0.5 * full <= w <= full for w in waits)  # equal jitter: the upper half of the ceiling
         assert max(waits) - min(waits) > 0.1 * full  # jittered, not fixed
+    assert MODEL_RETRY.attempts == 5
 
 
 # ----------------------------------------------------------------- limits and configuration

@@ -22,7 +22,7 @@ import pytest
 from fakes.datadog import API_KEY, APP_KEY, LOGS_SEARCH, DatadogFake
 from fakes.openapi import OpenApiSpec
 from mcp import Client
-from support import make_service
+from support import NoJitter, make_service
 
 from labbot.bot.api import create_app
 from labbot.mcp_servers.datadog import SITES, DatadogApi, base_url_for, build_server, summarise_timeseries
@@ -59,7 +59,9 @@ NO_LABBOT = LabApi("http://labbot.test", "t0ken", transport=httpx.MockTransport(
 def api_for(fake: DatadogFake, sleeps: Sleeps | None = None, **kw: Any) -> DatadogApi:
     kw.setdefault("env", {})
     keys = (kw.pop("api_key", API_KEY), kw.pop("app_key", APP_KEY))
-    return DatadogApi(*keys, transport=fake.transport(), clock=lambda: NOW, sleep=sleeps or Sleeps(), **kw)
+    return DatadogApi(
+        *keys, transport=fake.transport(), clock=lambda: NOW, sleep=sleeps or Sleeps(), rng=NoJitter(), **kw
+    )
 
 
 def _text(result: Any) -> str:
@@ -415,7 +417,9 @@ def test_a_timeout_over_real_http_is_a_tool_error_then_the_next_call_works() -> 
     with DatadogFake(clock=lambda: NOW) as fake:
         fake.add_monitor("gpu temp", "avg(last_5m):avg:gpu.temp{*} > 90")
         sleeps = Sleeps()
-        api = DatadogApi(API_KEY, APP_KEY, url=fake.url, timeout=0.2, max_retries=1, sleep=sleeps, env={})
+        api = DatadogApi(
+            API_KEY, APP_KEY, url=fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter(), env={}
+        )
         server = build_server(api, artifacts=NO_LABBOT)
         fake.hang_next(10.0, times=2)
 

@@ -17,6 +17,7 @@ from fakes.linear import API_KEY, RATELIMITED, LinearFake, graphql_error, linear
 from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from support import NoJitter
 
 from labbot.mcp_servers.linear import OPERATIONS, LinearApi, build_server
 from labbot.mcp_servers.linear.client import DEFAULT_URL, MISSING_KEY
@@ -61,6 +62,7 @@ def fake() -> Iterator[LinearFake]:
 
 def api_for(fake: LinearFake, **kwargs: Any) -> LinearApi:
     kwargs.setdefault("sleep", Sleeps())
+    kwargs.setdefault("rng", NoJitter())
     return LinearApi(kwargs.pop("api_key", API_KEY), URL, transport=fake.transport(), **kwargs)
 
 
@@ -459,7 +461,7 @@ def test_a_request_that_hangs_times_out_into_a_clear_error() -> None:
     """Over real HTTP (the fake served from a thread), so httpx's own timeout fires."""
     with seeded() as fake:
         sleeps = Sleeps()
-        server = build_server(LinearApi(API_KEY, fake.url, timeout=0.2, max_retries=1, sleep=sleeps))
+        server = build_server(LinearApi(API_KEY, fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter()))
         fake.hang_next(times=2)
         [(e1, text), (e2, after)] = calls(server, ("list_teams", {}), ("list_teams", {}))
         assert e1 and "Linear (POST /graphql) did not answer within 0.2 s, 2 times: try again later" in text

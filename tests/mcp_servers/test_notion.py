@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import TextContent
+from support import NoJitter
 
 from labbot.mcp_servers.notion import NotionApi, blocks_to_markdown, build_server, markdown_to_blocks
 from labbot.mcp_servers.notion.blocks import fetch_tree
@@ -39,7 +40,12 @@ class Rig:
     def __init__(self, *, token: str | None = TOKEN, **api: Any) -> None:
         self.fake = NotionFake()
         self.waits: list[float] = []
-        defaults = {"base_url": "http://notion.test", "transport": self.fake.transport(), "sleep": self._sleep}
+        defaults = {
+            "base_url": "http://notion.test",
+            "transport": self.fake.transport(),
+            "sleep": self._sleep,
+            "rng": NoJitter(),
+        }
         self.api = NotionApi(token, **{**defaults, **api})
 
     async def _sleep(self, seconds: float) -> None:

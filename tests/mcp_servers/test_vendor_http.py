@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
+from support import NoJitter
 
 from labbot.mcp_servers.datadog import DatadogApi
 from labbot.mcp_servers.linear import LinearApi
@@ -56,6 +57,7 @@ class Vendor:
             headers,
             transport=httpx.MockTransport(self._handle),
             sleep=self._sleep,
+            rng=NoJitter(),
             **kw,
         )
 

@@ -36,6 +36,8 @@ import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 from tenacity import RetryCallState, retry_if_exception_type
 
+from labbot.common.durations import format_duration
+from labbot.common.humanize import format_bytes
 from labbot.common.retry import Backoff, RetryPolicy
 from labbot_client.backoff import retry_after_seconds
 
@@ -189,8 +191,9 @@ class VendorApi:
             limited, wait = self._limited(r)
             if limited or r.status_code >= 500:
                 if wait is not None and wait > MAX_RETRY_AFTER_S:
+                    left = format_duration(wait)
                     raise ToolError(
-                        f"{where} is rate limited for another {wait:.0f} s ({_said_how(r)}): try again after that"
+                        f"{where} is rate limited for another {left} ({_said_how(r)}): try again after that"
                     )
                 raise _Again(r, limited, wait)
             if r.status_code >= 400:
@@ -201,8 +204,9 @@ class VendorApi:
                 return r.json(), r.content
             except (json.JSONDecodeError, UnicodeDecodeError):
                 kind = r.headers.get("content-type", "no content type")
+                size = format_bytes(len(r.content))
                 raise ToolError(
-                    f"{where} answered {r.status_code} with a body that is not JSON ({kind}, {len(r.content)} bytes): "
+                    f"{where} answered {r.status_code} with a body that is not JSON ({kind}, {size}): "
                     "a proxy or an outage page may be in the way; try again later"
                 ) from None
 
@@ -215,7 +219,7 @@ class VendorApi:
                 )
             if isinstance(e, httpx.TimeoutException):
                 raise ToolError(
-                    f"{where} did not answer within {self.timeout:g} s, {state.attempt_number} times: "
+                    f"{where} did not answer within {format_duration(self.timeout)}, {state.attempt_number} times: "
                     "try again later, or ask for less (a shorter window, a smaller page)"
                 )
             raise ToolError(

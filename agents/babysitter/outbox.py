@@ -24,6 +24,7 @@ from sqlalchemy import select, update
 
 from labbot.agents.babysitter.pager import incident_view
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
+from labbot.common.durations import format_duration
 from labbot.common.retry import Backoff
 from labbot.storage.db import Database
 from labbot.storage.models import Delivery, DeliveryState, Incident, Run, utcnow
@@ -203,11 +204,11 @@ class Outbox:
             wait = self.backoff.delay(d.attempts, outcome.retry_after_s, rng=self.rng)
             d.next_attempt_at = now + timedelta(seconds=max(wait, 0.1))
             log.warning(
-                "notification %s to %s failed (try %d), again in %.0fs: %s",
+                "notification %s to %s failed (try %d), again in %s: %s",
                 d.key,
                 d.channel,
                 d.attempts,
-                wait,
+                format_duration(wait),
                 outcome.message,
             )
 

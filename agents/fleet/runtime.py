@@ -42,6 +42,7 @@ from labbot.agents.fleet.model import (
     make_client,
 )
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.common.durations import format_duration
 from labbot.common.retry import RetryPolicy
 
 __all__ = [
@@ -266,7 +267,7 @@ class AgentRuntime:
                 outcome = await _Run(self, self.client, system, history, executor, ctx, on_event, budgets).go()
         except AgentLimitReached as full:
             return _finish(history, "agent_limit", str(full), TokenUsage(), 0, 0.0)
-        used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {outcome.elapsed_s:.1f} s"
+        used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {format_duration(outcome.elapsed_s)}"
         log.info("agent %s for %s: %s after %s", ctx.agent, ctx.owner, outcome.stop, used)
         return outcome
 
@@ -375,8 +376,8 @@ class _Run:
 
     def wall_time_message(self) -> str:
         return (
-            f"I stopped after {self.elapsed():.0f} s (the time budget is {self.budgets.wall_time_s:g} s) without "
-            "finishing; ask me to continue or raise the budget."
+            f"I stopped after {format_duration(self.elapsed())} (the time budget is "
+            f"{format_duration(self.budgets.wall_time_s)}) without finishing; ask me to continue or raise the budget."
         )
 
     async def create(self, max_tokens: int) -> Any:
@@ -418,7 +419,7 @@ class _Run:
         failure = _failure(state)
         attempts = self.rt.retry.attempts
         retry = (
-            f"{failure.what}; retrying in {state.upcoming_sleep:.1f} s "
+            f"{failure.what}; retrying in {format_duration(state.upcoming_sleep)} "
             f"(attempt {state.attempt_number + 1} of {attempts})"
         )
         await self.emit(AgentEvent("retry", retry))
@@ -434,8 +435,8 @@ class _Run:
             )
         return _Stopped(
             "model_error",
-            f"I couldn't finish: {failure.what}, and waiting {state.upcoming_sleep:.0f} s to retry would run past the "
-            f"time budget ({self.budgets.wall_time_s:g} s). Try again in a few minutes.",
+            f"I couldn't finish: {failure.what}, and waiting {format_duration(state.upcoming_sleep)} to retry would "
+            f"run past the time budget ({format_duration(self.budgets.wall_time_s)}). Try again in a few minutes.",
         )
 
     async def run_tools(self, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -443,9 +444,9 @@ class _Run:
         remaining = self.budgets.wall_time_s - self.elapsed()
         timeout = min(self.budgets.tool_timeout_s, remaining)
         if timeout < self.budgets.tool_timeout_s:
-            too_long = f"was stopped: the agent's time budget ({self.budgets.wall_time_s:g} s) ran out"
+            too_long = f"was stopped: the agent's time budget ({format_duration(self.budgets.wall_time_s)}) ran out"
         else:
-            too_long = f"took longer than {timeout:g}s and was stopped"
+            too_long = f"took longer than {format_duration(timeout)} and was stopped"
         return list(await asyncio.gather(*(self.call_tool(use, timeout, too_long) for use in uses)))
 
     async def call_tool(self, use: Mapping[str, Any], timeout: float, too_long: str) -> dict[str, Any]:

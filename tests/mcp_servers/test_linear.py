@@ -420,7 +420,7 @@ def test_ratelimited_is_retried_after_the_wait_linear_asks_for(fake: LinearFake)
     assert sleeps == [7.0, 2.5]
     fake.fail_next(400, headers={"Retry-After": "120"})
     is_error, text = call(server, "get_issue", issue="ENG-1")
-    assert is_error and "rate limited for another 120 s" in text and sleeps == [7.0, 2.5]
+    assert is_error and "rate limited for another 2m" in text and sleeps == [7.0, 2.5]
     fake.fail_next(400, times=4)  # no wait said: exponential backoff, then a clear error
     is_error, text = call(server, "get_issue", issue="ENG-1")
     assert is_error and "rate limited (RATELIMITED: Rate limit exceeded): wait a minute and try again" in text
@@ -464,6 +464,6 @@ def test_a_request_that_hangs_times_out_into_a_clear_error() -> None:
         server = build_server(LinearApi(API_KEY, fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter()))
         fake.hang_next(times=2)
         [(e1, text), (e2, after)] = calls(server, ("list_teams", {}), ("list_teams", {}))
-        assert e1 and "Linear (POST /graphql) did not answer within 0.2 s, 2 times: try again later" in text
+        assert e1 and "Linear (POST /graphql) did not answer within 200ms, 2 times: try again later" in text
         assert not e2 and after.startswith("ENG · Engineering") and sleeps == [0.5]
         assert fake.violations == []

@@ -3,9 +3,10 @@
 ``ModelSettings.from_env`` reads ``ANTHROPIC_API_KEY`` (none ⇒ no model configured: agents answer
 ``NO_MODEL_MESSAGE``), ``ANTHROPIC_BASE_URL`` (proxies, gateways, the test fake) and ``LABBOT_MODEL``;
 ``make_client`` builds the one ``AsyncAnthropic`` the runtime (``labbot.agents.fleet.runtime``) talks to. The SDK's own
-retries are off: the runtime retries with its own backoff so that each wait and the final failure can be told in the
-thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain description and the wait the API
-asked for (``retry-after``); ``MODEL_RETRY`` says how often to try and how long to wait when it did not.
+retries are off: the runtime retries with the shared policy (``labbot.common.retry``) so that each wait and the final
+failure can be told in the thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain
+description and the wait the API asked for (``retry-after``); ``MODEL_RETRY`` says how often to try and how long to
+wait when it did not.
 
 The key never appears in a repr, a log line or a message: descriptions are built from status codes and the API's
 own error text, never from the request.

@@ -193,9 +193,9 @@ def _retryable(exc: BaseException) -> bool:
 
 def _failure(state: RetryCallState) -> ModelFailure:
     """The model API failure of the attempt that just failed (only those are retried)."""
-    assert state.outcome is not None
-    failure = describe_failure(state.outcome.exception())
-    assert failure is not None
+    exc = state.outcome.exception() if state.outcome is not None else None
+    failure = describe_failure(exc) if exc is not None else None
+    assert failure is not None, "only model API failures are retried"
     return failure
 
 

@@ -2,8 +2,9 @@
 ``Retry-After`` honoured (up to a cap) when it sends one.
 
 The in-job telemetry sender applies it directly (its sender thread keeps a batch and retries it on a later
-cycle); the control plane's clients — the model client, the vendor HTTP seam, PagerDuty and the Slack outbox —
-drive it through tenacity (``labbot.common.retry``). Standard library only: this module runs inside user jobs.
+cycle); the control plane's clients — the model client and the vendor HTTP seam — drive it through tenacity
+(``labbot.common.retry``), and the delivery outbox (Slack, PagerDuty) takes the wait before a row's next try from it.
+Standard library only: this module runs inside user jobs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""Parsing and printing durations such as ``30s``, ``10m``, ``1h30m`` (pure functions)."""
+"""Reading and writing durations (pure functions): ``parse_duration`` reads ``30s``, ``10m``, ``1h30m``, ``1h 30m``;
+``format_duration`` is the one way labbot shows a duration to people (CLI, Slack, pages, messages to agents)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from labbot.common.errors import BadRequest
@@ -21,7 +23,8 @@ def parse_duration(text: str) -> float:
     except ValueError:
         pos, total = 0, 0.0
         for m in _PART.finditer(s):
-            if m.start() != pos:
+            gap = s[pos : m.start()]
+            if gap and not (pos > 0 and gap.isspace()):  # only a space between two parts: "1h 30m", not "10 m"
                 break
             total += float(m.group(1)) * _UNITS[m.group(2)]
             pos = m.end()
@@ -33,14 +36,30 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def format_duration(seconds: float) -> str:
-    """``95`` → ``1m35s``; the inverse of :func:`parse_duration` for whole seconds."""
+def format_duration(seconds: float | None, *, unknown: str = "—") -> str:
+    """A duration for people: ``350ms``, ``1.5s``, ``45s``, ``2m 10s``, ``1h 5m``, ``2d 3h``.
+
+    Milliseconds under a second, tenths under ten seconds ("1.5s", "7s"), then whole seconds in at most two units,
+    the larger first, the smaller floored and left out when it is zero. Always floored, so a wait or an age is never
+    shown longer than it is. None and NaN are ``unknown``, +inf is "forever", zero or less "0s".
+    :func:`parse_duration` reads every result back (to the precision shown).
+    """
+    if seconds is None or math.isnan(seconds):
+        return unknown
+    if seconds == math.inf:
+        return "forever"
+    if seconds <= 0:
+        return "0s"
     if seconds < 1:
-        return f"{round(seconds * 1000)}ms"
-    rest = round(seconds)
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts)
+        ms = math.floor(round(seconds * 1000, 6))
+        return f"{ms}ms"
+    if seconds < 10:
+        tenths = math.floor(round(seconds * 10, 6))
+        return f"{tenths // 10}s" if tenths % 10 == 0 else f"{tenths / 10:.1f}s"
+    total = int(seconds)
+    for big, big_size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if total >= big_size:
+            n, rest = divmod(total, big_size)
+            rest //= small_size
+            return f"{n}{big} {rest}{small}" if rest else f"{n}{big}"
+    return f"{total}s"

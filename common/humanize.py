@@ -1,22 +1,24 @@
-"""Durations for people ("45s", "12m", "1h 05m", "2d 3h"), shared by the CLI and Slack rendering.
+"""Sizes for people: the one byte formatter (durations are ``labbot.common.durations.format_duration``).
 
 Import-light on purpose: the CLI uses it without pulling in Slack or matplotlib.
 """
 
 from __future__ import annotations
 
-import math
+__all__ = ["format_bytes"]
+
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 
 
-def duration(seconds: float | None, *, unknown: str = "—") -> str:
-    """A rounded human duration; ``unknown`` for None, negative or non-finite input."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return unknown
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d {(s % 86400) // 3600}h"
+def format_bytes(n: float) -> str:
+    """``14`` → ``14 B``, ``65536`` → ``64 KiB``, ``1887436`` → ``1.8 MiB``: binary units (the sizes and limits
+    labbot counts are powers of two), one decimal, dropped when it is zero. Negative counts are shown as 0."""
+    value = max(float(n), 0.0)
+    if value < 1024:
+        return f"{int(value)} B"
+    for unit in _UNITS:
+        value /= 1024
+        shown = round(value, 1)
+        if shown < 1024 or unit == _UNITS[-1]:
+            return f"{shown:.1f}".removesuffix(".0") + f" {unit}"
+    raise AssertionError("unreachable: the last unit returns")

@@ -37,6 +37,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.common.durations import format_duration
+from labbot.common.humanize import format_bytes
+
 ROOT_ENV = "LABBOT_CODEBASE_ROOT"
 MAX_OUTPUT = 64 * 1024
 MAX_MATCHES = 500
@@ -82,7 +85,7 @@ def _cut(text: str, hint: str) -> str:
     data = text.encode()
     if len(data) <= MAX_OUTPUT:
         return text
-    return data[:MAX_OUTPUT].decode(errors="ignore") + f"\n…(cut at {MAX_OUTPUT // 1024} KB: {hint})"
+    return data[:MAX_OUTPUT].decode(errors="ignore") + f"\n…(cut at {format_bytes(MAX_OUTPUT)}: {hint})"
 
 
 def _no_option(value: str, what: str) -> str:
@@ -123,7 +126,9 @@ def _run_capped(cmd: list[str], cwd: Path, *, limit: int, env: dict[str, str] | 
         err.seek(0)
         stderr = err.read(4096).decode(errors="replace").strip()
     if expired.is_set() and len(out) <= limit:
-        raise ToolError(f"{cmd[0]} took over {TIMEOUT_S:.0f}s and was stopped: narrow the path, range or query")
+        raise ToolError(
+            f"{cmd[0]} took over {format_duration(TIMEOUT_S)} and was stopped: narrow the path, range or query"
+        )
     return _Run(rc, out[:limit], stderr, len(out) > limit)
 
 
@@ -185,7 +190,9 @@ class Codebase:
         last, size, more, cut = 0, 0, False, False
         with real.open("rb") as f:
             if b"\0" in f.read(8192):
-                raise ToolError(f"{rel!r} is a binary file ({real.stat().st_size} bytes): only text files are shown")
+                raise ToolError(
+                    f"{rel!r} is a binary file ({format_bytes(real.stat().st_size)}): only text files are shown"
+                )
             f.seek(0)
             for n, line in enumerate(_lines(f), 1):
                 if end_line is not None and n > end_line:
@@ -202,7 +209,7 @@ class Codebase:
         if not shown:
             return f"{rel}: {last} lines, nothing from line {start}" if last else f"{rel}: empty file"
         head = f"{rel}: lines {start}-{last}" + ("" if more or cut else f" of {last}")
-        tail = [f"…(cut at {MAX_OUTPUT // 1024} KB: read on with start_line={last + 1})"] if cut else []
+        tail = [f"…(cut at {format_bytes(MAX_OUTPUT)}: read on with start_line={last + 1})"] if cut else []
         return "\n".join([head, *shown, *tail])
 
     def list_dir(
@@ -343,7 +350,7 @@ class Codebase:
             raise ToolError(f"git {args[0]} failed: {run.err or f'exit {run.rc}'}")
         text = run.out.decode(errors="replace")
         if run.cut:
-            text += f"\n…(cut at {MAX_OUTPUT // 1024} KB: pass a path or a narrower range)"
+            text += f"\n…(cut at {format_bytes(MAX_OUTPUT)}: pass a path or a narrower range)"
         return text or "(no output)"
 
     def _git_path(self, path: str | None) -> list[str]:

@@ -28,6 +28,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.common.humanize import format_bytes
+
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 STORE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -154,15 +156,8 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def _artifact_line(a: dict[str, Any], agent: str) -> str:
-    bits = [a["id"], a["name"], _size(a["size"]), a["content_type"]]
+    bits = [a["id"], a["name"], format_bytes(a["size"]), a["content_type"]]
     if a["owner_agent"] != agent:
         bits.append(f"shared by {a['owner_agent']}")
     elif a.get("shared_with"):
@@ -297,8 +292,8 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         doc = await lab.json("GET", "/artifacts", params={"agent": agent})
         usage = doc["usage"]
         head = (
-            f"agent {agent}: {usage['artifacts']} artifact(s), {_size(usage['used_bytes'])} of "
-            f"{_size(usage['quota_bytes'])} used"
+            f"agent {agent}: {usage['artifacts']} artifact(s), {format_bytes(usage['used_bytes'])} of "
+            f"{format_bytes(usage['quota_bytes'])} used"
         )
         return "\n".join([head, *(_artifact_line(a, agent) for a in doc["artifacts"])])
 
@@ -316,7 +311,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         r = await lab.request("POST", "/artifacts", params=params, content=text.encode(), headers=headers)
         a = r.json()["artifact"]
         verb = "stored" if r.status_code == 201 else "replaced"
-        return f"{verb} {a['name']} as {a['id']} ({_size(a['size'])}, {a['content_type']})"
+        return f"{verb} {a['name']} as {a['id']} ({format_bytes(a['size'])}, {a['content_type']})"
 
     @server.tool(annotations=READ, structured_output=False)
     async def get_artifact(
@@ -325,18 +320,19 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
         ] = None,
     ) -> str:
-        """An artifact's content as text (yours or one shared with you); the first 64 KB of a longer one."""
+        """An artifact's content as text (yours or one shared with you); the first 64 KiB of a longer one."""
         path = f"/artifacts/{_segment(artifact_id)}"
         data, headers, cut = await lab.read(path, MAX_ARTIFACT_TEXT, params={"agent": as_agent or lab.agent})
         content_type = headers.get("content-type", "application/octet-stream")
         size = headers.get("content-length")
         text = _decode(data, content_type)
         if text is None:
-            return f"artifact {artifact_id} is binary ({content_type}, {size or 'unknown'} bytes): not shown as text"
+            shown = format_bytes(int(size)) if size and size.isdigit() else "unknown size"
+            return f"artifact {artifact_id} is binary ({content_type}, {shown}): not shown as text"
         if cut:
-            total = f"{int(size):,} bytes" if size and size.isdigit() else "more"
-            kb = MAX_ARTIFACT_TEXT // 1024
-            text += f"\n[cut: artifact {artifact_id} has {total}; only its first {kb} KB are shown]"
+            total = format_bytes(int(size)) if size and size.isdigit() else "more"
+            first = format_bytes(MAX_ARTIFACT_TEXT)
+            text += f"\n[cut: artifact {artifact_id} has {total}; only its first {first} are shown]"
         return text
 
     @server.tool(annotations=STORE, structured_output=False)

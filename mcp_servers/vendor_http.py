@@ -9,7 +9,8 @@ to wait in its own header (Datadog's ``X-RateLimit-Reset``). ``request`` then:
 
 * retries a rate limit (a 429, or what ``rate_limit`` calls one) after its ``Retry-After``, else the wait
   ``rate_limit`` read, else with exponential backoff — a wait over ``MAX_RETRY_AFTER_S`` is told, not waited — and
-  5xx, timeouts and dropped connections with exponential backoff, at most ``max_retries`` times;
+  5xx, timeouts and dropped connections with exponential backoff, at most ``max_retries`` times (the shared policy,
+  ``labbot.common.retry``: tenacity waiting on ``Backoff``);
 * returns the parsed JSON of a successful answer; ``request_raw`` returns it with the exact bytes of the body (after
   any ``Content-Encoding`` is undone), for a server that stores the vendor's own payload;
 * turns every failure into a ``ToolError`` a model can act on — what went wrong and what would fix it — and never
@@ -26,18 +27,24 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
+from tenacity import RetryCallState, retry_if_exception_type
 
+from labbot.common.durations import format_duration
+from labbot.common.humanize import format_bytes
+from labbot.common.retry import Backoff, RetryPolicy
 from labbot_client.backoff import retry_after_seconds
 
-__all__ = ["MAX_RETRY_AFTER_S", "RateLimit", "RateLimited", "VendorApi", "VendorError", "scrub"]
+__all__ = ["MAX_BACKOFF_S", "MAX_RETRY_AFTER_S", "RateLimit", "RateLimited", "VendorApi", "VendorError", "scrub"]
 
 MAX_RETRY_AFTER_S = 30.0  # a longer rate-limit wait is told to the model instead of waited out inside one tool call
+MAX_BACKOFF_S = 8.0  # the longest computed wait between two tries
 _BODY_CHARS = 300  # of an error body quoted in a message
 
 
@@ -93,6 +100,9 @@ class VendorApi:
         transport: the httpx transport (tests); None is the network.
         timeout: seconds for one request.
         max_retries: retries after the first attempt, for rate limits, 5xx and transport errors.
+        backoff_s: the first wait of the shared backoff (``labbot.common.retry``): it doubles up to
+            ``MAX_BACKOFF_S``, with equal jitter.
+        sleep, rng: seams for the retry waits and their jitter (tests record the waits and take the jitter off).
     """
 
     def __init__(
@@ -108,6 +118,7 @@ class VendorApi:
         max_retries: int = 3,
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
@@ -117,8 +128,12 @@ class VendorApi:
         self._transport = transport
         self.timeout = timeout
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
+        self.retry = RetryPolicy(
+            attempts=max_retries + 1,
+            backoff=Backoff(base=backoff_s, cap=max(MAX_BACKOFF_S, backoff_s), max_retry_after=MAX_RETRY_AFTER_S),
+        )
         self._sleep = sleep
+        self._rng = rng
         self._client: httpx.AsyncClient | None = None
 
     def client(self) -> httpx.AsyncClient:
@@ -170,36 +185,17 @@ class VendorApi:
         params: Mapping[str, Any] | None,
     ) -> tuple[Any, bytes]:
         where = f"{self.name} ({method} {path})"
-        for attempt in range(self.max_retries + 1):
-            last = attempt == self.max_retries
-            try:
-                r = await self.client().request(method, path, headers=headers, json=json_body, params=params)
-            except httpx.TimeoutException:
-                if last:
-                    raise ToolError(
-                        f"{where} did not answer within {self.timeout:g} s, {attempt + 1} times: "
-                        "try again later, or ask for less (a shorter window, a smaller page)"
-                    ) from None
-                await self._sleep(self.backoff_s * 2**attempt)
-                continue
-            except httpx.TransportError as e:
-                if last:
-                    raise ToolError(
-                        f"{where} could not be reached ({type(e).__name__}) at {self.base_url}: check the network "
-                        "or the *_API_URL override"
-                    ) from None
-                await self._sleep(self.backoff_s * 2**attempt)
-                continue
+
+        async def attempt() -> tuple[Any, bytes]:
+            r = await self.client().request(method, path, headers=headers, json=json_body, params=params)
             limited, wait = self._limited(r)
             if limited or r.status_code >= 500:
                 if wait is not None and wait > MAX_RETRY_AFTER_S:
+                    left = format_duration(wait)
                     raise ToolError(
-                        f"{where} is rate limited for another {wait:.0f} s ({_said_how(r)}): try again after that"
+                        f"{where} is rate limited for another {left} ({_said_how(r)}): try again after that"
                     )
-                if last:
-                    raise ToolError(self._describe(r, method, path, attempts=attempt + 1, limited=limited))
-                await self._sleep(wait if wait is not None else self.backoff_s * 2**attempt)
-                continue
+                raise _Again(r, limited, wait)
             if r.status_code >= 400:
                 raise ToolError(self._describe(r, method, path, attempts=1, limited=False))
             if r.status_code == 204 or not r.content:
@@ -208,11 +204,38 @@ class VendorApi:
                 return r.json(), r.content
             except (json.JSONDecodeError, UnicodeDecodeError):
                 kind = r.headers.get("content-type", "no content type")
+                size = format_bytes(len(r.content))
                 raise ToolError(
-                    f"{where} answered {r.status_code} with a body that is not JSON ({kind}, {len(r.content)} bytes): "
+                    f"{where} answered {r.status_code} with a body that is not JSON ({kind}, {size}): "
                     "a proxy or an outage page may be in the way; try again later"
                 ) from None
-        raise AssertionError("unreachable: the last attempt returns or raises")
+
+        def give_up(state: RetryCallState) -> NoReturn:
+            assert state.outcome is not None
+            e = state.outcome.exception()
+            if isinstance(e, _Again):
+                raise ToolError(
+                    self._describe(e.response, method, path, attempts=state.attempt_number, limited=e.limited)
+                )
+            if isinstance(e, httpx.TimeoutException):
+                raise ToolError(
+                    f"{where} did not answer within {format_duration(self.timeout)}, {state.attempt_number} times: "
+                    "try again later, or ask for less (a shorter window, a smaller page)"
+                )
+            raise ToolError(
+                f"{where} could not be reached ({type(e).__name__}) at {self.base_url}: check the network "
+                "or the *_API_URL override"
+            )
+
+        retrying = self.retry.retrying(
+            retry=retry_if_exception_type((_Again, httpx.TransportError)),
+            retry_after=_wait_said,
+            give_up=give_up,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+        result: tuple[Any, bytes] = await retrying(attempt)
+        return result
 
     def _limited(self, r: httpx.Response) -> tuple[bool, float | None]:
         """Whether ``r`` is a rate limit, and the wait it asks for (None: not said, back off)."""
@@ -248,3 +271,19 @@ class VendorApi:
 def _said_how(r: httpx.Response) -> str:
     """How a rate-limit answer was given, for the message: ``429 Retry-After``, or the status it came as."""
     return "429 Retry-After" if r.status_code == 429 else f"{r.status_code} rate limit"
+
+
+class _Again(Exception):
+    """An answer worth another try: a rate limit (with the wait it asked for, if any) or a 5xx."""
+
+    def __init__(self, response: httpx.Response, limited: bool, wait: float | None) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+        self.limited = limited
+        self.wait = wait
+
+
+def _wait_said(state: RetryCallState) -> float | None:
+    """The wait a rate-limit answer asked for (its ``Retry-After``, else the vendor's own header); None: back off."""
+    e = state.outcome.exception() if state.outcome is not None else None
+    return e.wait if isinstance(e, _Again) else None

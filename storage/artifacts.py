@@ -55,6 +55,7 @@ from sqlalchemy import exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from labbot.common.humanize import format_bytes
 from labbot.storage.db import Database
 from labbot.storage.models import Artifact, ArtifactShare, utcnow
 
@@ -120,16 +121,9 @@ class _TooBig(Exception):
     """A streamed put went past the agent's allowance (args: the bytes read so far)."""
 
 
-def _human_bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
-
-
 def _full(agent: str, name: str, size: str, total: str, quota: int) -> QuotaExceeded:
     return QuotaExceeded(
-        f"agent {agent}'s store is full: {name!r} ({size}) would bring it to {total} of {_human_bytes(quota)}; "
+        f"agent {agent}'s store is full: {name!r} ({size}) would bring it to {total} of {format_bytes(quota)}; "
         "delete some of its artifacts or raise [artifacts] quota"
     )
 
@@ -253,7 +247,7 @@ class ArtifactStore:
         if isinstance(data, bytes | bytearray | memoryview):
             view = memoryview(data).cast("B")
             if view.nbytes > allowance:
-                raise _full(agent, name, _human_bytes(view.nbytes), _human_bytes(used + view.nbytes), quota)
+                raise _full(agent, name, format_bytes(view.nbytes), format_bytes(used + view.nbytes), quota)
             return _Staged(hashlib.sha256(view).hexdigest(), view.nbytes, data=view)
         tmp = self._tmp_path()
         try:
@@ -275,8 +269,8 @@ class ArtifactStore:
             self._discard(tmp)
             if isinstance(e, _TooBig):
                 seen = e.args[0]
-                total = f"more than {_human_bytes(used + seen)}"
-                raise _full(agent, name, f"at least {_human_bytes(seen)}", total, quota) from None
+                total = f"more than {format_bytes(used + seen)}"
+                raise _full(agent, name, f"at least {format_bytes(seen)}", total, quota) from None
             raise
         return _Staged(sha, size, tmp=tmp)
 
@@ -362,8 +356,8 @@ class ArtifactStore:
                 with self.db.session() as s:
                     used = self._used_in(s, agent, excluding=name)
                     if used + staged.size > quota:
-                        total = _human_bytes(used + staged.size)
-                        raise _full(agent, name, _human_bytes(staged.size), total, quota)
+                        total = format_bytes(used + staged.size)
+                        raise _full(agent, name, format_bytes(staged.size), total, quota)
                     now = utcnow()
                     row = s.scalars(
                         select(Artifact).where(Artifact.owner_agent == agent, Artifact.name == name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -15,6 +16,13 @@ from typing import Any, TypeVar
 import httpx
 
 T = TypeVar("T")
+
+
+class NoJitter(random.Random):
+    """An ``rng`` for the retry policy's jitter that takes none off: the waits are the bare exponential ones."""
+
+    def random(self) -> float:
+        return 0.0
 
 
 def wait_for(cond: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1, what: str = "condition") -> T:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from ray.job_submission import JobSubmissionClient  # heavy (≈1 s): imported with the control plane, not
 
+from labbot.common.durations import format_duration
+
 # lazily on a worker thread, where it would hold the GIL while the event loop is answering Slack
 from labbot.common.errors import Conflict, RayUnavailable
 from labbot.training.ray_cluster import RayConnection
@@ -111,7 +113,7 @@ class RayLauncher:
         except concurrent.futures.TimeoutError:
             self._client = None
             raise RayUnavailable(
-                f"Ray did not answer at {self.address} within {self.timeout:.0f}s while trying to {what}; "
+                f"Ray did not answer at {self.address} within {format_duration(self.timeout)} while trying to {what}; "
                 "check RAY_ADDRESS and that the cluster's dashboard is up"
             ) from None
         except (ConnectionError, OSError) as e:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from labbot.common.durations import format_duration
 from labbot.storage.floats import decode_float, encode_float
 
 SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
@@ -124,26 +125,10 @@ def infra_finding(down_since: datetime | None, now: datetime, infra_after_s: flo
     return Finding(
         kind=INFRA,
         severity=PAGE,
-        summary=f"the Ray API at {address} has not answered for {human_duration(down_for)} "
-        f"(threshold {human_duration(infra_after_s)})",
+        summary=f"the Ray API at {address} has not answered for {format_duration(down_for)} "
+        f"(threshold {format_duration(infra_after_s)})",
         detail={"down_for_s": down_for, "threshold_s": float(infra_after_s), "address": address},
     )
-
-
-def human_duration(seconds: float) -> str:
-    """``45`` → ``45s``, ``130`` → ``2m 10s``, ``3900`` → ``1h 5m``: two units at most, the smaller one floored."""
-    if not math.isfinite(seconds):
-        return "forever" if seconds > 0 else "0s"
-    seconds = max(seconds, 0.0)
-    if 0 < seconds < 1:
-        return f"{seconds:.1f}s"
-    total = int(seconds)
-    for big, big_size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
-        if total >= big_size:
-            n, rest = divmod(total, big_size)
-            rest //= small_size
-            return f"{n}{big} {rest}{small}" if rest else f"{n}{big}"
-    return f"{total}s"
 
 
 def _failed(state: RunState) -> Finding | None:
@@ -171,7 +156,7 @@ def _pending(state: RunState, now: datetime) -> Finding | None:
     return Finding(
         kind=PENDING,
         severity=PAGE,
-        summary=f"pending for {human_duration(pending_for)} (threshold {human_duration(threshold)}): "
+        summary=f"pending for {format_duration(pending_for)} (threshold {format_duration(threshold)}): "
         "Ray has not found resources for it",
         detail={"pending_for_s": pending_for, "threshold_s": float(threshold), "attempt": state.attempt},
     )
@@ -194,7 +179,7 @@ def _silent(state: RunState, now: datetime) -> Finding | None:
     return Finding(
         kind=SILENT,
         severity=PAGE,
-        summary=f"no telemetry for {human_duration(silent_for)}{since} (threshold {human_duration(threshold)})",
+        summary=f"no telemetry for {format_duration(silent_for)}{since} (threshold {format_duration(threshold)})",
         detail={
             "silent_for_s": silent_for,
             "threshold_s": float(threshold),
@@ -217,13 +202,13 @@ def _hung(state: RunState, now: datetime) -> Finding | None:
     if stuck_for < threshold:
         return None
     if state.last_step_at is None or state.last_step is None:
-        what = f"no step reported for {human_duration(stuck_for)} since attempt {state.attempt} was submitted"
+        what = f"no step reported for {format_duration(stuck_for)} since attempt {state.attempt} was submitted"
     else:
-        what = f"step stuck at {state.last_step} for {human_duration(stuck_for)}"
+        what = f"step stuck at {state.last_step} for {format_duration(stuck_for)}"
     return Finding(
         kind=HUNG,
         severity=PAGE,
-        summary=f"{what} though heartbeats arrive (threshold {human_duration(threshold)})",
+        summary=f"{what} though heartbeats arrive (threshold {format_duration(threshold)})",
         detail={
             "stuck_for_s": stuck_for,
             "threshold_s": float(threshold),

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from labbot.common.durations import format_duration
+
 log = logging.getLogger(__name__)
 
 
@@ -177,7 +179,7 @@ class EmbeddedRayHead:
                 raise RuntimeError(f"the local Ray head exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
                 self._terminate(proc.pid)
-                raise RuntimeError(f"the local Ray head did not answer within {self.start_timeout:.0f}s")
+                raise RuntimeError(f"the local Ray head did not answer within {format_duration(self.start_timeout)}")
             time.sleep(0.25)
         state = {"address": address, "pid": proc.pid, "gcs_port": gcs_port, "temp_dir": str(self.temp_dir)}
         self.state_file.write_text(json.dumps(state, indent=2))

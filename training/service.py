@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from labbot.common.durations import format_duration
 from labbot.common.errors import Conflict, LabbotError, UnknownRun
 from labbot.storage.db import Database
 from labbot.storage.models import LaunchKey, Run, RunStatus, utcnow
@@ -287,7 +288,7 @@ class RunService:
             if job is None or job.status in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
                 return
             time.sleep(0.2)
-        log.warning("%s still running %.0fs after stop; restarting anyway", sid, timeout)
+        log.warning("%s still running %s after stop; restarting anyway", sid, format_duration(timeout))
 
     # -- reconciling with Ray --------------------------------------------------------------------------------
 

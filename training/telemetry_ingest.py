@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from labbot.common.errors import BadRequest
+from labbot.common.humanize import format_bytes
 from labbot.storage.floats import decode_float
 
 MAX_BODY_BYTES = 1 << 20
@@ -66,7 +67,7 @@ def _when(value: Any, where: str, default: datetime) -> datetime:
 
 def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
     if len(body) > MAX_BODY_BYTES:
-        raise BadRequest(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte limit")
+        raise BadRequest(f"body of {format_bytes(len(body))} is over the {format_bytes(MAX_BODY_BYTES)} limit")
     now = now or datetime.now(UTC)
     try:
         doc = json.loads(body)

@@ -13,6 +13,7 @@ lost nor shown twice.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +24,8 @@ from sqlalchemy import select, update
 
 from labbot.agents.babysitter.pager import incident_view
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
+from labbot.common.durations import format_duration
+from labbot.common.retry import Backoff
 from labbot.storage.db import Database
 from labbot.storage.models import Delivery, DeliveryState, Incident, Run, utcnow
 from labbot.training.views import run_view
@@ -30,6 +33,8 @@ from labbot.training.views import run_view
 log = logging.getLogger(__name__)
 
 Status = Literal["accepted", "retry", "rejected"]
+
+MAX_RETRY_AFTER_S = 3600.0  # a receiver's Retry-After longer than an hour is read as an hour
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,17 @@ class Outbox:
         clock: Callable[[], datetime] = utcnow,
         batch: int = 50,
         max_backoff_s: float = 60.0,
+        rng: random.Random | None = None,
     ) -> None:
         self.db = db
         self.notifiers = dict(notifiers)
         self.clock = clock
         self.batch = batch
         self.max_backoff_s = max_backoff_s
+        # The shared policy (labbot.common.retry): 1 s doubling up to max_backoff_s, with equal jitter, or the
+        # receiver's Retry-After (an hour at most). Waited by leaving the row pending until next_attempt_at.
+        self.backoff = Backoff(base=min(1.0, max_backoff_s), cap=max_backoff_s, max_retry_after=MAX_RETRY_AFTER_S)
+        self.rng = rng
         self._unconfigured_said: set[str] = set()
 
     def recover(self) -> int:
@@ -191,16 +201,14 @@ class Outbox:
                 log.error("notification %s to %s %s was refused: %s", d.key, d.channel, d.target, outcome.message)
                 return
             d.state = DeliveryState.PENDING.value
-            wait = outcome.retry_after_s
-            if wait is None:
-                wait = min(2.0 ** (d.attempts - 1), self.max_backoff_s)
+            wait = self.backoff.delay(d.attempts, outcome.retry_after_s, rng=self.rng)
             d.next_attempt_at = now + timedelta(seconds=max(wait, 0.1))
             log.warning(
-                "notification %s to %s failed (try %d), again in %.0fs: %s",
+                "notification %s to %s failed (try %d), again in %s: %s",
                 d.key,
                 d.channel,
                 d.attempts,
-                wait,
+                format_duration(wait),
                 outcome.message,
             )
 

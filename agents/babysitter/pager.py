@@ -28,10 +28,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.common.durations import format_duration
 from labbot.common.errors import Conflict, UnknownPage
 from labbot.storage.db import Database
 from labbot.storage.models import OPEN_INCIDENT_STATES, Delivery, Incident, IncidentState, Run, utcnow
-from labbot.training.monitoring import INFRA, PAGE, Finding, human_duration
+from labbot.training.monitoring import INFRA, PAGE, Finding
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ class Pager:
             inc,
             f"reopen-{inc.reopened}",
             f":repeat: *{inc.kind}* is back — {inc.summary}. Page `{inc.id}` re-opened (flapping: back {times} "
-            f"within {human_duration(self.policy.flap_window_s)} of clearing).",
+            f"within {format_duration(self.policy.flap_window_s)} of clearing).",
         )
         self._refresh(s, inc, f"reopen-{inc.reopened}")
         if self.pagerduty and inc.escalation_level >= TOP_LEVEL and not inc.pagerduty_open:

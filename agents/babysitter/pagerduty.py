@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import httpx
 
+from labbot.common.durations import format_duration
 from labbot_client.backoff import retry_after_seconds
 
 __all__ = [
@@ -230,7 +231,7 @@ class PagerDutyClient:
             return SendResult("accepted", status, None, f"{what}: accepted (HTTP {status})")
         if status == 429 or status >= 500:
             retry_after = retry_after_seconds(response.headers.get("retry-after"))
-            when = f"after {retry_after:g}s" if retry_after is not None else "later"
+            when = f"after {format_duration(retry_after)}" if retry_after is not None else "later"
             why = "too many events for this service" if status == 429 else "PagerDuty-side error"
             return SendResult("retry", status, retry_after, f"{what}: HTTP {status} ({why}{detail}); retry {when}")
         return SendResult("rejected", status, None, f"{what}: rejected, HTTP {status}{detail}; not retrying")

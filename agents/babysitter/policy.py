@@ -31,6 +31,7 @@ from typing import Any
 
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
+from labbot.common.retry import Backoff
 from labbot.training.specs import RESTART_CONDITIONS
 
 
@@ -80,8 +81,10 @@ class WatchdogPolicy:
         )
 
     def backoff(self, restarts_done: int) -> float:
-        """Seconds before automatic restart number ``restarts_done + 1``."""
-        return float(min(self.restart_backoff_s * 2**restarts_done, self.max_backoff_s))
+        """Seconds before automatic restart number ``restarts_done + 1``: the shared Backoff's ceiling, without its
+        jitter (the run's thread is told when the restart comes)."""
+        base = min(self.restart_backoff_s, self.max_backoff_s)
+        return Backoff(base=base, cap=self.max_backoff_s).ceiling(restarts_done + 1)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import WatchdogPolicy
+from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError, RayUnavailable
 from labbot.storage.db import Database
 from labbot.storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
@@ -41,7 +42,6 @@ from labbot.training.monitoring import (
     RunState,
     Thresholds,
     evaluate,
-    human_duration,
     infra_finding,
 )
 from labbot.training.service import LOST, RunService, reconcile_run
@@ -290,20 +290,20 @@ class Watchdog:
         tail = str(cause.detail.get("log_tail") or "")
         text = (
             f":recycle: attempt {old_attempt} {verb}: {cause.summary}. Restarting from checkpoint step "
-            f"{run.checkpoint_step or 0} in {human_duration(delay)} "
+            f"{run.checkpoint_step or 0} in {format_duration(delay)} "
             f"(automatic restart {run.auto_restarts} of {limit})."
         )
         if tail:
             text += f"\n```\n{tail}\n```"
         self.pager.tell_thread(s, run, f"auto-restart-{run.attempt}", text)
         log.warning(
-            "run %s: attempt %d %s; restart %d of %d in %.0fs",
+            "run %s: attempt %d %s; restart %d of %d in %s",
             run.id,
             old_attempt,
             verb,
             run.auto_restarts,
             limit,
-            delay,
+            format_duration(delay),
         )
         return [f for f in findings if f.kind not in RESTARTABLE]
 

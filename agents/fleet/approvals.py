@@ -25,6 +25,7 @@ from sqlalchemy import update
 from labbot.agents.fleet.human_wait import waiting_for_human
 from labbot.agents.fleet.redact import preview
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.common.durations import format_duration
 from labbot.storage.db import Database
 from labbot.storage.models import Approval, utcnow
 
@@ -136,9 +137,8 @@ class ApprovalGate:
             except TimeoutError:
                 settled = self._settle(request.id, "expired", "nobody (timed out)")
                 await self._tell_settled(settled)
-                minutes = round(self.timeout_s / 60)
                 return ToolResult(
-                    f"nobody approved {name} within {minutes} min: it was not run (fail closed)",
+                    f"nobody approved {name} within {format_duration(self.timeout_s)}: it was not run (fail closed)",
                     is_error=True,
                     meta={"approval": "timeout"},
                 )

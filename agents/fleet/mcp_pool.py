@@ -44,6 +44,7 @@ from labbot.agents.fleet.mcp_config import McpServerConfig, McpSettings
 from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.humanize import format_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -488,7 +489,7 @@ def _text(text: str) -> dict[str, Any]:
 
 def _size(data: str) -> str:
     try:
-        return f"{len(base64.b64decode(data, validate=True))} bytes"
+        return format_bytes(len(base64.b64decode(data, validate=True)))
     except (binascii.Error, ValueError):
         return "undecodable"
 

@@ -3,9 +3,10 @@
 ``ModelSettings.from_env`` reads ``ANTHROPIC_API_KEY`` (none ⇒ no model configured: agents answer
 ``NO_MODEL_MESSAGE``), ``ANTHROPIC_BASE_URL`` (proxies, gateways, the test fake) and ``LABBOT_MODEL``;
 ``make_client`` builds the one ``AsyncAnthropic`` the runtime (``labbot.agents.fleet.runtime``) talks to. The SDK's own
-retries are off: the runtime retries with its own backoff so that each wait and the final failure can be told in the
-thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain description and the wait the API
-asked for (``retry-after``); ``RetryPolicy`` says how long to wait when it did not.
+retries are off: the runtime retries with the shared policy (``labbot.common.retry``) so that each wait and the final
+failure can be told in the thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain
+description and the wait the API asked for (``retry-after``); ``MODEL_RETRY`` says how often to try and how long to
+wait when it did not.
 
 The key never appears in a repr, a log line or a message: descriptions are built from status codes and the API's
 own error text, never from the request.
@@ -13,7 +14,6 @@ own error text, never from the request.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -22,15 +22,16 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from labbot.common.errors import BadRequest
+from labbot.common.retry import Backoff, RetryPolicy
 from labbot_client.backoff import retry_after_seconds
 
 __all__ = [
     "ANTHROPIC_API_URL",
     "DEFAULT_MODEL",
+    "MODEL_RETRY",
     "NO_MODEL_MESSAGE",
     "ModelFailure",
     "ModelSettings",
-    "RetryPolicy",
     "describe_failure",
     "make_client",
 ]
@@ -104,18 +105,9 @@ class ModelFailure:
     retry_after_s: float | None = None  # what the API asked us to wait (retry-after-ms / retry-after)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of a failed Messages API call: exponential backoff with jitter, or the API's ``retry-after``."""
-
-    max_retries: int = 4
-    base_delay_s: float = 0.5
-    max_delay_s: float = 8.0
-    jitter: float = 0.25  # a computed delay is scaled by a random factor in [1 - jitter, 1]
-
-    def delay(self, retry: int, rng: random.Random) -> float:
-        """Seconds to wait before retry number ``retry`` (0-based) when the API did not say."""
-        return min(self.base_delay_s * 2.0**retry, self.max_delay_s) * (1.0 - self.jitter * rng.random())
+MODEL_RETRY = RetryPolicy(attempts=5, backoff=Backoff(base=0.5, cap=8.0, max_retry_after=300.0))
+"""Retries of a failed Messages API call: the shared policy (``labbot.common.retry``): 0.5 s doubling up to 8 s with
+equal jitter, or the API's ``retry-after`` (the run's time budget bounds it: a wait past it is told, not waited)."""
 
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})

@@ -30,9 +30,20 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from tenacity import RetryCallState, retry_if_exception
+
 from labbot.agents.fleet.human_wait import HumanWaits, tracking
-from labbot.agents.fleet.model import NO_MODEL_MESSAGE, ModelSettings, RetryPolicy, describe_failure, make_client
+from labbot.agents.fleet.model import (
+    MODEL_RETRY,
+    NO_MODEL_MESSAGE,
+    ModelFailure,
+    ModelSettings,
+    describe_failure,
+    make_client,
+)
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.common.durations import format_duration
+from labbot.common.retry import RetryPolicy
 
 __all__ = [
     "AgentEvent",
@@ -175,6 +186,25 @@ class _Stopped:
     text: str
 
 
+def _retryable(exc: BaseException) -> bool:
+    failure = describe_failure(exc)
+    return failure is not None and failure.retryable
+
+
+def _failure(state: RetryCallState) -> ModelFailure:
+    """The model API failure of the attempt that just failed (only those are retried)."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    failure = describe_failure(exc) if exc is not None else None
+    assert failure is not None, "only model API failures are retried"
+    return failure
+
+
+def _api_wait(state: RetryCallState) -> float | None:
+    """The wait the API asked for (``retry-after-ms`` / ``retry-after``); None, so the backoff decides, when none."""
+    wait = _failure(state).retry_after_s
+    return wait if wait is not None and wait > 0 else None
+
+
 class AgentRuntime:
     """Runs agents against one model client. ``client`` None means no model is configured: every run answers
     ``NO_MODEL_MESSAGE``. ``clock``, ``sleep`` and ``rng`` are seams for tests (the wall-time budget and the retry
@@ -195,7 +225,7 @@ class AgentRuntime:
         self.client = client
         self.model = model
         self.budgets = budgets or Budgets()
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or MODEL_RETRY
         self.limiter = limiter or AgentLimiter()
         self._clock = clock
         self._sleep = sleep
@@ -237,7 +267,7 @@ class AgentRuntime:
                 outcome = await _Run(self, self.client, system, history, executor, ctx, on_event, budgets).go()
         except AgentLimitReached as full:
             return _finish(history, "agent_limit", str(full), TokenUsage(), 0, 0.0)
-        used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {outcome.elapsed_s:.1f} s"
+        used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {format_duration(outcome.elapsed_s)}"
         log.info("agent %s for %s: %s after %s", ctx.agent, ctx.owner, outcome.stop, used)
         return outcome
 
@@ -346,8 +376,8 @@ class _Run:
 
     def wall_time_message(self) -> str:
         return (
-            f"I stopped after {self.elapsed():.0f} s (the time budget is {self.budgets.wall_time_s:g} s) without "
-            "finishing; ask me to continue or raise the budget."
+            f"I stopped after {format_duration(self.elapsed())} (the time budget is "
+            f"{format_duration(self.budgets.wall_time_s)}) without finishing; ask me to continue or raise the budget."
         )
 
     async def create(self, max_tokens: int) -> Any:
@@ -357,49 +387,66 @@ class _Run:
             request["system"] = self.system
         if self.tools:
             request["tools"] = self.tools
-        attempts = self.rt.retry.max_retries + 1
-        for attempt in range(attempts):
-            remaining = self.budgets.wall_time_s - self.elapsed()
-            if remaining <= 0:
-                return _Stopped("wall_time", self.wall_time_message())
-            try:
-                return await asyncio.wait_for(self.client.messages.create(**request), remaining)
-            except TimeoutError:
-                return _Stopped("wall_time", self.wall_time_message())
-            except Exception as exc:
-                failure = describe_failure(exc)
-                if failure is None:
-                    raise
-                if not failure.retryable:
-                    return _Stopped("model_error", f"I couldn't finish: {failure.what}.")
-                if attempt + 1 == attempts:
-                    return _Stopped(
-                        "model_error",
-                        f"I couldn't finish: {failure.what}, and it still failed after {attempts} attempts. "
-                        "Try again in a few minutes.",
-                    )
-                wait = failure.retry_after_s
-                if wait is None or wait <= 0:
-                    wait = self.rt.retry.delay(attempt, self.rt._rng)
-                if wait >= self.budgets.wall_time_s - self.elapsed():
-                    return _Stopped(
-                        "model_error",
-                        f"I couldn't finish: {failure.what}, and waiting {wait:.0f} s to retry would run past the "
-                        f"time budget ({self.budgets.wall_time_s:g} s). Try again in a few minutes.",
-                    )
-                retry = f"{failure.what}; retrying in {wait:.1f} s (attempt {attempt + 2} of {attempts})"
-                await self.emit(AgentEvent("retry", retry))
-                await self.rt._sleep(wait)
-        raise AssertionError("unreachable: the last attempt returns")
+        policy = self.rt.retry
+        retrying = policy.retrying(
+            retry=retry_if_exception(_retryable),
+            retry_after=_api_wait,
+            deadline=lambda: self.budgets.wall_time_s - self.elapsed(),
+            give_up=self.gave_up,
+            before_sleep=self.retrying_in,
+            sleep=self.rt._sleep,
+            rng=self.rt._rng,
+        )
+        try:
+            return await retrying(self.create_once, request)
+        except Exception as exc:
+            failure = describe_failure(exc)
+            if failure is None:
+                raise
+            return _Stopped("model_error", f"I couldn't finish: {failure.what}.")
+
+    async def create_once(self, request: dict[str, Any]) -> Any:
+        """One try: the response, or ``_Stopped`` when the time budget ran out; a model API failure raises."""
+        remaining = self.budgets.wall_time_s - self.elapsed()
+        if remaining <= 0:
+            return _Stopped("wall_time", self.wall_time_message())
+        try:
+            return await asyncio.wait_for(self.client.messages.create(**request), remaining)
+        except TimeoutError:
+            return _Stopped("wall_time", self.wall_time_message())
+
+    async def retrying_in(self, state: RetryCallState) -> None:
+        failure = _failure(state)
+        attempts = self.rt.retry.attempts
+        retry = (
+            f"{failure.what}; retrying in {format_duration(state.upcoming_sleep)} "
+            f"(attempt {state.attempt_number + 1} of {attempts})"
+        )
+        await self.emit(AgentEvent("retry", retry))
+
+    def gave_up(self, state: RetryCallState) -> _Stopped:
+        failure = _failure(state)
+        attempts = self.rt.retry.attempts
+        if state.attempt_number >= attempts:
+            return _Stopped(
+                "model_error",
+                f"I couldn't finish: {failure.what}, and it still failed after {attempts} attempts. "
+                "Try again in a few minutes.",
+            )
+        return _Stopped(
+            "model_error",
+            f"I couldn't finish: {failure.what}, and waiting {format_duration(state.upcoming_sleep)} to retry would "
+            f"run past the time budget ({format_duration(self.budgets.wall_time_s)}). Try again in a few minutes.",
+        )
 
     async def run_tools(self, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every tool call of one answer, concurrently; their ``tool_result`` blocks in the order they were asked."""
         remaining = self.budgets.wall_time_s - self.elapsed()
         timeout = min(self.budgets.tool_timeout_s, remaining)
         if timeout < self.budgets.tool_timeout_s:
-            too_long = f"was stopped: the agent's time budget ({self.budgets.wall_time_s:g} s) ran out"
+            too_long = f"was stopped: the agent's time budget ({format_duration(self.budgets.wall_time_s)}) ran out"
         else:
-            too_long = f"took longer than {timeout:g}s and was stopped"
+            too_long = f"took longer than {format_duration(timeout)} and was stopped"
         return list(await asyncio.gather(*(self.call_tool(use, timeout, too_long) for use in uses)))
 
     async def call_tool(self, use: Mapping[str, Any], timeout: float, too_long: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.plots import signature_ok
 from labbot.bot.slack.blocks.plot import loss_plot_png
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.humanize import format_bytes
 from labbot.storage.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -136,19 +137,16 @@ def _flag(request: Request, name: str, default: bool) -> bool:
     raise BadRequest(f"query parameter {name}={raw!r} must be 1 or 0 (true or false)")
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
-
-
 async def _receive_into(request: Request, out: IO[bytes], limit: int) -> None:
     """Write the request body to ``out`` and rewind it; over ``limit`` is 413 while streaming, before the store
     sees a byte (a declared Content-Length over it, before anything is read)."""
     too_large = (
-        f"an artifact upload is limited to {_mib(limit)} per request: store a smaller file, or split it into parts"
+        f"an artifact upload is limited to {format_bytes(limit)} per request: store a smaller file, "
+        "or split it into parts"
     )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"{too_large} (this one is {declared} bytes)")
+        raise BodyTooLarge(f"{too_large} (this one is {format_bytes(int(declared))})")
     size = 0
     async for chunk in request.stream():
         size += len(chunk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from labbot.common.errors import LabbotError
+from labbot.common.humanize import format_bytes
 
 
 class BodyTooLarge(LabbotError):
@@ -15,12 +16,14 @@ class BodyTooLarge(LabbotError):
 async def read_limited(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"body of {declared} bytes is over the {limit}-byte limit; send smaller batches")
+        raise BodyTooLarge(
+            f"body of {format_bytes(int(declared))} is over the {format_bytes(limit)} limit; send smaller batches"
+        )
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyTooLarge(f"body is over the {limit}-byte limit; send smaller batches")
+            raise BodyTooLarge(f"body is over the {format_bytes(limit)} limit; send smaller batches")
         chunks.append(chunk)
     return b"".join(chunks)

@@ -17,6 +17,7 @@ from typing import Any
 
 from labbot.bot.cli import render
 from labbot.bot.cli.client import ApiClient, CLIError, home
+from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError
 from labbot.training.params import parse_assignments
 
@@ -147,12 +148,13 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
     while run["status"] in WAITING:
         elapsed = time.monotonic() - start
         if elapsed >= timeout:
-            say(f"  still {run['status']} after {elapsed:.0f}s; labbot keeps watching it (labbot run {run['id']})")
+            after = format_duration(elapsed)
+            say(f"  still {run['status']} after {after}; labbot keeps watching it (labbot run {run['id']})")
             return run
-        say(f"  waiting for Ray to start it: {run['status']} ({elapsed:.0f}s)")
+        say(f"  waiting for Ray to start it: {run['status']} ({format_duration(elapsed)})")
         wait = max(1, min(20, int(timeout - elapsed)))
         run = api.json("GET", f"/runs/{run['id']}", params={"wait": wait}, timeout=wait + 30)["run"]
-    say(f"  {run['status']} after {time.monotonic() - start:.1f}s")
+    say(f"  {run['status']} after {format_duration(time.monotonic() - start)}")
     return run
 
 

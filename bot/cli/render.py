@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from labbot.common.humanize import duration
+from labbot.common.durations import format_duration
 
 
 def age(iso: str | None, now: datetime | None = None) -> str:
     if not iso:
         return "-"
     seconds = ((now or datetime.now(UTC)) - datetime.fromisoformat(iso)).total_seconds()
-    return duration(max(seconds, 0.0), unknown="-")
+    return format_duration(seconds, unknown="-")
 
 
 def metric(value: Any, digits: int = 4) -> str:
@@ -95,14 +95,8 @@ def pages_table(pages: Sequence[dict[str, Any]], now: datetime | None = None) ->
 
 
 def call_duration(ms: float | None) -> str:
-    """A tool call's duration: milliseconds under a second, tenths of seconds under a minute, then 2m, 1h 05m."""
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f}s"
-    return duration(ms / 1000, unknown="-")
+    """A tool call's duration (the API gives milliseconds)."""
+    return "-" if ms is None else format_duration(ms / 1000, unknown="-")
 
 
 def utc_time(iso: str | None) -> str:

@@ -31,6 +31,7 @@ from labbot.bot.slack.blocks.run_card import escape
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.humanize import format_bytes
 from labbot.storage.artifacts import ArtifactNotFound, ArtifactStore
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -247,7 +248,7 @@ class LabActions:
             for a in await to_thread.run_sync(store.list, agent):
                 shared = f" · shared by {a['owner_agent']}" if a["owner_agent"] != agent else ""
                 lines.append(
-                    f"`{a['id']}` {escape(a['name'])} · {a['size']:,} bytes · {agent.split('/', 1)[1]}{shared}"
+                    f"`{a['id']}` {escape(a['name'])} · {format_bytes(a['size'])} · {agent.split('/', 1)[1]}{shared}"
                 )
         if not lines:
             await self.tell(who, "your agents have no artifacts yet: they keep reports, plots and payloads there")

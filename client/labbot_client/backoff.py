@@ -2,8 +2,9 @@
 ``Retry-After`` honoured (up to a cap) when it sends one.
 
 The in-job telemetry sender applies it directly (its sender thread keeps a batch and retries it on a later
-cycle); the control plane's clients — the model client, the vendor HTTP seam, PagerDuty and the Slack outbox —
-drive it through tenacity (``labbot.common.retry``). Standard library only: this module runs inside user jobs.
+cycle); the control plane's clients — the model client and the vendor HTTP seam — drive it through tenacity
+(``labbot.common.retry``), and the delivery outbox (Slack, PagerDuty) takes the wait before a row's next try from it.
+Standard library only: this module runs inside user jobs.
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ class Backoff:
         return min(self.cap, self.base * 2.0 ** min(max(failures, 1) - 1, 60))
 
     def delay(self, failures: int, retry_after: float | None = None, *, rng: random.Random | None = None) -> float:
-        """Seconds to wait after ``failures`` consecutive failures, or the server's ``retry_after`` (capped)."""
+        """Seconds to wait after ``failures`` consecutive failures, or the server's ``retry_after`` (capped).
+
+        The jitter is taken off the ceiling, so an ``rng`` whose ``random()`` is 0 gives the ceiling itself (tests
+        use one to see the bare exponential waits)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         ceiling = self.ceiling(failures)
-        return ceiling / 2.0 + (rng or random).uniform(0.0, ceiling / 2.0)
+        return ceiling - (rng or random).uniform(0.0, ceiling / 2.0)

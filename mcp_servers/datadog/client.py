@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -133,7 +134,7 @@ class DatadogApi:
         site: the Datadog site (default: DD_SITE, else datadoghq.com).
         url: the API root, replacing the site's (default: DD_API_URL).
         transport: the httpx transport (tests pass ``httpx.ASGITransport(fake.app)``); None is the network.
-        sleep: the retry waits (tests record them instead of sleeping).
+        sleep, rng: the retry waits and their jitter (tests record the waits and take the jitter off).
         clock: the time now, in unix seconds (what windows end at by default).
     """
 
@@ -149,6 +150,7 @@ class DatadogApi:
         max_retries: int = 3,
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
         env: Mapping[str, str] = os.environ,
     ) -> None:
@@ -176,6 +178,7 @@ class DatadogApi:
             max_retries=max_retries,
             backoff_s=backoff_s,
             sleep=sleep,
+            rng=rng,
         )
 
     def _headers(self) -> dict[str, str]:

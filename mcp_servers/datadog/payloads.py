@@ -4,7 +4,7 @@ Each read tool hands the exact bytes Datadog sent to :meth:`Payloads.keep`, whic
 artifact store through labbot's ``/api/v1/artifacts`` (:class:`labbot.mcp_servers.lab.LabApi`, the control plane's API)
 as ``datadog-<kind>-<UTC time>.json``, and returns the line that ends the tool's answer::
 
-    full payload: artifact a7k2m9pq (1.8 MB, datadog-metrics-20260105T100000.123Z.json)
+    full payload: artifact a7k2m9pq (1.8 MiB, datadog-metrics-20260105T100000.123Z.json)
 
 Storing is a courtesy, never a failure: when labbot is not reachable (the server run alone, without a control
 plane), or refuses (quota, no store), the line says ``full payload not stored (<short reason>)`` and the tool still
@@ -19,19 +19,12 @@ from datetime import UTC, datetime
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from labbot.common.humanize import format_bytes
 from labbot.mcp_servers.lab import LabApi
 
-__all__ = ["Payloads", "size_text"]
+__all__ = ["Payloads"]
 
 _REASON_CHARS = 120
-
-
-def size_text(n: int) -> str:
-    """``1887436`` → ``1.8 MB``."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _short(reason: str) -> str:
@@ -60,7 +53,9 @@ class Payloads:
                 "POST", "/artifacts", params=params, content=raw, headers={"Content-Type": "application/json"}
             )
             artifact = r.json()["artifact"]
-            return f"full payload: artifact {artifact['id']} ({size_text(int(artifact['size']))}, {artifact['name']})"
+            return (
+                f"full payload: artifact {artifact['id']} ({format_bytes(int(artifact['size']))}, {artifact['name']})"
+            )
         except ToolError as e:  # LabApi's own: not running, not answering, refused
             return f"full payload not stored ({_short(str(e))})"
         except Exception as e:  # anything else the control plane does wrong must not cost the model its answer

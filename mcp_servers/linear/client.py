@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -147,7 +148,7 @@ class LinearApi:
         api_key: the key (default: ``LINEAR_API_KEY``, read at each call, so setting it later works).
         url: the endpoint (default: ``LINEAR_API_URL``, else ``https://api.linear.app/graphql``).
         transport: the httpx transport (tests: ``httpx.ASGITransport(fake.app)``); None is the network.
-        sleep: the retry waits' seam (tests pass one that records instead of sleeping).
+        sleep, rng: the retry waits' seam and their jitter's (tests record the waits and take the jitter off).
         clock: the time ``X-RateLimit-*-Reset`` headers are measured from.
         page_size: nodes asked for per page of a connection (Linear allows up to 250).
     """
@@ -162,6 +163,7 @@ class LinearApi:
         max_retries: int = 3,
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
         page_size: int = 50,
     ) -> None:
@@ -184,6 +186,7 @@ class LinearApi:
             max_retries=max_retries,
             backoff_s=backoff_s,
             sleep=sleep,
+            rng=rng,
         )
 
     def _key(self) -> str:

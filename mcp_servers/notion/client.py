@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -89,8 +90,8 @@ class NotionApi:
         token: the integration secret (default: ``NOTION_TOKEN``, read on each call so a missing one fails the
             call, not the server).
         base_url: the API root (default: ``NOTION_API_URL``, else https://api.notion.com).
-        transport, timeout, max_retries, backoff_s, sleep: passed to ``VendorApi`` (tests swap the transport and
-            the retry sleep).
+        transport, timeout, max_retries, backoff_s, sleep, rng: passed to ``VendorApi`` (tests swap the transport,
+            the retry sleep and its jitter).
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class NotionApi:
         max_retries: int = 3,
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self._token = token
         self.base_url = (base_url or os.environ.get("NOTION_API_URL") or DEFAULT_URL).rstrip("/")
@@ -116,6 +118,7 @@ class NotionApi:
             max_retries=max_retries,
             backoff_s=backoff_s,
             sleep=sleep,
+            rng=rng,
         )
 
     def _headers(self) -> dict[str, str]:

@@ -178,7 +178,7 @@ def test_the_audit_table_has_time_agent_role_tool_outcome_approver_duration() ->
     assert lines[0].split() == ["TIME", "AGENT", "ROLE", "TOOL", "OUTCOME", "APPROVER", "DURATION"]
     rows = [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[1:]]
     assert rows == [
-        ["2025-03-01 12:00:05Z", "ag2", "evaluator", "lab__launch_run", "not run: timeout", "-", "2m"],  # in UTC
+        ["2025-03-01 12:00:05Z", "ag2", "evaluator", "lab__launch_run", "not run: timeout", "-", "2m 5s"],  # in UTC
         ["2025-03-01 11:59:00Z", "ag1", "assistant", "lab__stop_run", "ok", "U0ALICE001", "1.5s"],
         ["2025-03-01 11:58:00Z", "ag1", "assistant", "lab__list_runs", "ok", "-", "12ms"],
     ]
@@ -375,15 +375,15 @@ def test_an_upload_over_the_body_limit_is_413_and_says_the_limit(lab: Lab) -> No
     params = {"agent": "researcher", "name": "huge.bin"}
     declared = _error(small.post("/api/v1/artifacts", params=params, content=b"z" * 2048), 413, "too_large")
     assert declared == (
-        "an artifact upload is limited to 1024 bytes per request: store a smaller file, or split it into parts "
-        "(this one is 2048 bytes)"
+        "an artifact upload is limited to 1 KiB per request: store a smaller file, or split it into parts "
+        "(this one is 2 KiB)"
     )
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is enforced while the body streams in
         yield from (b"z" * 512 for _ in range(4))
 
     streamed = _error(small.post("/api/v1/artifacts", params=params, content=chunks()), 413, "too_large")
-    assert streamed.startswith("an artifact upload is limited to 1024 bytes per request")
+    assert streamed.startswith("an artifact upload is limited to 1 KiB per request")
     assert small.post("/api/v1/artifacts", params=params, content=b"z" * 1024).status_code == 201  # at the limit
 
     huge = lab.client.post(

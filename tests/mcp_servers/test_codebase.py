@@ -147,7 +147,7 @@ def test_read_file_whole_range_and_cut(server: MCPServer) -> None:
     assert ok(server, "read_file", path="big.txt", start_line=2, end_line=3).splitlines()[0] == "big.txt: lines 2-3"
     assert "src/app.py: lines 1-2" in ok(server, "read_file", path="app_link.py")  # a link inside the root is fine
     big = ok(server, "read_file", path="big.txt")
-    assert len(big.encode()) < MAX_OUTPUT + 200 and "…(cut at 64 KB: read on with start_line=" in big
+    assert len(big.encode()) < MAX_OUTPUT + 200 and "…(cut at 64 KiB: read on with start_line=" in big
     resume = int(big.rsplit("start_line=", 1)[1].rstrip(")"))
     assert ok(server, "read_file", path="big.txt", start_line=resume).splitlines()[1].startswith(f"{resume:>6}\tline")
     assert "nothing from line 99" in ok(server, "read_file", path="README.md", start_line=99)
@@ -214,7 +214,7 @@ def test_git_tools_answer_and_leave_secrets_out(server: MCPServer) -> None:
     blame = ok(server, "git_blame", path="src/app.py", start_line=1, end_line=1).splitlines()
     assert len(blame) == 1 and "Ada" in blame[0] and "def train(lr):" in blame[0]
     big = ok(server, "git_show", revision="HEAD", path="big.txt")
-    assert "…(cut at 64 KB: pass a path or a narrower range)" in big and len(big.encode()) < MAX_OUTPUT + 200
+    assert "…(cut at 64 KiB: pass a path or a narrower range)" in big and len(big.encode()) < MAX_OUTPUT + 200
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ import pytest
 from fakes.datadog import API_KEY, APP_KEY, LOGS_SEARCH, DatadogFake
 from fakes.openapi import OpenApiSpec
 from mcp import Client
-from support import make_service
+from support import NoJitter, make_service
 
 from labbot.bot.api import create_app
 from labbot.mcp_servers.datadog import SITES, DatadogApi, base_url_for, build_server, summarise_timeseries
@@ -59,7 +59,9 @@ NO_LABBOT = LabApi("http://labbot.test", "t0ken", transport=httpx.MockTransport(
 def api_for(fake: DatadogFake, sleeps: Sleeps | None = None, **kw: Any) -> DatadogApi:
     kw.setdefault("env", {})
     keys = (kw.pop("api_key", API_KEY), kw.pop("app_key", APP_KEY))
-    return DatadogApi(*keys, transport=fake.transport(), clock=lambda: NOW, sleep=sleeps or Sleeps(), **kw)
+    return DatadogApi(
+        *keys, transport=fake.transport(), clock=lambda: NOW, sleep=sleeps or Sleeps(), rng=NoJitter(), **kw
+    )
 
 
 def _text(result: Any) -> str:
@@ -295,7 +297,7 @@ def test_a_100k_point_series_is_summarised_within_bounds_and_stored_whole(tmp_pa
     assert 1 <= len(bucket_lines) <= 60 and any("/9876.5/" in line for line in bucket_lines)
     art = artifact_id(text)
     assert re.search(
-        rf"full payload: artifact {art} \(\d\.\d MB, datadog-metrics-\d{{8}}T\d{{6}}\.\d{{3}}Z\.json\)$", text
+        rf"full payload: artifact {art} \(\d+(\.\d)? MiB, datadog-metrics-\d{{8}}T\d{{6}}\.\d{{3}}Z\.json\)$", text
     )
     assert labbot.store.get("researcher", art) == raw  # Datadog's exact bytes
     [(got_err, got)] = calls(build_lab_server(labbot.lab("researcher")), ("get_artifact", {"artifact_id": art}))
@@ -375,7 +377,7 @@ def test_429_is_retried_after_retry_after_or_x_ratelimit_reset() -> None:
     assert sleeps.waits == [3.0, 7.0]  # Datadog's X-RateLimit-Reset honoured as the wait
     fake.fail_next(429, headers={"X-RateLimit-Reset": "120"})
     err2, second = one(server, "list_monitors")
-    assert err2 and "rate limited for another 120 s (429 Retry-After): try again after that" in second
+    assert err2 and "rate limited for another 2m (429 Retry-After): try again after that" in second
     assert [r.status for r in fake.requests] == [429, 429, 200, 429]
     assert fake.violations == []
 
@@ -415,7 +417,9 @@ def test_a_timeout_over_real_http_is_a_tool_error_then_the_next_call_works() -> 
     with DatadogFake(clock=lambda: NOW) as fake:
         fake.add_monitor("gpu temp", "avg(last_5m):avg:gpu.temp{*} > 90")
         sleeps = Sleeps()
-        api = DatadogApi(API_KEY, APP_KEY, url=fake.url, timeout=0.2, max_retries=1, sleep=sleeps, env={})
+        api = DatadogApi(
+            API_KEY, APP_KEY, url=fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter(), env={}
+        )
         server = build_server(api, artifacts=NO_LABBOT)
         fake.hang_next(10.0, times=2)
 
@@ -427,7 +431,7 @@ def test_a_timeout_over_real_http_is_a_tool_error_then_the_next_call_works() -> 
 
         hung, answered = asyncio.run(scenario())
         err, text, fine = hung.is_error, _text(hung), _text(answered)
-        assert err and "Datadog (GET /api/v1/monitor) did not answer within 0.2 s, 2 times" in text
+        assert err and "Datadog (GET /api/v1/monitor) did not answer within 200ms, 2 times" in text
         assert sleeps.waits == [0.5]
         assert not answered.is_error and "gpu temp" in fine
         assert_no_keys(text, fine)

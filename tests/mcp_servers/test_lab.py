@@ -141,7 +141,7 @@ def test_an_agent_puts_lists_gets_and_shares_its_artifacts(tmp_path: Path) -> No
     assert stored == f"stored report.md as {own['id']} (32 B, text/markdown; charset=utf-8)"
     assert replaced == f"replaced report.md as {own['id']} (14 B, text/markdown; charset=utf-8)"
     assert listed.splitlines() == [
-        "agent researcher: 1 artifact(s), 14 B of 1.0 MB used",
+        "agent researcher: 1 artifact(s), 14 B of 1 MiB used",
         f"{own['id']} · report.md · 14 B · text/markdown; charset=utf-8",
     ]
     assert lab.store.get("researcher", own["id"]) == b"# Findings v2\n"
@@ -189,10 +189,10 @@ def test_a_long_artifact_is_cut_at_64_kb_and_a_binary_one_is_not_shown(tmp_path:
         ("get_artifact", {"artifact_id": latin["id"]}),
     )
     body, note = cut.rsplit("\n", 1)
-    assert note == f"[cut: artifact {big['id']} has 150,003 bytes; only its first 64 KB are shown]"
+    assert note == f"[cut: artifact {big['id']} has 146.5 KiB; only its first 64 KiB are shown]"
     assert long_text.startswith(body) and body.endswith("line 004368 ")  # the half é is dropped, not garbled
     assert len(body.encode()) == MAX_ARTIFACT_TEXT - 1
-    assert binary == f"artifact {plot['id']} is binary (image/png, 2048 bytes): not shown as text"
+    assert binary == f"artifact {plot['id']} is binary (image/png, 2 KiB): not shown as text"
     assert decoded == "café"  # the stored charset is honoured
 
 

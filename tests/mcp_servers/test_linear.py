@@ -17,6 +17,7 @@ from fakes.linear import API_KEY, RATELIMITED, LinearFake, graphql_error, linear
 from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from support import NoJitter
 
 from labbot.mcp_servers.linear import OPERATIONS, LinearApi, build_server
 from labbot.mcp_servers.linear.client import DEFAULT_URL, MISSING_KEY
@@ -61,6 +62,7 @@ def fake() -> Iterator[LinearFake]:
 
 def api_for(fake: LinearFake, **kwargs: Any) -> LinearApi:
     kwargs.setdefault("sleep", Sleeps())
+    kwargs.setdefault("rng", NoJitter())
     return LinearApi(kwargs.pop("api_key", API_KEY), URL, transport=fake.transport(), **kwargs)
 
 
@@ -418,7 +420,7 @@ def test_ratelimited_is_retried_after_the_wait_linear_asks_for(fake: LinearFake)
     assert sleeps == [7.0, 2.5]
     fake.fail_next(400, headers={"Retry-After": "120"})
     is_error, text = call(server, "get_issue", issue="ENG-1")
-    assert is_error and "rate limited for another 120 s" in text and sleeps == [7.0, 2.5]
+    assert is_error and "rate limited for another 2m" in text and sleeps == [7.0, 2.5]
     fake.fail_next(400, times=4)  # no wait said: exponential backoff, then a clear error
     is_error, text = call(server, "get_issue", issue="ENG-1")
     assert is_error and "rate limited (RATELIMITED: Rate limit exceeded): wait a minute and try again" in text
@@ -459,9 +461,9 @@ def test_a_request_that_hangs_times_out_into_a_clear_error() -> None:
     """Over real HTTP (the fake served from a thread), so httpx's own timeout fires."""
     with seeded() as fake:
         sleeps = Sleeps()
-        server = build_server(LinearApi(API_KEY, fake.url, timeout=0.2, max_retries=1, sleep=sleeps))
+        server = build_server(LinearApi(API_KEY, fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter()))
         fake.hang_next(times=2)
         [(e1, text), (e2, after)] = calls(server, ("list_teams", {}), ("list_teams", {}))
-        assert e1 and "Linear (POST /graphql) did not answer within 0.2 s, 2 times: try again later" in text
+        assert e1 and "Linear (POST /graphql) did not answer within 200ms, 2 times: try again later" in text
         assert not e2 and after.startswith("ENG · Engineering") and sleeps == [0.5]
         assert fake.violations == []

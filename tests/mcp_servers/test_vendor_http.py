@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
+from support import NoJitter
 
 from labbot.mcp_servers.datadog import DatadogApi
 from labbot.mcp_servers.linear import LinearApi
@@ -56,6 +57,7 @@ class Vendor:
             headers,
             transport=httpx.MockTransport(self._handle),
             sleep=self._sleep,
+            rng=NoJitter(),
             **kw,
         )
 
@@ -115,7 +117,7 @@ def test_429_is_retried_after_its_retry_after_through_the_sleep_seam() -> None:
 def test_a_retry_after_longer_than_the_cap_is_told_not_waited() -> None:
     vendor = Vendor(limited(headers={"Retry-After": str(int(MAX_RETRY_AFTER_S) + 90)}))
     text = error(vendor.api())
-    assert text == "Acme (GET /v1/things) is rate limited for another 120 s (429 Retry-After): try again after that"
+    assert text == "Acme (GET /v1/things) is rate limited for another 2m (429 Retry-After): try again after that"
     assert vendor.sleeps == [] and len(vendor.requests) == 1
 
 
@@ -143,7 +145,7 @@ def test_a_timeout_is_retried_then_a_clear_error() -> None:
     assert run(vendor.api()) == {"ok": True} and vendor.sleeps == [0.5]
     vendor = Vendor(hang, hang)
     text = error(vendor.api(timeout=5, max_retries=1))
-    assert text.startswith("Acme (GET /v1/things) did not answer within 5 s, 2 times: try again later")
+    assert text.startswith("Acme (GET /v1/things) did not answer within 5s, 2 times: try again later")
     assert vendor.sleeps == [0.5]
 
 
@@ -161,7 +163,7 @@ def test_a_body_that_is_not_json_is_a_clear_error() -> None:
     vendor = Vendor(httpx.Response(200, text="<html>Sign in</html>", headers={"content-type": "text/html"}))
     text = error(vendor.api())
     assert text == (
-        "Acme (GET /v1/things) answered 200 with a body that is not JSON (text/html, 20 bytes): "
+        "Acme (GET /v1/things) answered 200 with a body that is not JSON (text/html, 20 B): "
         "a proxy or an outage page may be in the way; try again later"
     )
 
@@ -240,7 +242,7 @@ def test_a_rate_limit_of_unknown_wait_backs_off_then_says_so() -> None:
 def test_the_hooks_wait_has_the_same_cap() -> None:
     vendor = Vendor(limited(400, body=RATELIMITED, headers={"X-Reset-In": "90"}))
     text = error(vendor.api(rate_limit=ratelimited_code))
-    assert text == "Acme (GET /v1/things) is rate limited for another 90 s (400 rate limit): try again after that"
+    assert text == "Acme (GET /v1/things) is rate limited for another 1m 30s (400 rate limit): try again after that"
     assert vendor.sleeps == []
 
 
@@ -254,7 +256,7 @@ def test_the_hook_can_give_a_429_its_wait() -> None:
     vendor = Vendor(limited(headers={"X-RateLimit-Reset": "7"}), ok())
     assert run(vendor.api(rate_limit=reset_header)) == {"ok": True} and vendor.sleeps == [7.0]
     vendor = Vendor(limited(headers={"X-RateLimit-Reset": "120"}))
-    assert "rate limited for another 120 s (429 Retry-After)" in error(vendor.api(rate_limit=reset_header))
+    assert "rate limited for another 2m (429 Retry-After)" in error(vendor.api(rate_limit=reset_header))
     assert vendor.sleeps == []
 
 

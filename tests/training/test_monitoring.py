@@ -33,7 +33,6 @@ from labbot.training.monitoring import (
     RunState,
     Thresholds,
     evaluate,
-    human_duration,
     infra_finding,
     observe,
 )
@@ -89,31 +88,6 @@ def losses(*values: float, start: int = 0) -> list[tuple[int, datetime, dict[str
 
 def rated(rates: list[float]) -> dict[str, Any]:
     return {"attempt": 1, "rates": rates, "loss_window": []}
-
-
-# --- human_duration ---------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0, "0s"),
-        (0.5, "0.5s"),
-        (45, "45s"),
-        (45.9, "45s"),
-        (60, "1m"),
-        (130, "2m 10s"),
-        (600, "10m"),
-        (603, "10m 3s"),
-        (3600, "1h"),
-        (3900, "1h 5m"),
-        (3959, "1h 5m"),
-        (90000, "1d 1h"),
-        (-3, "0s"),
-    ],
-)
-def test_human_duration(seconds: float, text: str) -> None:
-    assert human_duration(seconds) == text
 
 
 # --- silent / hung ----------------------------------------------------------------------------------------------------

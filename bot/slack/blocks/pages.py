@@ -21,7 +21,7 @@ from labbot.bot.slack.blocks.run_card import (
     mention,
     parse_time,
 )
-from labbot.common.humanize import duration
+from labbot.common.durations import format_duration
 
 Block = dict[str, Any]
 
@@ -62,7 +62,7 @@ def page_message(
         if level >= 1:
             group = f"<!subteam^{usergroup}> " if usergroup else ""
             since = parse_time(page.get("triggered_at"))
-            age = duration((now - since).total_seconds()) if now and since else "a while"
+            age = format_duration((now - since).total_seconds()) if now and since else "a while"
             lines.append(f"{group}Escalated: nobody has acknowledged this page for {age}.")
         if renotify:
             lines.append(f"Reminder {renotify}: still unacknowledged.")

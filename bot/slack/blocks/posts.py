@@ -17,7 +17,6 @@ from labbot.bot.slack.blocks.run_card import (
     Block,
     as_float,
     clip,
-    duration,
     error_text,
     escape,
     eta_text,
@@ -28,6 +27,7 @@ from labbot.bot.slack.blocks.run_card import (
     step_text,
     throughput,
 )
+from labbot.common.durations import format_duration
 
 _OUTCOME = {"succeeded": "finished", "failed": "failed", "stopped": "was stopped"}
 
@@ -98,7 +98,7 @@ def summary_blocks(
         ("Steps", steps),
         ("Loss", _loss_line(metrics.get("loss"), first_loss, best_loss)),
         ("Throughput", throughput(metrics.get("tokens_per_s"))),
-        ("Wall time", duration(duration_s)),
+        ("Wall time", format_duration(duration_s)),
         ("Checkpoints", DASH if ckpt is None else f"latest at step {ckpt}"),
         ("Attempts", str(attempts)),
     ]

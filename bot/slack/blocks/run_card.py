@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from labbot.common.humanize import duration
+from labbot.common.durations import format_duration
 
 Block = dict[str, Any]
 
@@ -139,7 +139,7 @@ def eta_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | 
     eta = eta_seconds(run, rate=rate, now=now)
     if eta is None:
         return DASH
-    return "finishing" if eta < 1 else f"~{duration(eta)}"
+    return "finishing" if eta < 1 else f"~{format_duration(eta)}"
 
 
 def run_title(run: dict[str, Any]) -> str:

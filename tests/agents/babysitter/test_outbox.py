@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from sqlalchemy import select
+from support import NoJitter
 
 from labbot.agents.babysitter.outbox import Envelope, Notifier, Outbox, Outcome, PagerDutyNotifier
 from labbot.agents.babysitter.pager import Pager
@@ -147,6 +149,8 @@ def drain(outbox: Outbox) -> int:
 
 
 def outbox_for(db: Database, clock: Clock, notifiers: Mapping[str, Notifier], **kwargs: Any) -> Outbox:
+    """An outbox on ``clock`` whose retry waits are the bare exponential ones (no jitter)."""
+    kwargs.setdefault("rng", NoJitter())
     return Outbox(db, notifiers, clock=clock, **kwargs)
 
 
@@ -228,6 +232,19 @@ def test_a_retry_after_from_the_receiver_is_the_wait(db: Database) -> None:
     assert drain(outbox) == 0 and len(slack.seen) == 1
     clock.at(7)
     assert drain(outbox) == 1 and row(db, "d1").state == "sent"
+
+
+def test_the_waits_are_the_shared_backoffs_jittered_and_a_retry_after_is_capped_at_an_hour(db: Database) -> None:
+    clock = Clock()
+    slack = Recorder(Outcome("retry", "Slack answered 500"), Outcome("retry", "ratelimited", retry_after_s=86400.0))
+    add(db, "d1")
+    outbox = outbox_for(db, clock, {"slack": slack}, rng=random.Random(3))
+    assert drain(outbox) == 0
+    first = (row(db, "d1").next_attempt_at - T0).total_seconds()
+    assert 0.5 <= first <= 1.0  # equal jitter: the upper half of the first 1 s ceiling
+    clock.at(first)
+    assert drain(outbox) == 0
+    assert row(db, "d1").next_attempt_at == T0 + timedelta(seconds=first + 3600)
 
 
 # ----------------------------------------------------------------- rejected

@@ -25,9 +25,10 @@ from fakes.anthropic import (
     tool_use,
     tool_uses,
 )
+from support import NoJitter
 
 from labbot.agents.fleet.human_wait import waiting_for_human
-from labbot.agents.fleet.model import DEFAULT_MODEL, NO_MODEL_MESSAGE, ModelSettings, RetryPolicy, make_client
+from labbot.agents.fleet.model import DEFAULT_MODEL, MODEL_RETRY, NO_MODEL_MESSAGE, ModelSettings, make_client
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets, RunOutcome
 from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
@@ -93,11 +94,6 @@ class Sleeps:
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
-
-
-class NoJitter(random.Random):
-    def random(self) -> float:
-        return 0.0
 
 
 def settings(fake: FakeAnthropic, **overrides: Any) -> ModelSettings:
@@ -247,7 +243,7 @@ def test_a_hanging_tool_times_out_as_an_error_result_and_the_loop_goes_on(fake: 
     assert hung == {
         "type": "tool_result",
         "tool_use_id": hung["tool_use_id"],
-        "content": "tool hangs took longer than 0.2s and was stopped",
+        "content": "tool hangs took longer than 200ms and was stopped",
         "is_error": True,
     }
     assert "is_error" not in fine
@@ -352,7 +348,7 @@ def test_the_wall_time_budget_stops_the_run_and_answers_the_calls_left(fake: Fak
     tools = Tools(lab__runs=quick)
     outcome = run(fake, tools, budgets=Budgets(wall_time_s=300), clock=lambda: now[0])
     assert (outcome.stop, outcome.turns, len(fake.requests), len(tools.calls)) == ("wall_time", 2, 2, 1)
-    assert outcome.text.startswith("I stopped after 400 s (the time budget is 300 s)")
+    assert outcome.text.startswith("I stopped after 6m 40s (the time budget is 5m)")
     not_run = outcome.messages[-2]["content"][0]
     assert not_run["is_error"] is True and not_run["content"] == "not run: the agent stopped (wall_time)"
     assert_persistable(outcome)
@@ -373,7 +369,7 @@ def test_a_429_is_retried_after_the_wait_the_api_asks_for(fake: FakeAnthropic) -
     assert sleeps.waits == [7.0]
     assert (outcome.stop, outcome.text) == ("end_turn", "ok")
     [retry] = [e for e in events if e.kind == "retry"]
-    assert "HTTP 429" in retry.text and "retrying in 7.0 s (attempt 2 of 5)" in retry.text
+    assert "HTTP 429" in retry.text and "retrying in 7s (attempt 2 of 5)" in retry.text
 
 
 def test_529_overloaded_is_retried_with_exponential_backoff(fake: FakeAnthropic) -> None:
@@ -418,12 +414,12 @@ def test_a_refused_key_is_told_at_once_without_retries_or_the_key(fake: FakeAnth
 
 
 def test_backoff_grows_exponentially_with_jitter_and_a_cap() -> None:
-    policy = RetryPolicy()
     rng = random.Random(7)
-    for retry, full in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 8.0]):
-        waits = [policy.delay(retry, rng) for _ in range(200)]
-        assert all(0.75 * full <= w <= full for w in waits)
+    for failures, full in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 8.0], start=1):
+        waits = [MODEL_RETRY.backoff.delay(failures, rng=rng) for _ in range(200)]
+        assert all(0.5 * full <= w <= full for w in waits)  # equal jitter: the upper half of the ceiling
         assert max(waits) - min(waits) > 0.1 * full  # jittered, not fixed
+    assert MODEL_RETRY.attempts == 5
 
 
 # ----------------------------------------------------------------- limits and configuration
@@ -614,5 +610,5 @@ def test_a_tool_that_hangs_after_its_approval_is_still_cut_by_the_tool_timeout(f
     started = time.monotonic()
     run(fake, Tools(lab__stop_run=approved_then_hangs), budgets=Budgets(tool_timeout_s=0.4, wall_time_s=20))
     [result] = fake.requests[1].tool_results()
-    assert result["is_error"] and "took longer than 0.4s" in result["content"]
+    assert result["is_error"] and "took longer than 400ms" in result["content"]
     assert 0.6 < time.monotonic() - started < 5, "0.3 s for the human, then 0.4 s of the tool's own"

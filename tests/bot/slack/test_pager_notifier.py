@@ -18,6 +18,7 @@ import pytest
 from fakes.slack import SlackFake, started
 from slack_sdk.http_retry import builtin_async_handlers
 from sqlalchemy import select
+from support import NoJitter
 
 from labbot.agents.babysitter.outbox import Outbox
 from labbot.agents.babysitter.pager import Pager
@@ -79,7 +80,7 @@ class Lab:
         )
         client = outbox_client(slack.bot_token, slack.start())
         self.notifier = SlackPageNotifier(client, self.threads, usergroup="S0ONCALL", clock=clock)
-        self.outbox = Outbox(self.db, {"slack": self.notifier}, clock=clock)
+        self.outbox = Outbox(self.db, {"slack": self.notifier}, clock=clock, rng=NoJitter())
         self.thread_ts = ""
 
     def open_run(self) -> None:

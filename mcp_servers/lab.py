@@ -25,14 +25,11 @@ from urllib.parse import quote
 import httpx
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from labbot.common.api_client import NO_ADMIN_TOKEN, ApiError, AsyncApiClient
+from labbot.mcp_servers.annotations import ADD, READ, WRITE
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-STORE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_POINTS = 60
 MAX_LOG_LINES = 400
 MAX_ARTIFACT_TEXT = 64 * 1024  # what get_artifact returns at most, in bytes of the artifact
@@ -219,7 +216,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             or "no pages"
         )
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def launch_run(
         job: str,
         params: Annotated[dict[str, Any] | None, Field(description='job parameters, e.g. {"steps": 200}')] = None,
@@ -232,19 +229,19 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"launched: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def stop_run(run_id: str) -> str:
         """Stop a run (needs a human's approval). Its checkpoints are kept."""
         run = (await lab.json("POST", f"/runs/{run_id}/stop", params={"by": "agent"}))["run"]
         return f"stopped: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def restart_run(run_id: str) -> str:
         """Restart a run from its newest checkpoint as a new attempt (needs a human's approval)."""
         run = (await lab.json("POST", f"/runs/{run_id}/restart", params={"by": "agent"}))["run"]
         return f"restarted: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def ack_page(page_id: str) -> str:
         """Acknowledge a page so its escalation stops (needs a human's approval)."""
         page = (await lab.json("POST", f"/pages/{page_id}/ack", params={"by": "agent"}))["page"]
@@ -266,7 +263,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         )
         return "\n".join([head, *(_artifact_line(a, agent) for a in doc["artifacts"])])
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def put_artifact(
         name: Annotated[str, Field(description="a name in your store, e.g. report.md; the same name replaces it")],
         text: Annotated[str, Field(description="the content (text)")],
@@ -303,7 +300,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             text += f"\n[cut: artifact {artifact_id} has {total}; only its first {kb} KB are shown]"
         return text
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def share_artifact(
         artifact_id: Annotated[str, Field(description="an id of one of your own artifacts")],
         with_agent: Annotated[str, Field(description="the agent that may then read it")],
@@ -316,7 +313,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
         return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def post_artifact(
         artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
         as_agent: Annotated[

@@ -31,7 +31,7 @@ from labbot.agents.fleet.mcp_pool import McpPool, tool_name
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
 from labbot.common.errors import BadRequest
 
-TOY = str(Path(__file__).resolve().parents[1] / "mcp_fixtures" / "toy_server.py")
+TOY = str(Path(__file__).resolve().parents[2] / "mcp_fixtures" / "toy_server.py")
 CTX = CallContext(agent="ag1", role="researcher", owner="U0ALICE001")
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

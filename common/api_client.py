@@ -1,15 +1,9 @@
-"""The one client of the running control plane's ``/api/v1``: what the ``labbot`` CLI and the ``lab`` MCP server
-(and through it the ``datadog`` server's artifact store) use to reach labbot.
-
-Here and not in ``bot/`` because its users sit in two layers that may not import each other (``bot`` and
-``mcp_servers``); ``common`` is below both. It imports only httpx, so ``labbot launch`` still costs a Python
-start-up and one request, not SQLAlchemy or Ray.
-
-Where and who: the URL is ``LABBOT_PUBLIC_URL``, else ``http://127.0.0.1:LABBOT_PORT`` (3000); the admin token is
-``LABBOT_HOME/admin_token`` (``.labbot``), written by ``labbot serve``. :class:`ApiClient` is synchronous (the
-CLI), :class:`AsyncApiClient` asynchronous (the MCP servers); both follow these rules and raise one error,
-:class:`ApiError`, which each front door words for its reader: the CLI as an exit message and code, the ``lab``
-server as an MCP ``ToolError``.
+"""The one client of the running control plane's ``/api/v1``, for the ``labbot`` CLI (:class:`ApiClient`) and the
+``lab`` MCP server (:class:`AsyncApiClient`); in ``common`` because those two sit in layers that may not import each
+other. Both find labbot the same way (``LABBOT_PUBLIC_URL``, else ``http://127.0.0.1:LABBOT_PORT``; the admin token
+in ``LABBOT_HOME/admin_token``) and fail with one error, :class:`ApiError`, which each front door words for its
+reader: the CLI as an exit message and code, the lab server as a tool error. Only httpx: ``labbot launch`` costs a
+Python start-up and one request, not SQLAlchemy or Ray.
 """
 
 from __future__ import annotations
@@ -19,17 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-__all__ = [
-    "NOT_ANSWERING",
-    "NO_ADMIN_TOKEN",
-    "ApiClient",
-    "ApiError",
-    "AsyncApiClient",
-    "admin_token",
-    "control_url",
-    "home",
-]
 
 # the codes of the failures that never reached the API (``status`` None); none of them is one of the API's own codes
 NO_ADMIN_TOKEN = "no_admin_token"
@@ -102,13 +85,8 @@ class _Api:
 
 
 class ApiClient(_Api):
-    """``/api/v1`` for a synchronous caller (the CLI); one connection pool until :meth:`close`.
-
-    Args:
-        url: the control plane (default: :func:`control_url`).
-        token: the admin token (default: LABBOT_HOME/admin_token, read here: a command fails at once without it).
-        transport: the httpx transport (default: the network; tests pass ``httpx.MockTransport``).
-    """
+    """``/api/v1`` for the CLI: synchronous, one connection pool until :meth:`close`; without a ``token`` given, the
+    admin token is read once, here (a command without one fails at once)."""
 
     def __init__(
         self,
@@ -139,14 +117,9 @@ class ApiClient(_Api):
 
 
 class AsyncApiClient(_Api):
-    """``/api/v1`` for an asynchronous caller (the MCP servers); a client per request, so nothing to close.
-
-    Args:
-        url: the control plane (default: :func:`control_url`).
-        token: the admin token (default: LABBOT_HOME/admin_token, read on each request: a server may start before
-            labbot does).
-        transport: the httpx transport (default: the network; tests pass ``httpx.ASGITransport(app)``).
-    """
+    """``/api/v1`` for the MCP servers: asynchronous, an httpx client per request (nothing to close); without a
+    ``token`` given, the admin token is read on each request (a server may start before labbot does). Tests pass
+    ``transport=httpx.ASGITransport(app)``."""
 
     def __init__(
         self,

@@ -7,7 +7,8 @@ One import name, with the system's layers as subpackages (each one of the reposi
     labbot.mcp_servers   one MCP server per system: codebase, lab, notion, linear, datadog
     labbot.training      job specs, the Ray launcher, telemetry ingest, monitoring rules, reference jobs
     labbot.storage       SQLAlchemy models, Alembic migrations, per-agent artifact stores
-    labbot.common        the error tree, durations, human formatting, the retry policy: used by every layer
+    labbot.common        the error tree, durations, human formatting, the retry policy, the /api/v1 client:
+                         used by every layer
 
 Dependencies point down that list and never up (``make lint`` checks it). What a training job imports is the
 separate ``labbot_client`` distribution.

@@ -1,6 +1,7 @@
 """labbot.mcp_servers: one MCP server per system: codebase, lab (labbot itself), notion, linear and datadog.
 
-Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI.
+Imports nothing from ``bot`` or ``agents``: the ``lab`` server is a client of ``/api/v1`` like the CLI. Every tool
+carries one of the annotations of :mod:`labbot.mcp_servers.annotations` (READ, WRITE, ADD, VENDOR_READ, VENDOR_WRITE).
 
 :data:`BUILTINS` names the servers ``labbot mcp NAME`` can run: each maps to a factory that takes no arguments
 (configuration comes from the environment) and returns the server object, imported only when it is built so the

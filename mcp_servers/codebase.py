@@ -34,11 +34,11 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from labbot.common.durations import format_duration
 from labbot.common.humanize import format_bytes
+from labbot.mcp_servers.annotations import READ
 
 ROOT_ENV = "LABBOT_CODEBASE_ROOT"
 MAX_OUTPUT = 64 * 1024
@@ -63,7 +63,6 @@ SECRET_PATTERNS = (
     ".pgpass",
     "*secret*",
 )
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 _WITHHELD = "secrets (" + ", ".join(SECRET_PATTERNS) + ") and .git/ internals are never read, listed or searched"
 _REVISION = re.compile(r"[\w./@{}^~!+-]+")
@@ -475,5 +474,5 @@ def build_server(
     )
     for fn in code.tools():
         description = inspect.cleandoc(fn.__doc__ or "")
-        server.add_tool(_tool(fn), description=description, annotations=READ_ONLY, structured_output=False)
+        server.add_tool(_tool(fn), description=description, annotations=READ, structured_output=False)
     return server

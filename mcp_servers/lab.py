@@ -4,11 +4,12 @@ agent's own artifact store (list, put, get, share: ``/api/v1/artifacts``). Putti
 agent's own store, so they are not destructive. The agent is ``LabApi(agent=...)``, else ``LABBOT_AGENT``, else
 ``agent``: one server process speaks for one agent's store.
 
-Like the ``labbot`` CLI it is a client of the running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL``
-/ ``LABBOT_PORT``, admin token from ``LABBOT_HOME/admin_token``), so every front door goes through the same service
-layer, and the same server serves labbot's own agents and an outside MCP client (Cursor, Claude Desktop:
-``labbot mcp lab`` over stdio, or ``--http PORT`` with a bearer token). Imports nothing from bot/ or agents/.
-Answers are compact text a model can read; metric series are summarised (downsampled, with min/max/last).
+Like the ``labbot`` CLI, and through the same client (:mod:`labbot.common.api_client`), it is a client of the
+running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL`` / ``LABBOT_PORT``, admin token from
+``LABBOT_HOME/admin_token``), so every front door goes through the same service layer, and the same server serves
+labbot's own agents and an outside MCP client (Cursor, Claude Desktop: ``labbot mcp lab`` over stdio, or ``--http
+PORT`` with a bearer token). Imports nothing from bot/ or agents/. Answers are compact text a model can read; metric
+series are summarised (downsampled, with min/max/last).
 """
 
 from __future__ import annotations
@@ -18,21 +19,18 @@ import json
 import math
 import mimetypes
 import os
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.common.api_client import NO_ADMIN_TOKEN, ApiError, AsyncApiClient
 from labbot.common.humanize import format_bytes
+from labbot.mcp_servers.annotations import ADD, READ, WRITE
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-STORE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_POINTS = 60
 MAX_LOG_LINES = 400
 MAX_ARTIFACT_TEXT = 64 * 1024  # what get_artifact returns at most, in bytes of the artifact
@@ -41,8 +39,9 @@ DEFAULT_AGENT = "agent"
 _TEXTUAL = {"application/json", "application/xml", "application/yaml", "application/toml", "application/x-yaml"}
 
 
-class LabApi:
-    """The control plane's ``/api/v1``, with its errors turned into tool errors that say what to do.
+class LabApi(AsyncApiClient):
+    """The control plane's ``/api/v1`` (:class:`~labbot.common.api_client.AsyncApiClient`) for the tools: its
+    errors become tool errors that say what to do, and it knows whose artifact store the artifact tools use.
 
     Args:
         url: the control plane (default: LABBOT_PUBLIC_URL, else http://127.0.0.1:LABBOT_PORT).
@@ -60,66 +59,27 @@ class LabApi:
         agent: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        port = os.environ.get("LABBOT_PORT") or "3000"
-        self.url = (url or os.environ.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/")
-        self._token = token
-        self.timeout = timeout
+        super().__init__(url, token, timeout=timeout, transport=transport)
         self.agent = agent or os.environ.get(AGENT_ENV) or DEFAULT_AGENT
-        self._transport = transport
-
-    def _headers(self) -> dict[str, str]:
-        token = self._token
-        if token is None:
-            path = Path(os.environ.get("LABBOT_HOME") or ".labbot").expanduser().resolve() / "admin_token"
-            if not path.exists():
-                raise ToolError(f"labbot is not running here (no admin token at {path}): start `labbot serve` first")
-            token = path.read_text().strip()
-        return {"Authorization": f"Bearer {token}"}
-
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=f"{self.url}/api/v1", timeout=self.timeout, transport=self._transport)
-
-    def _not_answering(self, e: httpx.TransportError) -> ToolError:
-        return ToolError(f"the labbot control plane is not answering at {self.url} ({type(e).__name__})")
-
-    @staticmethod
-    def _raise_for_error(r: httpx.Response) -> None:
-        if r.status_code >= 400:
-            try:
-                message = r.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = r.text.strip()[:300] or f"HTTP {r.status_code}"
-            raise ToolError(message)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {**self._headers(), **kwargs.pop("headers", {})}
         try:
-            async with self._client() as http:
-                r = await http.request(method, path, headers=headers, **kwargs)
-        except httpx.TransportError as e:
-            raise self._not_answering(e) from None
-        self._raise_for_error(r)
-        return r
+            return await super().request(method, path, **kwargs)
+        except ApiError as e:
+            raise tool_error(e) from None
 
     async def read(self, path: str, limit: int, **kwargs: Any) -> tuple[bytes, httpx.Headers, bool]:
-        """GET ``path`` but read at most ``limit`` bytes of the body: (those bytes, the headers, whether it was cut).
-        The rest of a large body is never downloaded."""
         try:
-            async with self._client() as http, http.stream("GET", path, headers=self._headers(), **kwargs) as r:
-                if r.status_code >= 400:
-                    await r.aread()
-                    self._raise_for_error(r)
-                data = bytearray()
-                async for chunk in r.aiter_bytes():
-                    data += chunk
-                    if len(data) > limit:
-                        return bytes(data[:limit]), r.headers, True
-                return bytes(data), r.headers, False
-        except httpx.TransportError as e:
-            raise self._not_answering(e) from None
+            return await super().read(path, limit, **kwargs)
+        except ApiError as e:
+            raise tool_error(e) from None
 
-    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return (await self.request(method, path, **kwargs)).json()
+
+def tool_error(e: ApiError) -> ToolError:
+    """The API client's error as the tool's: the API's message, or that labbot is not running and how to start it."""
+    if e.code == NO_ADMIN_TOKEN:
+        return ToolError(f"labbot is not running here ({e.message}): start `labbot serve` first")
+    return ToolError(e.message)
 
 
 def _run_line(r: dict[str, Any]) -> str:
@@ -250,7 +210,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             or "no pages"
         )
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def launch_run(
         job: str,
         params: Annotated[dict[str, Any] | None, Field(description='job parameters, e.g. {"steps": 200}')] = None,
@@ -263,19 +223,19 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"launched: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def stop_run(run_id: str) -> str:
         """Stop a run (needs a human's approval). Its checkpoints are kept."""
         run = (await lab.json("POST", f"/runs/{run_id}/stop", params={"by": "agent"}))["run"]
         return f"stopped: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def restart_run(run_id: str) -> str:
         """Restart a run from its newest checkpoint as a new attempt (needs a human's approval)."""
         run = (await lab.json("POST", f"/runs/{run_id}/restart", params={"by": "agent"}))["run"]
         return f"restarted: {_run_line(run)}"
 
-    @server.tool(annotations=ACT, structured_output=False)
+    @server.tool(annotations=WRITE, structured_output=False)
     async def ack_page(page_id: str) -> str:
         """Acknowledge a page so its escalation stops (needs a human's approval)."""
         page = (await lab.json("POST", f"/pages/{page_id}/ack", params={"by": "agent"}))["page"]
@@ -297,7 +257,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         )
         return "\n".join([head, *(_artifact_line(a, agent) for a in doc["artifacts"])])
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def put_artifact(
         name: Annotated[str, Field(description="a name in your store, e.g. report.md; the same name replaces it")],
         text: Annotated[str, Field(description="the content (text)")],
@@ -335,7 +295,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             text += f"\n[cut: artifact {artifact_id} has {total}; only its first {first} are shown]"
         return text
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def share_artifact(
         artifact_id: Annotated[str, Field(description="an id of one of your own artifacts")],
         with_agent: Annotated[str, Field(description="the agent that may then read it")],
@@ -348,7 +308,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
         return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 
-    @server.tool(annotations=STORE, structured_output=False)
+    @server.tool(annotations=ADD, structured_output=False)
     async def post_artifact(
         artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
         as_agent: Annotated[

@@ -35,8 +35,7 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp_types
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -104,7 +103,7 @@ def _broken(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return any(_broken(e) for e in exc.exceptions)
     if isinstance(exc, MCPError):
-        return exc.code == mcp_types.CONNECTION_CLOSED
+        return exc.code == types.CONNECTION_CLOSED
     return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, TimeoutError)
 
 
@@ -123,7 +122,7 @@ class _Connection:
     @property
     def client(self) -> Client:
         if self._client is None or not self.alive:
-            raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
+            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         return self._client
 
     @property
@@ -219,7 +218,7 @@ class McpPool:
                 )
         self._connections: dict[str, _Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._listings: dict[str, tuple[mcp_types.Tool, ...]] = {}
+        self._listings: dict[str, tuple[types.Tool, ...]] = {}
         self._entries: tuple[tuple[str, _Entry], ...] = ()
         self._by_role: dict[str, dict[str, _Entry]] = {}
         self._closed = False
@@ -383,7 +382,7 @@ class McpPool:
         try:
             conn = await self._connection(cfg)
             with anyio.fail_after(cfg.timeout_s):
-                tools: list[mcp_types.Tool] = []
+                tools: list[types.Tool] = []
                 cursor: str | None = None
                 for _ in range(_LIST_PAGES_MAX):
                     page = await conn.client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
@@ -455,22 +454,22 @@ class McpPool:
         return ToolResult(f"{why}; the tools you can call are: {shown or 'none'}{note}", is_error=True)
 
 
-def _content(result: mcp_types.CallToolResult) -> str | list[dict[str, Any]]:
+def _content(result: types.CallToolResult) -> str | list[dict[str, Any]]:
     """An MCP tool result as Messages API content: text as text, images as base64 image blocks, the rest described."""
     blocks: list[dict[str, Any]] = []
     for item in result.content:
-        if isinstance(item, mcp_types.TextContent):
+        if isinstance(item, types.TextContent):
             blocks.append({"type": "text", "text": item.text})
-        elif isinstance(item, mcp_types.ImageContent):
+        elif isinstance(item, types.ImageContent):
             blocks.append(_image(item.data, item.mime_type, "image"))
-        elif isinstance(item, mcp_types.AudioContent):
+        elif isinstance(item, types.AudioContent):
             blocks.append(_text(f"[audio ({item.mime_type}, {_size(item.data)}) not shown]"))
-        elif isinstance(item, mcp_types.ResourceLink):
+        elif isinstance(item, types.ResourceLink):
             mime = f", {item.mime_type}" if item.mime_type else ""
             blocks.append(_text(f"[resource link: {item.name} <{item.uri}>{mime}]"))
-        elif isinstance(item, mcp_types.EmbeddedResource):
+        elif isinstance(item, types.EmbeddedResource):
             res = item.resource
-            if isinstance(res, mcp_types.TextResourceContents):
+            if isinstance(res, types.TextResourceContents):
                 blocks.append(_text(f"[resource {res.uri}]\n{res.text}"))
             else:
                 blocks.append(_image(res.blob, res.mime_type or "", f"resource {res.uri}"))

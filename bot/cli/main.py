@@ -16,12 +16,31 @@ from collections.abc import Sequence
 from typing import Any
 
 from labbot.bot.cli import render
-from labbot.bot.cli.client import ApiClient, CLIError, home
+from labbot.common.api_client import NO_ADMIN_TOKEN, NOT_ANSWERING, ApiClient, ApiError, home
 from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError
 from labbot.training.params import parse_assignments
 
 WAITING = ("pending", "restarting")
+# what to do, after the API client's own message, when labbot cannot be asked
+ADVICE = {
+    NO_ADMIN_TOKEN: ": start the control plane first (`labbot serve` or `make run`), with the same LABBOT_HOME",
+    NOT_ANSWERING: ": start it with `labbot serve` (or `make run`), or set LABBOT_PORT / LABBOT_PUBLIC_URL",
+}
+
+
+class CLIError(Exception):
+    """Something to tell the user, with the exit code to leave with (2: bad input, 1: it failed)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def _exit_code(e: ApiError) -> int:
+    """2 when the API refused the input (a 4xx other than a conflict with the run's state), else 1."""
+    return 2 if e.status is not None and 400 <= e.status < 500 and e.code != "conflict" else 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,9 +142,9 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
             body[key] = getattr(a, key)
     try:
         doc = api.json("POST", "/runs", json=body)
-    except CLIError as e:
+    except ApiError as e:
         if "Ray" in e.message:
-            e.message = f"launch failed: {e.message}"
+            raise CLIError(f"launch failed: {e.message}", exit_code=_exit_code(e)) from None
         raise
     run = doc["run"]
     say = (lambda *_: None) if a.json else lambda text: print(text, file=sys.stderr, flush=True)
@@ -281,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as e:
         print(f"labbot: {e.message}", file=sys.stderr)
         return e.exit_code
+    except ApiError as e:
+        print(f"labbot: {e.message}{ADVICE.get(e.code, '')}", file=sys.stderr)
+        return _exit_code(e)
     except LabbotError as e:
         print(f"labbot: {e.message}", file=sys.stderr)
         return 2 if 400 <= e.status < 500 else 1

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.mcp_servers.annotations import VENDOR_READ, VENDOR_WRITE
 from labbot.mcp_servers.datadog.client import DatadogApi
 from labbot.mcp_servers.datadog.lines import MAX_LOG_CHARS, cut, event_line, log_lines, monitor_facts, monitor_line
 from labbot.mcp_servers.datadog.payloads import Payloads
@@ -28,8 +28,6 @@ from labbot.mcp_servers.untrusted import untrusted
 
 __all__ = ["MAX_LOGS", "MONITOR_STATES", "build_server"]
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-MUTE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 MAX_LOGS = 1000  # one search; also the most one page of /api/v2/logs/events/search may ask for
 MAX_LOG_PAGES = 20
 MONITOR_PAGE = 1000
@@ -82,7 +80,7 @@ def build_server(
         "holds Datadog's full payload). Muting a monitor changes Datadog: a human approves each such call.",
     )
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def query_metrics(
         query: Annotated[str, Field(description="a Datadog metric query, e.g. avg:trainer.loss{run:r42} by {host}")],
         window: Annotated[str, Field(description="how far back from end, e.g. 15m, 1h, 2d")] = "1h",
@@ -101,7 +99,7 @@ def build_server(
             raise ToolError(f"Datadog: the query could not run: {cut(str(doc.get('error') or 'no reason given'))}")
         return summarise_timeseries(doc) + "\n" + await payloads.keep("metrics", answer.raw, as_agent)
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def search_logs(
         query: Annotated[str, Field(description="Datadog log search syntax, e.g. service:trainer status:error")],
         window: Annotated[str, Field(description="how far back from now, e.g. 15m, 1h")] = "15m",
@@ -144,7 +142,7 @@ def build_server(
             out.append(f"(more logs match: raise limit (at most {MAX_LOGS}) or narrow the query or the window)")
         return "\n".join([*out, stored])
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_monitors(
         name: Annotated[str | None, Field(description="only monitors whose name contains this")] = None,
         tags: Annotated[str | None, Field(description="monitor tags, comma separated, e.g. team:ml,service:x")] = None,
@@ -175,7 +173,7 @@ def build_server(
             out.append(f"(only the first {MONITOR_PAGE} monitors were read: narrow with name, tags or scope)")
         return "\n".join([*out, stored])
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def get_monitor(
         monitor_id: Annotated[int, Field(ge=1, description="an id from list_monitors")], as_agent: AsAgent = None
     ) -> str:
@@ -186,7 +184,7 @@ def build_server(
         stored = await payloads.keep("monitor", answer.raw, as_agent)
         return "\n".join([*monitor_facts(m), untrusted(f"datadog monitor {monitor_id}", told), stored])
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_events(
         window: Annotated[str, Field(description="how far back from now, e.g. 1h, 1d")] = "1d",
         sources: Annotated[str | None, Field(description="comma separated sources, e.g. kubernetes,my_apps")] = None,
@@ -217,7 +215,7 @@ def build_server(
     if read_only:
         return server
 
-    @server.tool(annotations=MUTE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def mute_monitor(
         monitor_id: Annotated[int, Field(ge=1, description="an id from list_monitors")],
         duration: Annotated[str, Field(description="how long, e.g. 30m, 1h, 1d (at most 7d)")] = "1h",

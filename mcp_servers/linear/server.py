@@ -13,18 +13,16 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.mcp_servers.annotations import VENDOR_READ, VENDOR_WRITE
 from labbot.mcp_servers.linear import queries
 from labbot.mcp_servers.linear.client import LinearApi
 from labbot.mcp_servers.linear.names import check_priority, find_labels, find_state, find_team, issue_ref
 from labbot.mcp_servers.linear.render import issue_text, issues_text, priority_name, teams_text
 
-__all__ = ["READ", "WRITE", "build_server"]
+__all__ = ["build_server"]
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 IssueArg = Annotated[str, Field(description="an identifier like ENG-123, a Linear issue URL, or an issue id")]
 
 
@@ -50,14 +48,14 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
         instructions="Linear: teams (with their workflow states and labels) and issues: search, read." + writes,
     )
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_teams() -> str:
         """The Linear teams: key, name, workflow states (with their type) and labels; then the workspace's labels."""
         teams = await linear.paginate(queries.TEAMS, {}, ("teams",))
         labels = await linear.paginate(queries.LABELS, {"filter": None}, ("issueLabels",))
         return teams_text(teams, labels)
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def search_issues(
         query: Annotated[str, Field(description="words to look for in titles and descriptions; empty: recent")],
         team: Annotated[str | None, Field(description="only this team (its key, e.g. ENG, or its name)")] = None,
@@ -82,7 +80,7 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
             text += ": check the team and state names with list_teams"
         return text
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def get_issue(issue: IssueArg) -> str:
         """One issue in full: state, team, priority, assignee, labels, url, description and every comment."""
         variables = {"id": issue_ref(issue), "commentsFirst": linear.page_size}
@@ -100,7 +98,7 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
     if read_only:
         return server
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def create_issue(
         team: Annotated[str, Field(description="the team's key (e.g. ENG) or name")],
         title: str,
@@ -133,7 +131,7 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
             f"{priority_name(made['priority'])} · labels: {named}\n{made['url']}"
         )
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def add_comment(issue: IssueArg, body: Annotated[str, Field(description="Markdown")]) -> str:
         """Comment on an issue (needs a human's approval)."""
         if not body.strip():
@@ -142,7 +140,7 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
         comment = _payload(data, "commentCreate", "comment", "add the comment")
         return f"commented on {(comment.get('issue') or {}).get('identifier', issue)}: {comment['url']}"
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def update_state(
         issue: IssueArg, state: Annotated[str, Field(description="a workflow state of the issue's team, e.g. Done")]
     ) -> str:

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from labbot.mcp_servers.annotations import VENDOR_READ, VENDOR_WRITE
 from labbot.mcp_servers.notion.blocks import Writer, count_blocks, fetch_tree, split_for_create
 from labbot.mcp_servers.notion.client import NotionApi
 from labbot.mcp_servers.notion.compose import markdown_to_blocks
@@ -24,10 +24,8 @@ from labbot.mcp_servers.notion.properties import entry_line, page_header
 from labbot.mcp_servers.notion.render import blocks_to_markdown
 from labbot.mcp_servers.untrusted import untrusted
 
-__all__ = ["READ", "WRITE", "WRITE_TOOLS", "build_server"]
+__all__ = ["WRITE_TOOLS", "build_server"]
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 WRITE_TOOLS = ("create_page", "append_blocks", "add_comment")
 INSTRUCTIONS = (
     "Notion pages and data sources shared with labbot's integration: search, read a page as Markdown, query a data "
@@ -47,7 +45,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
     notion = api or NotionApi()
     server: MCPServer = MCPServer("labbot-notion", instructions=INSTRUCTIONS)
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def search(
         query: Annotated[str, Field(description="words in the title; empty lists everything shared")],
         kind: Annotated[Literal["page", "data_source"] | None, Field(description="only pages or data sources")] = None,
@@ -63,7 +61,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
         text = untrusted(f"notion search {query!r}", "\n".join(entry_line(r) for r in results))
         return text + ("\n" + _more(len(results), "results") if more else "")
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def get_page(
         page_id: Annotated[str, Field(description="a page id (dashed or not) or the page's Notion URL")],
     ) -> str:
@@ -75,7 +73,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
         text = untrusted(f"notion page {pid}", f"{page_header(page)}\n\n{markdown}")
         return "\n".join([text, *tree.notes])
 
-    @server.tool(annotations=READ, structured_output=False)
+    @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def query_data_source(
         data_source_id: Annotated[str, Field(description="a data source id, from search with kind='data_source'")],
         filter: Annotated[
@@ -104,7 +102,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
     if read_only:
         return server
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def create_page(
         parent_id: Annotated[str, Field(description="the parent page's (or data source's) id or URL")],
         title: str,
@@ -140,7 +138,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
                 raise ToolError(await _undo(notion, new_id, url, str(e))) from None
         return f"created page {new_id}: {url} ({count_blocks(blocks)} blocks)"
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def append_blocks(
         block_id: Annotated[str, Field(description="the page (or block) to add to: its id or URL")],
         markdown: Annotated[str, Field(description="the content to add at its end, as Markdown")],
@@ -159,7 +157,7 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
             raise
         return f"appended {total} block(s) to {bid}"
 
-    @server.tool(annotations=WRITE, structured_output=False)
+    @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def add_comment(
         page_id: Annotated[str, Field(description="the page's id or URL")],
         text: Annotated[str, Field(description="the comment (inline Markdown: bold, italic, code, links)")],

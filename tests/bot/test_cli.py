@@ -42,6 +42,16 @@ def test_no_control_plane_says_how_to_start_it(tmp_path: Path) -> None:
     assert f"not answering at {s.url}" in out.stderr and "labbot serve" in out.stderr
 
 
+def test_no_admin_token_says_how_to_start_labbot(tmp_path: Path) -> None:
+    s = Serve(tmp_path, ray_address=None, ray_token=None, port=free_port())
+    out = s.cli("runs")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr == (
+        f"labbot: no admin token at {tmp_path / 'admin_token'}: start the control plane first (`labbot serve` or "
+        "`make run`), with the same LABBOT_HOME\n"
+    )
+
+
 def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     out = module_serve.cli("jobs")
     assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout

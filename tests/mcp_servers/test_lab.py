@@ -219,6 +219,16 @@ def test_an_artifact_id_cannot_reach_another_route(tmp_path: Path) -> None:
     ]  # one path segment each: no route but the artifact's own matched (404)
 
 
+def test_the_tools_say_when_labbot_is_not_running_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABBOT_HOME", str(tmp_path))
+    [(is_error, text)] = calls(build_server(LabApi("http://127.0.0.1:9")), ("list_runs", {}))
+    missing = tmp_path / "admin_token"
+    assert is_error and text == (
+        f"Error executing tool list_runs: labbot is not running here (no admin token at {missing}): start `labbot "
+        "serve` first"
+    )
+
+
 def test_the_agent_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(AGENT_ENV, raising=False)
     assert LabApi("http://127.0.0.1:9", "x").agent == "agent"

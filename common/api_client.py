@@ -1,0 +1,168 @@
+"""The one client of the running control plane's ``/api/v1``, for the ``labbot`` CLI (:class:`ApiClient`) and the
+``lab`` MCP server (:class:`AsyncApiClient`); in ``common`` because those two sit in layers that may not import each
+other. Both find labbot the same way (``LABBOT_PUBLIC_URL``, else ``http://127.0.0.1:LABBOT_PORT``; the admin token
+in ``LABBOT_HOME/admin_token``) and fail with one error, :class:`ApiError`, which each front door words for its
+reader: the CLI as an exit message and code, the lab server as a tool error. Only httpx: ``labbot launch`` costs a
+Python start-up and one request, not SQLAlchemy or Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# the codes of the failures that never reached the API (``status`` None); none of them is one of the API's own codes
+NO_ADMIN_TOKEN = "no_admin_token"
+""":attr:`ApiError.code` when there is no admin token here: labbot was never started with this LABBOT_HOME."""
+NOT_ANSWERING = "not_answering"
+""":attr:`ApiError.code` when nothing answered at the URL (connection refused, DNS, a timeout)."""
+_MAX_ERROR_TEXT = 300  # of an error body that is not the API's JSON (a proxy's HTML page, say)
+
+
+class ApiError(Exception):
+    """``/api/v1`` refused a request, or could not be asked.
+
+    ``message`` is the API's own (``{"error": {"code", "message"}}``), else the start of the body, else what kept
+    the request from being made; ``code`` is the API's error code (``unknown_run``, ``conflict`` ...), or
+    :data:`NO_ADMIN_TOKEN` / :data:`NOT_ANSWERING`, or ``http`` for an answer that was not the API's; ``status`` is
+    the HTTP status, ``None`` when no answer came.
+    """
+
+    def __init__(self, message: str, *, code: str = "http", status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+def control_url() -> str:
+    port = os.environ.get("LABBOT_PORT") or "3000"
+    return (os.environ.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/")
+
+
+def home() -> Path:
+    return Path(os.environ.get("LABBOT_HOME") or ".labbot").expanduser().resolve()
+
+
+def admin_token() -> str:
+    """The admin token ``labbot serve`` wrote in LABBOT_HOME; a :data:`NO_ADMIN_TOKEN` error when there is none."""
+    path = home() / "admin_token"
+    if not path.exists():
+        raise ApiError(f"no admin token at {path}", code=NO_ADMIN_TOKEN)
+    return path.read_text().strip()
+
+
+def _error_of(r: httpx.Response) -> ApiError:
+    """The :class:`ApiError` of an answer with an error status (its body already read)."""
+    try:
+        err = r.json()["error"]
+        message, code = str(err["message"]), str(err["code"])
+    except (ValueError, KeyError, TypeError):
+        message, code = r.text.strip()[:_MAX_ERROR_TEXT] or f"HTTP {r.status_code}", "http"
+    return ApiError(message, code=code, status=r.status_code)
+
+
+class _Api:
+    """What both clients share: the URL, the token, and how a failure becomes an :class:`ApiError`."""
+
+    def __init__(self, url: str | None, token: str | None, timeout: float) -> None:
+        self.url = (url or control_url()).rstrip("/")
+        self.base_url = f"{self.url}/api/v1"
+        self.timeout = timeout
+        self._token = token
+
+    def headers(self) -> dict[str, str]:
+        """The bearer header: the token given, else the admin token read from LABBOT_HOME now."""
+        return {"Authorization": f"Bearer {self._token if self._token is not None else admin_token()}"}
+
+    def _not_answering(self, e: httpx.TransportError) -> ApiError:
+        return ApiError(
+            f"the labbot control plane is not answering at {self.url} ({type(e).__name__})", code=NOT_ANSWERING
+        )
+
+
+class ApiClient(_Api):
+    """``/api/v1`` for the CLI: synchronous, one connection pool until :meth:`close`; without a ``token`` given, the
+    admin token is read once, here (a command without one fails at once)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, token if token is not None else admin_token(), timeout)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self.headers(), **kwargs.pop("headers", {})}
+        try:
+            r = self._http.request(method, path, headers=headers, **kwargs)
+        except httpx.TransportError as e:
+            raise self._not_answering(e) from None
+        if r.status_code >= 400:
+            raise _error_of(r)
+        return r
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.request(method, path, **kwargs).json()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class AsyncApiClient(_Api):
+    """``/api/v1`` for the MCP servers: asynchronous, an httpx client per request (nothing to close); without a
+    ``token`` given, the admin token is read on each request (a server may start before labbot does). Tests pass
+    ``transport=httpx.ASGITransport(app)``."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, token, timeout)
+        self._transport = transport
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, transport=self._transport)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self.headers(), **kwargs.pop("headers", {})}
+        try:
+            async with self._client() as http:
+                r = await http.request(method, path, headers=headers, **kwargs)
+        except httpx.TransportError as e:
+            raise self._not_answering(e) from None
+        if r.status_code >= 400:
+            raise _error_of(r)
+        return r
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return (await self.request(method, path, **kwargs)).json()
+
+    async def read(self, path: str, limit: int, **kwargs: Any) -> tuple[bytes, httpx.Headers, bool]:
+        """GET ``path`` but read at most ``limit`` bytes of the body: (those bytes, the headers, whether it was cut).
+        The rest of a large body is never downloaded."""
+        headers = self.headers()
+        try:
+            async with self._client() as http, http.stream("GET", path, headers=headers, **kwargs) as r:
+                if r.status_code >= 400:
+                    await r.aread()
+                    raise _error_of(r)
+                data = bytearray()
+                async for chunk in r.aiter_bytes():
+                    data += chunk
+                    if len(data) > limit:
+                        return bytes(data[:limit]), r.headers, True
+                return bytes(data), r.headers, False
+        except httpx.TransportError as e:
+            raise self._not_answering(e) from None

@@ -52,14 +52,13 @@ log = logging.getLogger(__name__)
 
 
 class Answer(NamedTuple):
-    """How one Web API call is answered: HTTP status, JSON body, extra response headers."""
+    """How one Web API call is answered: HTTP status and JSON body."""
 
     status: int
     body: dict[str, Any]
-    headers: Mapping[str, str] | None = None
 
     def response(self) -> Response:
-        return JSONResponse(self.body, status_code=self.status, headers=dict(self.headers or {}) or None)
+        return JSONResponse(self.body, status_code=self.status)
 
 
 JSON_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "unfurls", "user_auth_blocks", "outputs"})

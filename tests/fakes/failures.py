@@ -16,8 +16,8 @@ A fake mixes in `FailureInjection`, calls ``self.init_failures()`` in its constr
 What ``on`` names is the fake's: a Slack method (``"chat.postMessage"``), a method and path template or path
 (``"PATCH /v1/blocks/{block_id}/children"``, ``"GET /v1/blocks/<id>/children"``), a GraphQL operation
 (``"IssueCreate"``). The fake decides where in its handling a request takes a hang (`hold_if_hanging`, with the names
-the request goes by) and a failure (`take_failure`, then `failure_response`), so that, e.g., Notion's injected
-failures answer only requests Notion would accept, and PagerDuty's answer before any validation.
+the request goes by) and a failure (`take_failure`, answered with `Failure.response()`), so that, e.g., Notion's
+injected failures answer only requests Notion would accept, and PagerDuty's answer before any validation.
 """
 
 from __future__ import annotations

@@ -1,3 +1,2 @@
 """labbot.bot.console: ``labbot console`` (``repl``) and the local Slack Web API emulator it points the real
-slack_sdk at (``emulator``, with Slack's semantics in ``methods``, ``workspace``, ``blocks`` and ``model``, and
-Socket Mode in ``socket_mode``)."""
+slack_sdk at (``emulator``, with Slack's semantics in ``methods``, ``workspace``, ``blocks`` and ``model``)."""

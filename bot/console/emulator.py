@@ -3,9 +3,11 @@
 `SlackEmulator` serves Slack's Web API at ``POST {base}/api/{method}`` from a Starlette app (`emulator.app`, to
 mount or serve in-process) or from its own uvicorn thread (`url = emulator.start()` → ``http://127.0.0.1:PORT/api/``,
 the ``base_url`` for `WebClient`/`AsyncWebClient`). It decodes form, multipart and JSON bodies the way Slack does,
-checks the bot token, records every call (`calls`, `calls_to`), can answer the next calls of a method with an
-injected 429/5xx (`fail`; `clear_failures` ends an outage), and produces Events API envelopes for simulated human
-messages (`user_message`, `event_payload`) that the console and tests deliver to the Bolt app themselves.
+checks the bot token, and produces Events API envelopes for simulated human messages (`user_message`,
+`event_payload`) that the console and tests deliver to the Bolt app themselves.
+
+Every Web API call is answered through `SlackEmulator.serve_call`, which here just answers it; the test fake
+(``tests/fakes/slack.py``) overrides it to record calls and inject failures, and `routes` to add Socket Mode.
 
 Slack's semantics live in `labbot.bot.console.methods` (the methods), `labbot.bot.console.workspace` (state) and
 `labbot.bot.console.blocks` (Block Kit limits); the data model in `labbot.bot.console.model`.
@@ -19,29 +21,26 @@ import email.policy
 import json
 import logging
 import re
-import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route
 
 from labbot.bot.background_server import BackgroundServer
 from labbot.bot.console.methods import SlackWorkspace
-from labbot.bot.console.model import ApiError, Call, EmulatorEvent, Failure, Message, UploadedFile, User
-from labbot.bot.console.socket_mode import SocketHub
+from labbot.bot.console.model import ApiError, EmulatorEvent, Message, UploadedFile, User
 from labbot.bot.console.workspace import DEFAULT_CHANNEL_ID, DEFAULT_USERS
 
 __all__ = [
     "DEFAULT_CHANNEL_ID",
     "DEFAULT_USERS",
+    "Answer",
     "ApiError",
-    "Call",
     "EmulatorEvent",
     "Message",
     "SlackEmulator",
@@ -51,8 +50,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
+class Answer(NamedTuple):
+    """How one Web API call is answered: HTTP status and JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+    def response(self) -> Response:
+        return JSONResponse(self.body, status_code=self.status)
+
+
 JSON_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "unfurls", "user_auth_blocks", "outputs"})
-"""Parameters Slack accepts as JSON text inside form data; decoded before they are recorded or applied."""
+"""Parameters Slack accepts as JSON text inside form data; decoded before they are applied."""
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
 
@@ -85,102 +95,40 @@ class SlackEmulator(SlackWorkspace):
         )  # fmt: skip
         self.verification_token = verification_token
         self.url: str | None = None
-        self._calls: list[Call] = []
-        self._failures: dict[str, deque[Failure]] = {}
         self._event_seq = 0
-        self.socket = SocketHub()  # Socket Mode: apps.connections.open → a websocket on this emulator
-        self.app = Starlette(
-            routes=[
-                Route("/api/{method:str}", self._api, methods=["GET", "POST"]),
-                Route("/upload/v1/{file_id:str}", self._upload, methods=["POST"], name="upload"),
-                WebSocketRoute("/socket/{conn:str}", self.socket.endpoint),
-            ]
-        )
+        self.app = Starlette(routes=self.routes())
         self._serving = BackgroundServer(self.app, "Slack emulator")
 
-    # ----------------------------------------------------------------- recording and failure injection
+    def routes(self) -> list[BaseRoute]:
+        """The emulator's HTTP routes: the Web API and the upload URLs files.getUploadURLExternal hands out."""
+        return [
+            Route("/api/{method:str}", self._api, methods=["GET", "POST"]),
+            Route("/upload/v1/{file_id:str}", self._upload, methods=["POST"], name="upload"),
+        ]
 
-    @property
-    def calls(self) -> list[Call]:
-        """Every Web API call so far, in arrival order (a copy)."""
-        with self._lock:
-            return list(self._calls)
-
-    def calls_to(self, method: str) -> list[Call]:
-        with self._lock:
-            return [c for c in self._calls if c.method == method]
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self._calls.clear()
-
-    def fail(
-        self, method: str, *, status: int = 429, retry_after: int | None = 1, times: int = 1, error: str | None = None
-    ) -> None:
-        """Answer the next ``times`` calls of ``method`` with HTTP ``status`` and apply nothing.
-
-        429 carries ``Retry-After: retry_after`` and ``{"ok": false, "error": "ratelimited"}``; 5xx answer
-        ``internal_error``; 200 answers ``error`` (e.g. ``fail("chat.postMessage", status=200, error="fatal_error")``).
-        Several `fail` calls for one method queue up in order.
-        """
-        if times < 1:
-            raise ValueError("times must be at least 1")
-        default = "ratelimited" if status == 429 else "internal_error" if status >= 500 else "fatal_error"
-        with self._lock:
-            queue = self._failures.setdefault(method, deque())
-            queue.append(Failure(method, status, retry_after if status == 429 else None, times, error or default))
-
-    def clear_failures(self, method: str | None = None) -> None:
-        """Drop the failures `fail` queued and not yet used, for ``method`` or for every method: Slack is back."""
-        with self._lock:
-            if method is None:
-                self._failures.clear()
-            else:
-                self._failures.pop(method, None)
-
-    def _take_failure(self, method: str) -> Failure | None:
-        with self._lock:
-            queue = self._failures.get(method)
-            if not queue:
-                return None
-            failure = queue[0]
-            failure.times -= 1
-            if failure.times <= 0:
-                queue.popleft()
-            return failure
+    async def serve_call(
+        self, method: str, params: dict[str, Any], request: Request, answer: Callable[[], Answer]
+    ) -> Response:
+        """Answer one Web API call (``params`` decoded, the token taken out): ``answer()`` applies it as Slack would.
+        Here nothing else happens; a subclass may record the call, or answer it otherwise."""
+        return answer().response()
 
     # ----------------------------------------------------------------- HTTP
 
     async def _api(self, request: Request) -> Response:
         method = request.path_params["method"]
-        headers = {k: ("Bearer ***" if k == "authorization" else v) for k, v in request.headers.items()}
-        arrived = time.time()
         try:
             params = await _decode(request)
         except ApiError as e:
-            self._record(Call(method, {}, headers, arrived, 200, e.body()))
-            return JSONResponse(e.body())
+            refused = Answer(200, e.body())
+            return await self.serve_call(method, {}, request, lambda: refused)
         token = params.pop("token", None)
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             token = auth[7:].strip()
+        return await self.serve_call(method, params, request, lambda: self._apply(method, params, token, request))
 
-        failure = self._take_failure(method)
-        if failure is not None:
-            body = {"ok": False, "error": failure.error}
-            extra = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else None
-            self._record(Call(method, params, headers, arrived, failure.status, body, failed=True))
-            return JSONResponse(body, status_code=failure.status, headers=extra)
-
-        status, body = 200, {}
-        if method == "apps.connections.open":  # Socket Mode: takes the app-level token, not the bot's
-            if not token or not token.startswith(self.socket.app_token_prefix):
-                body = {"ok": False, "error": "invalid_auth"}
-            else:
-                ws_base = f"ws://{request.url.netloc}"
-                body = {"ok": True, "url": self.socket.open(ws_base)}
-            self._record(Call(method, params, headers, arrived, status, body))
-            return JSONResponse(body)
+    def _apply(self, method: str, params: dict[str, Any], token: str | None, request: Request) -> Answer:
         try:
             if method not in self.methods:
                 raise ApiError("unknown_method")
@@ -188,14 +136,12 @@ class SlackEmulator(SlackWorkspace):
                 raise ApiError("not_authed")
             if token != self.bot_token:
                 raise ApiError("invalid_auth")
-            body = self.handle(method, params, lambda fid: str(request.url_for("upload", file_id=fid)))
+            return Answer(200, self.handle(method, params, lambda fid: str(request.url_for("upload", file_id=fid))))
         except ApiError as e:
-            body = e.body()
+            return Answer(200, e.body())
         except Exception:
             log.exception("slack emulator failed on %s", method)
-            status, body = 500, {"ok": False, "error": "internal_error"}
-        self._record(Call(method, params, headers, arrived, status, body))
-        return JSONResponse(body, status_code=status)
+            return Answer(500, {"ok": False, "error": "internal_error"})
 
     async def _upload(self, request: Request) -> Response:
         """The upload URL files.getUploadURLExternal hands out: the raw bytes of one file (any content type)."""
@@ -203,10 +149,6 @@ class SlackEmulator(SlackWorkspace):
         if not self.receive_upload(request.path_params["file_id"], data):
             return PlainTextResponse("file not found", status_code=404)
         return PlainTextResponse(f"OK - {len(data)}")
-
-    def _record(self, call: Call) -> None:
-        with self._lock:
-            self._calls.append(call)
 
     # ----------------------------------------------------------------- Events API payloads
 
@@ -289,7 +231,7 @@ class SlackEmulator(SlackWorkspace):
         return self.url
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving (state and recorded calls stay readable)."""
+        """Stop serving (the workspace's state stays readable)."""
         self._serving.stop(timeout)
         self.url = None
 

@@ -1,7 +1,7 @@
-"""Data model of the local Slack Web API emulator: users, channels, messages, files, recorded calls, events.
+"""Data model of the local Slack Web API emulator: users, channels, messages, files, events.
 
 Plain dataclasses shared by `labbot.bot.console.workspace` (Slack's semantics over this state) and
-`labbot.bot.console.emulator` (the HTTP front, recording, failure injection, serving). Objects handed out by the
+`labbot.bot.console.emulator` (the HTTP front, serving). Objects handed out by the
 emulator are snapshots (copies), so readers in other threads never see a message change under them. Each `to_api()`
 renders the shape Slack's Web API answers with.
 """
@@ -229,46 +229,12 @@ class Channel:
 
 
 @dataclass(frozen=True)
-class Call:
-    """One recorded Web API call: decoded parameters (without the token), request headers (authorization
-    redacted), when it arrived, and how it was answered (``failed`` when an injected failure answered it)."""
-
-    method: str
-    params: dict[str, Any]
-    headers: dict[str, str]
-    time: float
-    status: int = 200
-    response: dict[str, Any] = field(default_factory=dict)
-    failed: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and bool(self.response.get("ok"))
-
-    @property
-    def error(self) -> str | None:
-        err = self.response.get("error")
-        return str(err) if err is not None else None
-
-
-@dataclass(frozen=True)
 class EmulatorEvent:
     """A change notification for subscribers (the console UI): what happened, where, to which message."""
 
     kind: EventKind
     channel: str
     message: Message
-
-
-@dataclass
-class Failure:
-    """An injected failure: the next ``times`` calls of ``method`` answer ``status`` without being applied."""
-
-    method: str
-    status: int
-    retry_after: int | None
-    times: int
-    error: str
 
 
 class TsClock:

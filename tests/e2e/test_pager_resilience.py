@@ -84,8 +84,8 @@ def test_kill_9_mid_incident_loses_no_page_and_duplicates_none(
     lab = SlackSide(fake, serve)
     try:
         run_id = lab.launched("launch crasher")
-        fake.fail("chat.postMessage", status=500, times=100_000)  # Slack is down from here on
-        fake.fail("conversations.open", status=500, times=100_000)
+        fake.fail_next(500, on="chat.postMessage", times=100_000)  # Slack is down from here on
+        fake.fail_next(500, on="conversations.open", times=100_000)
         page = wait_for(lambda: lab.pages(run=run_id), timeout=60, what="the failed page")[0]
         wait_for(
             lambda: any(state == "pending" and attempts >= 1 for _, state, attempts in _deliveries(tmp_path / "home")),

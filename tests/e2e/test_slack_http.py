@@ -170,8 +170,8 @@ def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
 
 
 def test_slack_429_and_500_are_retried_without_duplicates(slack: SlackSide) -> None:
-    slack.fake.fail("chat.postMessage", status=429, retry_after=1)
-    slack.fake.fail("chat.postMessage", status=500)
+    slack.fake.fail_next(429, on="chat.postMessage", retry_after=1)
+    slack.fake.fail_next(500, on="chat.postMessage")
     run_id = slack.launched("launch sleeper")
     time.sleep(1)
     cards = [m for m in slack.fake.messages(slack.ws.channel) if m.bot_id and run_id in json.dumps(m.blocks)]

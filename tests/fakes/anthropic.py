@@ -10,14 +10,17 @@ the next step of its script:
   four characters a token; the prefix up to the last ``cache_control`` breakpoint (tools, then system) is reported
   as a cache write the first time the fake sees it and as a cache read after, as the API does for a warm cache.
   A reply's own ``usage`` overrides the estimate field by field;
-* a `Failure` (`rate_limited` with ``retry-after``, `overloaded` 529, `server_error`): the API's error body;
-* a `Delay`: wait, then answer its ``then`` step (longer than the client's timeout ⇒ the client gives up, and the
-  request is recorded with status 499);
 * a callable taking the `SeenRequest` and returning a step: the "model" decides from the request (e.g. calls a tool
   whose name it reads from ``request.tool_names``).
 
 A script is a list of steps (`script` appends), and/or one callable that answers whenever the list is empty (the
 ``model`` argument). A request with no step left is answered 400 with a message saying the script ran out.
+
+Failures and slow answers come from `fakes.failures`, taken by a valid request before its step:
+``fail_next(429, retry_after=7)`` (``rate_limit_error``), ``fail_next(529, times=2)`` (``overloaded_error``),
+``fail_next(500)`` (``api_error``): the API's error body for the status, with a ``request-id``; ``hang_next(seconds=2)``
+holds the request, and one the client gives up on meanwhile (its timeout) is recorded with status 499 and takes no
+step.
 
 Before any step, requests are checked as the API checks them: the key (``x-api-key``, or the ``Authorization:
 Bearer`` header the 2.x SDK sends) ⇒ 401; ``anthropic-version``, unknown fields, ``model``, ``max_tokens``,
@@ -32,7 +35,6 @@ Every request is kept in `requests` (in arrival order), with the status it was a
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import re
@@ -43,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from fakes.failures import FailureInjection
 from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -75,21 +78,18 @@ class Reply:
     usage: Mapping[str, int] = field(default_factory=dict)  # overrides the estimate, field by field
 
 
-@dataclass(frozen=True)
-class Failure:
-    status: int
-    error_type: str
-    message: str
-    retry_after: float | None = None  # becomes a retry-after header (seconds)
-
-
-@dataclass(frozen=True)
-class Delay:
-    seconds: float
-    then: Step
-
-
-Step: TypeAlias = "Reply | Failure | Delay | Callable[[SeenRequest], Step]"
+Step: TypeAlias = "Reply | Callable[[SeenRequest], Step]"
+ERRORS = {
+    400: ("invalid_request_error", "Invalid request"),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+    404: ("not_found_error", "The requested resource could not be found."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of request tokens has exceeded your rate limit."),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+"""The API's error type and a message for each status it fails with (other 5xx: ``api_error``)."""
 
 
 def text(answer: str, *, stop_reason: str | None = None, usage: Mapping[str, int] | None = None) -> Reply:
@@ -114,24 +114,12 @@ def tool_uses(
     return Reply(tuple(blocks), stop_reason, usage or {})
 
 
-def rate_limited(retry_after: float | None = 1.0) -> Failure:
-    return Failure(429, "rate_limit_error", "Number of request tokens has exceeded your rate limit.", retry_after)
-
-
-def overloaded() -> Failure:
-    return Failure(529, "overloaded_error", "Overloaded")
-
-
-def server_error(status: int = 500) -> Failure:
-    return Failure(status, "api_error", "Internal server error")
-
-
 # ----------------------------------------------------------------- what tests read
 
 
 @dataclass
 class SeenRequest:
-    """One request to the fake and how it was answered (``status`` is None while a `Delay` holds it)."""
+    """One request to the fake and how it was answered (``status`` is None while a hang holds it)."""
 
     path: str
     headers: dict[str, str]  # lower-case names; the key headers are left out
@@ -163,7 +151,7 @@ class SeenRequest:
         return [b for b in self.messages[-1]["content"] if b.get("type") == "tool_result"]
 
 
-class FakeAnthropic(ServedFake):
+class FakeAnthropic(ServedFake, FailureInjection):
     """The Messages API on 127.0.0.1; see the module docstring."""
 
     def __init__(
@@ -180,6 +168,7 @@ class FakeAnthropic(ServedFake):
         self._requests: list[SeenRequest] = []
         self._cached_prefixes: set[str] = set()
         self._ids = itertools.count(1)
+        self.init_failures()
         self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
         self.serve_app(self.app, "Anthropic fake", graceful_s=1)
 
@@ -204,12 +193,17 @@ class FakeAnthropic(ServedFake):
             self._model = model
 
     def reset(self) -> None:
-        """Forget requests, steps, the callable and the cache (the server keeps running)."""
+        """Forget requests, steps, the callable, the cache and injected failures (the server keeps running)."""
         with self._lock:
             self._requests.clear()
             self._steps.clear()
             self._model = None
             self._cached_prefixes.clear()
+        self.clear_failures()
+
+    def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
+        """The API's error body for an injected status, with its ``request-id``."""
+        return _error_answer(*ERRORS.get(status, ERRORS[500]))
 
     def wait_for_requests(self, n: int, *, answered: bool = False, timeout: float = 10.0) -> list[SeenRequest]:
         """The requests once there are at least ``n`` (and, with ``answered``, each has its status)."""
@@ -246,30 +240,26 @@ class FakeAnthropic(ServedFake):
         if errors:
             seen.errors = tuple(errors)
             return self._error(seen, 400, "invalid_request_error", "; ".join(errors))
-        step = self._next_step(seen)
-        while True:
-            while callable(step):
-                step = step(seen)
-            if not isinstance(step, Delay):
-                break
-            if not await _wait_unless_gone(request, step.seconds):
-                self._answered(seen, 499)  # the client gave up (its timeout): nothing is answered
-                return Response(status_code=499)
-            step = step.then
-        if isinstance(step, Failure):
-            extra = {"retry-after": f"{step.retry_after:g}"} if step.retry_after is not None else {}
-            return self._error(seen, step.status, step.error_type, step.message, extra)
+        if not await self.hold_if_hanging(request, "POST /v1/messages"):
+            self._answered(seen, 499)  # the client gave up (its timeout): nothing is answered
+            return Response(status_code=499)
+        failure = self.take_failure("POST /v1/messages")
+        if failure is not None:
+            self._answered(seen, failure.status)
+            return failure.response()
+        step = self._next_step()
+        if step is None:
+            message = f"FakeAnthropic: the script has no step left for request #{len(self.requests)}"
+            return self._error(seen, 400, "invalid_request_error", message)
+        while callable(step):
+            step = step(seen)
         return self._reply(seen, step)
 
-    def _next_step(self, seen: SeenRequest) -> Step:
+    def _next_step(self) -> Step | None:
         with self._lock:
             if self._steps:
                 return self._steps.popleft()
-            if self._model is not None:
-                return self._model
-            n = len(self._requests)
-        message = f"FakeAnthropic: the script has no step left for request #{n}"
-        return Failure(400, "invalid_request_error", message)
+            return self._model
 
     def _reply(self, seen: SeenRequest, reply: Reply) -> Response:
         content = []
@@ -311,24 +301,17 @@ class FakeAnthropic(ServedFake):
             "cache_read_input_tokens": cached if warm else 0,
         }
 
-    def _error(
-        self, seen: SeenRequest, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None
-    ) -> Response:
+    def _error(self, seen: SeenRequest, status: int, kind: str, message: str) -> Response:
         self._answered(seen, status)
-        request_id = f"req_fake{secrets.token_hex(6)}"
-        body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
-        return JSONResponse(body, status_code=status, headers={"request-id": request_id, **(headers or {})})
+        body, headers = _error_answer(kind, message)
+        return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _wait_unless_gone(request: Request, seconds: float) -> bool:
-    """Wait ``seconds``; False as soon as the client hangs up (so a stop of the server is not held up)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while (left := deadline - loop.time()) > 0:
-        if await request.is_disconnected():
-            return False
-        await asyncio.sleep(min(0.02, left))
-    return True
+def _error_answer(kind: str, message: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The API's error body and its ``request-id`` header."""
+    request_id = f"req_fake{secrets.token_hex(6)}"
+    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
+    return body, {"request-id": request_id}
 
 
 # ----------------------------------------------------------------- the API's checks

@@ -15,7 +15,8 @@ wrong-length (32) ``routing_key``, a bad ``event_action``, a missing ``dedup_key
 without one gets a generated key, returned in the answer), a dedup_key over 255 characters, a trigger without
 ``payload.summary``/``source``/``severity``, an unknown severity, a summary over 1024 characters (PagerDuty would
 truncate it; labbot must not send one) or a link without ``href`` are answered 400 with PagerDuty's invalid-event
-body. `fail_next` queues answers (429, 5xx, 400) given before any validation.
+body. `fail_next` (`fakes.failures`) queues answers (429, 5xx, 400) given before any validation; `hang_next` holds
+requests.
 
 Use ``with PagerDutyFake() as pd:`` or `start()`/`stop()`; `reset()` lets one server serve many tests;
 `wait_for_events` waits on a condition, not a sleep.
@@ -26,10 +27,10 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.failures import Failure, FailureInjection
 from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -59,14 +60,7 @@ class SeenRequest:
         return json.loads(self.body)
 
 
-@dataclass
-class _Failure:
-    status: int
-    times: int
-    retry_after: float | None
-
-
-class PagerDutyFake(ServedFake):
+class PagerDutyFake(ServedFake, FailureInjection):
     """PagerDuty's Events API v2 on 127.0.0.1; see the module docstring.
 
     ``key_length``: the routing key length PagerDuty insists on (32); None accepts any non-empty key.
@@ -78,7 +72,7 @@ class PagerDutyFake(ServedFake):
         self._requests: list[SeenRequest] = []
         self._events: list[dict[str, Any]] = []
         self._incidents: dict[str, str] = {}
-        self._failures: deque[_Failure] = deque()
+        self.init_failures()
         self.app = Starlette(routes=[Route("/v2/enqueue", self._enqueue, methods=["POST"])])
         self.serve_app(self.app, "PagerDuty fake", path="/v2/enqueue")
 
@@ -99,15 +93,15 @@ class PagerDutyFake(ServedFake):
         with self._cond:
             return dict(self._incidents)
 
-    def fail_next(self, status: int, times: int = 1, retry_after: float | None = None) -> None:
-        """Answer the next ``times`` requests with ``status`` before validating them (nothing is recorded as an
-        event). ``retry_after`` becomes a ``Retry-After`` header; several calls queue up in order."""
-        if times < 1:
-            raise ValueError("times must be at least 1")
+    def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
+        """PagerDuty's answer to an injected status (`fail_next`: before validation, nothing becomes an event)."""
         if status < 400:
             raise ValueError(f"fail_next({status}): give a failure status, e.g. 429, 500 or 503")
-        with self._cond:
-            self._failures.append(_Failure(status, times, retry_after))
+        if status == 400:
+            return {**INVALID, "errors": ["injected failure"]}, {}
+        if status == 429:
+            return {"status": "throttle event", "message": "Requests for this service are arriving too quickly."}, {}
+        return {"status": "error", "message": f"injected HTTP {status}"}, {}
 
     def reset(self) -> None:
         """Forget every request, event, incident and queued failure (the server keeps running)."""
@@ -115,7 +109,7 @@ class PagerDutyFake(ServedFake):
             self._requests.clear()
             self._events.clear()
             self._incidents.clear()
-            self._failures.clear()
+        self.clear_failures()
 
     def wait_for_events(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The accepted events once there are at least ``n``; AssertionError after ``timeout`` seconds."""
@@ -132,9 +126,10 @@ class PagerDutyFake(ServedFake):
     async def _enqueue(self, request: Request) -> Response:
         body = await request.body()
         ctype = request.headers.get("content-type", "")
-        failure = self._take_failure()
+        await self.hold_if_hanging(request, "POST /v2/enqueue")
+        failure = self.take_failure("POST /v2/enqueue")
         if failure is not None:
-            return self._answer(request, body, ctype, failure.status, _failure_body(failure.status), failure)
+            return self._answer(request, body, ctype, failure.status, failure=failure)
         errors, event = _validate(ctype, body, self.key_length)
         if errors:
             return self._answer(request, body, ctype, 400, {**INVALID, "errors": errors}, errors=tuple(errors))
@@ -153,17 +148,14 @@ class PagerDutyFake(ServedFake):
         body: bytes,
         ctype: str,
         status: int,
-        answer: dict[str, Any],
-        failure: _Failure | None = None,
+        answer: dict[str, Any] | None = None,
+        failure: Failure | None = None,
         errors: tuple[str, ...] = (),
     ) -> Response:
-        headers = {}
-        if failure is not None and failure.retry_after is not None:
-            headers["Retry-After"] = f"{failure.retry_after:g}"
         with self._cond:
             self._requests.append(SeenRequest(request.method, request.url.path, ctype, body, status, errors))
             self._cond.notify_all()
-        return JSONResponse(answer, status_code=status, headers=headers)
+        return failure.response() if failure is not None else JSONResponse(answer, status_code=status)
 
     def _apply(self, action: str, key: str) -> None:
         """PagerDuty's alert states for one dedup_key (called with the lock held)."""
@@ -176,25 +168,8 @@ class PagerDutyFake(ServedFake):
         elif action == "resolve" and is_open:
             self._incidents[key] = "resolved"
 
-    def _take_failure(self) -> _Failure | None:
-        with self._cond:
-            if not self._failures:
-                return None
-            failure = self._failures[0]
-            failure.times -= 1
-            if failure.times <= 0:
-                self._failures.popleft()
-            return failure
-
-    # ----------------------------------------------------------------- serving
-
-
-def _failure_body(status: int) -> dict[str, Any]:
-    if status == 400:
-        return {**INVALID, "errors": ["injected failure"]}
-    if status == 429:
-        return {"status": "throttle event", "message": "Requests for this service are arriving too quickly."}
-    return {"status": "error", "message": f"injected HTTP {status}"}
+    def _before_stop(self) -> None:
+        self.release()
 
 
 def _validate(ctype: str, body: bytes, key_length: int | None) -> tuple[list[str], dict[str, Any] | None]:

@@ -1,10 +1,20 @@
-"""Slack for labbot's tests: the product's Web API emulator, plus checks of labbot's calls against Slack's specs.
+"""Slack for labbot's tests: the product's Web API emulator with what only tests need, and checks of labbot's calls
+against Slack's specs.
 
-`SlackFake` is `labbot.bot.console.emulator.SlackEmulator` served on 127.0.0.1 (port 0) with test helpers: real
-slack_sdk clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper schema, and
-`check_against_spec()`, which fails when labbot sent a Web API call with a parameter Slack's published OpenAPI spec does
-not list for that method, or left out a required one. Both specs are among the vendor specs (make specs), read
-through `vendor_specs.spec_path`: if one is missing, the test that needs it is skipped (with ``CI=true``: fails).
+`SlackFake` is `labbot.bot.console.emulator.SlackEmulator` served on 127.0.0.1 (port 0) plus:
+
+* recording: every Web API call, in arrival order (`calls`, `calls_to`, `clear_calls`), as a `Call`;
+* failure injection (`fakes.failures`): ``fail_next(status, on="chat.postMessage", times=..., retry_after=...)``
+  answers the next calls of a method with a 429 (Slack's ``ratelimited``, ``Retry-After: 1`` unless told), a 5xx
+  (``internal_error``) or a 200 with an error body, before the token is checked and without applying the call;
+  ``hang_next`` holds calls; ``clear_failures`` ends an outage;
+* Socket Mode (`fakes.socket_mode`): ``apps.connections.open`` with an app token (``xapp-…``) hands out a websocket
+  on this fake, and `socket` sends envelopes over it;
+* real slack_sdk clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper
+  schema, and `check_against_spec()`, which fails when labbot sent a Web API call with a parameter Slack's
+  published OpenAPI spec does not list for that method, or left out a required one. Both specs are among the vendor
+  specs (make specs), read through `vendor_specs.spec_path`: if one is missing, the test that needs it is skipped
+  (with ``CI=true``: fails).
 
 Use `with started() as slack:` (checks the calls against the spec when the block ends without an error; it reads the
 spec first, so a missing one skips the test before it runs) or `SlackFake()` with `start()`/`stop()`.
@@ -15,23 +25,53 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Iterable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+from fakes.failures import FailureInjection
+from fakes.socket_mode import SocketHub
 from slack_sdk import WebClient
 from slack_sdk.web.async_client import AsyncWebClient
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, WebSocketRoute
 from vendor_specs import spec_path
 
-from labbot.bot.console.emulator import Call, Message, SlackEmulator
+from labbot.bot.console.emulator import Answer, Message, SlackEmulator
 
 WEB_API_SPEC = "slack-web-openapi-v2.json"
 EVENT_WRAPPER_SCHEMA = "slack-event-wrapper-schema.json"
 CLIENT_DEFAULT_PARAMS = frozenset({"team_id"})
 """Sent with every call by a slack_sdk client built with ``team_id`` (Bolt's per-request clients are); Slack accepts it
 on every method (org-wide apps), though the spec lists it for few."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded Web API call: decoded parameters (without the token), request headers (authorization
+    redacted), when it arrived, and how it was answered (``failed`` when an injected failure answered it)."""
+
+    method: str
+    params: dict[str, Any]
+    headers: dict[str, str]
+    time: float
+    status: int = 200
+    response: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and bool(self.response.get("ok"))
+
+    @property
+    def error(self) -> str | None:
+        err = self.response.get("error")
+        return str(err) if err is not None else None
 
 
 def _load(name: str) -> Any:
@@ -119,8 +159,75 @@ def spec_problems(calls: Iterable[Call], *, strict: bool = False) -> list[str]:
     return problems
 
 
-class SlackFake(SlackEmulator):
-    """The Slack emulator with test helpers; see the module docstring."""
+class SlackFake(SlackEmulator, FailureInjection):
+    """The Slack emulator with what tests need; see the module docstring. Arguments as for `SlackEmulator`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.socket = SocketHub()  # before the emulator builds its routes, which serve it
+        self._calls: list[Call] = []
+        self._calls_lock = threading.Lock()
+        self.init_failures()
+        super().__init__(**kwargs)
+
+    # ----------------------------------------------------------------- recording, failures, Socket Mode
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every Web API call so far, in arrival order (a copy)."""
+        with self._calls_lock:
+            return list(self._calls)
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._calls_lock:
+            return [c for c in self._calls if c.method == method]
+
+    def clear_calls(self) -> None:
+        with self._calls_lock:
+            self._calls.clear()
+
+    def _record(self, call: Call) -> None:
+        with self._calls_lock:
+            self._calls.append(call)
+
+    def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
+        if status == 429:
+            return {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}
+        return {"ok": False, "error": "internal_error" if status >= 500 else "fatal_error"}, {}
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving (held calls let go first); state and recorded calls stay readable."""
+        self.release()
+        super().stop(timeout)
+
+    def routes(self) -> list[BaseRoute]:
+        return [*super().routes(), WebSocketRoute("/socket/{conn:str}", self.socket.endpoint)]
+
+    async def serve_call(
+        self, method: str, params: dict[str, Any], request: Request, answer: Callable[[], Answer]
+    ) -> Response:
+        """Record the call; a queued hang holds it, a queued failure answers it, ``apps.connections.open`` opens a
+        Socket Mode connection; else the emulator answers it."""
+        arrived = time.time()
+        headers = {k: ("Bearer ***" if k == "authorization" else v) for k, v in request.headers.items()}
+        await self.hold_if_hanging(request, method)
+        failure = self.take_failure(method)
+        if failure is not None:
+            body = failure.body if isinstance(failure.body, dict) else {}
+            self._record(Call(method, params, headers, arrived, failure.status, body, failed=True))
+            return failure.response()
+        if method == "apps.connections.open":  # Socket Mode: takes the app-level token, not the bot's
+            auth = request.headers.get("authorization", "")
+            if auth.lower().startswith("bearer ") and auth[7:].strip().startswith(self.socket.app_token_prefix):
+                body = {"ok": True, "url": self.socket.open(f"ws://{request.url.netloc}")}
+            else:
+                body = {"ok": False, "error": "invalid_auth"}
+            self._record(Call(method, params, headers, arrived, 200, body))
+            return JSONResponse(body)
+        answered = answer()
+        self._record(Call(method, params, headers, arrived, answered.status, answered.body))
+        return answered.response()
+
+    # ----------------------------------------------------------------- spec checks and helpers
 
     def check_against_spec(self, *, strict: bool = False) -> None:
         """AssertionError listing every recorded call Slack's published spec would not accept (see `spec_problems`)."""

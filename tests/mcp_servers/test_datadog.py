@@ -402,7 +402,7 @@ def test_5xx_is_retried_then_a_clear_error_and_the_server_keeps_working() -> Non
 def test_a_malformed_body_is_an_error_that_names_it() -> None:
     fake = DatadogFake(clock=lambda: NOW)
     server = build_server(api_for(fake), artifacts=NO_LABBOT)
-    fake.fail_next(200, body=b"<html><body>Datadog is down for maintenance</body></html>")
+    fake.fail_next(200, body="<html><body>Datadog is down for maintenance</body></html>")
     fake.fail_next(200, body={"unexpected": "shape"})
     [(err, html), (err2, shape), (err3, fine)] = calls(
         server, ("list_monitors", {}), ("list_monitors", {}), ("list_monitors", {})
@@ -421,7 +421,7 @@ def test_a_timeout_over_real_http_is_a_tool_error_then_the_next_call_works() -> 
             API_KEY, APP_KEY, url=fake.url, timeout=0.2, max_retries=1, sleep=sleeps, rng=NoJitter(), env={}
         )
         server = build_server(api, artifacts=NO_LABBOT)
-        fake.hang_next(10.0, times=2)
+        fake.hang_next(2, seconds=10.0)
 
         async def scenario() -> tuple[Any, Any]:  # one loop: the pooled connections stay usable
             async with Client(server) as client:

@@ -332,10 +332,8 @@ def test_add_comment_and_update_state(fake: LinearFake) -> None:
 
 
 def test_success_false_on_a_mutation_is_an_error(fake: LinearFake) -> None:
-    fake.fail_next(200, body={"data": {"issueCreate": {"success": False, "issue": None}}}, operation="IssueCreate")
-    fake.fail_next(
-        200, body={"data": {"commentCreate": {"success": False, "comment": None}}}, operation="CommentCreate"
-    )
+    fake.fail_next(200, body={"data": {"issueCreate": {"success": False, "issue": None}}}, on="IssueCreate")
+    fake.fail_next(200, body={"data": {"commentCreate": {"success": False, "comment": None}}}, on="CommentCreate")
     [(e1, created), (e2, commented)] = calls(
         build_server(api_for(fake)),
         ("create_issue", {"team": "ENG", "title": "x"}),

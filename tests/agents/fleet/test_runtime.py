@@ -13,18 +13,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from fakes.anthropic import (
-    Delay,
-    FakeAnthropic,
-    SeenRequest,
-    check_messages,
-    overloaded,
-    rate_limited,
-    server_error,
-    text,
-    tool_use,
-    tool_uses,
-)
+from fakes.anthropic import FakeAnthropic, SeenRequest, check_messages, text, tool_use, tool_uses
 from support import NoJitter
 
 from labbot.agents.fleet.human_wait import waiting_for_human
@@ -358,7 +347,8 @@ def test_the_wall_time_budget_stops_the_run_and_answers_the_calls_left(fake: Fak
 
 
 def test_a_429_is_retried_after_the_wait_the_api_asks_for(fake: FakeAnthropic) -> None:
-    fake.script(rate_limited(retry_after=7), text("ok"))
+    fake.fail_next(429, retry_after=7)
+    fake.script(text("ok"))
     sleeps, events = Sleeps(), []
 
     async def on_event(event: AgentEvent) -> None:
@@ -373,7 +363,8 @@ def test_a_429_is_retried_after_the_wait_the_api_asks_for(fake: FakeAnthropic) -
 
 
 def test_529_overloaded_is_retried_with_exponential_backoff(fake: FakeAnthropic) -> None:
-    fake.script(overloaded(), overloaded(), text("ok"))
+    fake.fail_next(529, times=2)
+    fake.script(text("ok"))
     sleeps = Sleeps()
     outcome = run(fake, Tools(lab__runs=quick), sleep=sleeps, rng=NoJitter())
     assert [r.status for r in fake.requests] == [529, 529, 200]
@@ -382,7 +373,7 @@ def test_529_overloaded_is_retried_with_exponential_backoff(fake: FakeAnthropic)
 
 
 def test_server_errors_are_retried_four_times_then_the_failure_is_told(fake: FakeAnthropic) -> None:
-    fake.answer_with(lambda request: server_error(500))
+    fake.fail_next(500, times=100)  # every request
     sleeps = Sleeps()
     outcome = run(fake, Tools(lab__runs=quick), sleep=sleeps, rng=NoJitter())
     assert [r.status for r in fake.requests] == [500] * 5
@@ -396,7 +387,8 @@ def test_server_errors_are_retried_four_times_then_the_failure_is_told(fake: Fak
 
 
 def test_a_model_call_that_times_out_is_retried(fake: FakeAnthropic) -> None:
-    fake.script(Delay(2.0, text("too late")), text("ok"))
+    fake.hang_next(seconds=2.0)  # longer than the client's timeout
+    fake.script(text("ok"))
     sleeps = Sleeps()
     outcome = run(fake, Tools(lab__runs=quick), sleep=sleeps, model=settings(fake, timeout_s=0.3))
     assert len(sleeps.waits) == 1

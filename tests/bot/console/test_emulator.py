@@ -214,7 +214,7 @@ def test_form_encoded_blocks_are_decoded(slack: SlackFake, client: WebClient) ->
 
 
 def test_rate_limited_call_is_retried_and_posted_once(slack: SlackFake) -> None:
-    slack.fail("chat.postMessage", status=429, retry_after=0, times=2)
+    slack.fail_next(429, on="chat.postMessage", retry_after=0, times=2)
     client = slack.client(retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
     r = client.chat_postMessage(channel=slack.default_channel, text="launched")
     assert r["ok"] and slack.texts() == ["launched"]
@@ -224,8 +224,8 @@ def test_rate_limited_call_is_retried_and_posted_once(slack: SlackFake) -> None:
 
 
 def test_server_errors_are_retried_and_posted_once(slack: SlackFake) -> None:
-    slack.fail("chat.postMessage", status=503)
-    slack.fail("chat.postMessage", status=500)
+    slack.fail_next(503, on="chat.postMessage")
+    slack.fail_next(500, on="chat.postMessage")
     retry = ServerErrorRetryHandler(max_retry_count=2, interval_calculator=FixedValueRetryIntervalCalculator(0.01))
     client = slack.client(retry_handlers=[retry])
     client.chat_postMessage(channel=slack.default_channel, text="launched")
@@ -234,7 +234,7 @@ def test_server_errors_are_retried_and_posted_once(slack: SlackFake) -> None:
     assert [c.status for c in calls] == [503, 500, 200]
     assert calls[0].response["error"] == "internal_error"
     # without a retry handler the failure reaches the caller and nothing is posted
-    slack.fail("chat.postMessage", status=500)
+    slack.fail_next(500, on="chat.postMessage")
     with pytest.raises(SlackApiError):
         slack.client().chat_postMessage(channel=slack.default_channel, text="again")
     assert slack.texts() == ["launched"]
@@ -368,7 +368,7 @@ def test_concurrent_posts_get_distinct_increasing_timestamps(slack: SlackFake, c
 
 
 def test_the_app_can_be_mounted_in_process() -> None:
-    emulator = SlackEmulator(channels={"C0OPS00001": "ops"}, users={ALICE: "alice"}, bot_token="xoxb-t")
+    emulator = SlackFake(channels={"C0OPS00001": "ops"}, users={ALICE: "alice"}, bot_token="xoxb-t")
     with TestClient(emulator.app, base_url="http://slack.test") as http:
         auth = {"Authorization": "Bearer xoxb-t"}
         r = http.post("/api/chat.postMessage", data={"channel": "#ops", "text": "hi"}, headers=auth).json()
@@ -386,6 +386,19 @@ def test_the_app_can_be_mounted_in_process() -> None:
     assert emulator.file_bytes(up["file_id"]) == b"hi"
     assert emulator.default_channel == "C0OPS00001"
     assert [c.method for c in emulator.calls][-1] == "users.info"
+
+
+def test_the_product_emulator_serves_the_web_api_without_the_test_surface() -> None:
+    emulator = SlackEmulator(bot_token="xoxb-t")
+    assert not any(hasattr(emulator, name) for name in ("calls", "calls_to", "fail_next", "clear_failures", "socket"))
+    auth = {"Authorization": "Bearer xoxb-t"}
+    with TestClient(emulator.app, base_url="http://slack.test") as http:
+        assert http.post("/api/chat.postMessage", data={"channel": "#lab", "text": "hi"}, headers=auth).json()["ok"]
+        socket_mode = http.post("/api/apps.connections.open", headers={"Authorization": "Bearer xapp-1"}).json()
+        malformed = http.post("/api/auth.test", content=b"{", headers={**auth, "Content-Type": "application/json"})
+    assert socket_mode == {"ok": False, "error": "unknown_method"}  # Socket Mode is the test fake's
+    assert malformed.status_code == 200 and malformed.json() == {"ok": False, "error": "invalid_json"}
+    assert [m.text for m in emulator.messages(emulator.default_channel)] == ["hi"]
 
 
 def test_a_bolt_app_answers_delivered_event_payloads(slack: SlackFake) -> None:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fakes.slack import SlackFake, started
+from fakes.slack import Call, SlackFake, started
 from slack_sdk.http_retry import builtin_async_handlers
 from sqlalchemy import select
 from support import NoJitter
@@ -23,7 +23,7 @@ from support import NoJitter
 from labbot.agents.babysitter.outbox import Outbox
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
-from labbot.bot.console.emulator import Call, Message
+from labbot.bot.console.emulator import Message
 from labbot.bot.slack.pager_notifier import METADATA_EVENT, SlackPageNotifier, outbox_client
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
@@ -189,7 +189,7 @@ def test_a_page_goes_to_the_runs_thread_and_the_owners_dm_with_its_buttons(lab: 
 
 
 def test_slack_answering_500_for_a_minute_delays_the_page_and_shows_it_once(lab: Lab, slack: SlackFake) -> None:
-    slack.fail("chat.postMessage", status=500, times=1000)
+    slack.fail_next(500, on="chat.postMessage", times=1000)
     lab.page()
     start = lab.clock()
     gaps: list[float] = []
@@ -208,7 +208,7 @@ def test_slack_answering_500_for_a_minute_delays_the_page_and_shows_it_once(lab:
     assert len(failed) == len(gaps) and all(c.status == 500 and c.failed for c in failed)
     assert len(slack.calls_to("conversations.replies")) == len(gaps) - 1  # every try after the first looked first
 
-    slack.clear_failures("chat.postMessage")
+    slack.clear_failures(on="chat.postMessage")
     assert lab.drain() == 2
     assert len(lab.thread_pages()) == 1 and len(lab.dm_pages()) == 1
     thread = lab.delivery("thread")
@@ -308,7 +308,7 @@ def test_a_429_is_retried_after_retry_after(lab: Lab, slack: SlackFake, monkeypa
         await asyncio.sleep(0)
 
     monkeypatch.setattr(builtin_async_handlers, "asyncio", SimpleNamespace(sleep=fake_sleep))
-    slack.fail("chat.postMessage", status=429, retry_after=7, times=5)
+    slack.fail_next(429, on="chat.postMessage", retry_after=7, times=5)
     lab.page()
     assert lab.drain() == 0
     assert len(_outbox_posts(slack)) == 4  # the call and the client's 3 retries

@@ -20,13 +20,13 @@ only their first points, to keep 100,000-point series cheap); a drift is recorde
 Seeded data, in memory: `add_series` (pointlists of ``[ms, value]``), `add_log`, `add_monitor` (with
 ``overall_state`` and per-group states), `add_event`. Muting creates a v1 downtime, kept in `downtimes`.
 
-`fail_next(status, headers=..., body=...)` queues injected answers (403, 404, 429 with ``Retry-After`` or
-``X-RateLimit-Reset``, 500/503, a malformed body as ``bytes``), given after the request is checked and before the
-keys are; `hang_next(seconds)` holds the next request that long (or until `release()`/`stop()`) before answering
-it normally — for client timeouts over real HTTP. The metric query syntax understood is ``aggr:metric{tags}`` with
-an optional ``by {...}`` and ``.fn(...)`` suffixes (each seeded series matching the scope is answered as is); log
-search understands ``key:value`` (``*`` wildcards; service, status, host, tags, ``@attributes``), ``-`` negation,
-``*`` and free words matched against the message.
+`fail_next(status, headers=..., body=..., on=...)` (`fakes.failures`) queues injected answers (403, 404, 429 with
+``Retry-After`` or ``X-RateLimit-Reset``, 500/503, a non-JSON page as ``str``), given after the request is checked
+and before the keys are; `hang_next(times, seconds=...)` holds the next requests that long (or until
+`release()`/`stop()`, or the client hangs up) before answering them normally — for client timeouts over real HTTP.
+The metric query syntax understood is ``aggr:metric{tags}`` with an optional ``by {...}`` and ``.fn(...)`` suffixes
+(each seeded series matching the scope is answered as is); log search understands ``key:value`` (``*`` wildcards;
+service, status, host, tags, ``@attributes``), ``-`` negation, ``*`` and free words matched against the message.
 
 The package, one concept a module: ``store.py`` (the seeded series, logs, monitors, events and downtimes),
 ``checks.py`` (what Datadog would refuse: v1 against its OpenAPI document, the v2 logs search by hand),

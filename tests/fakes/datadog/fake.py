@@ -1,22 +1,22 @@
 """`DatadogFake`: Datadog's API as a Starlette app. Each request is checked (checks.py), answered with an injected
-failure (`fail_next`; `hang_next` holds it first), 403 for wrong keys, or from the store (endpoints.py), and
-recorded in `requests`; what the real service would refuse goes into `violations` too."""
+failure (`fail_next` from `fakes.failures`, ``on`` a method and path or path template such as
+``"GET /api/v1/monitor/{monitor_id}"``; `hang_next` holds it first), 403 for wrong keys, or from the store
+(endpoints.py), and recorded in `requests`; what the real service would refuse goes into `violations` too."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from fakes.datadog.checks import LOGS_SEARCH, RequestChecks
 from fakes.datadog.endpoints import Endpoints
-from fakes.openapi import OpenApiSpec
+from fakes.failures import FailureInjection
+from fakes.openapi import OpenApiSpec, SpecViolation
 from fakes.served import ServedFake
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,16 +39,7 @@ class SeenRequest:
     answer: bytes
 
 
-@dataclass
-class _Scripted:
-    status: int | None  # None: only a hang
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    times: int = 1
-    hang_s: float = 0.0
-
-
-class DatadogFake(ServedFake, Endpoints, RequestChecks):
+class DatadogFake(ServedFake, Endpoints, RequestChecks, FailureInjection):
     """Datadog's API for tests; see the module docstring.
 
     Args:
@@ -71,8 +62,7 @@ class DatadogFake(ServedFake, Endpoints, RequestChecks):
         self.clock = clock
         self.spec = OpenApiSpec.load("datadog-v1-openapi.yaml")
         self._lock = threading.Lock()
-        self._released = threading.Event()
-        self._scripted: deque[_Scripted] = deque()
+        self.init_failures()
         self._requests: list[SeenRequest] = []
         self._violations: list[str] = []
         self.series: list[dict[str, Any]] = []
@@ -97,34 +87,20 @@ class DatadogFake(ServedFake, Endpoints, RequestChecks):
         with self._lock:
             return list(self._violations)
 
-    def fail_next(
-        self, status: int, *, headers: Mapping[str, str] | None = None, body: Any = None, times: int = 1
-    ) -> None:
-        """Answer the next ``times`` (checked) requests with ``status``: ``body`` a JSON value, or ``bytes``/``str``
-        sent as is (a malformed body); None gives Datadog's ``{"errors": [...]}`` for the status."""
-        if times < 1:
-            raise ValueError("times must be at least 1")
-        if status < 400 and body is None:
+    def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
+        """Datadog's ``{"errors": [...]}`` for an injected status (`fail_next` answers only requests that pass
+        the checks); a status under 400 needs the (malformed) body to send with it."""
+        if status < 400:
             raise ValueError(f"fail_next({status}): give a failure status, or a malformed body to send with it")
-        with self._lock:
-            self._scripted.append(_Scripted(status, dict(headers or {}), body, times))
-
-    def hang_next(self, seconds: float = 30.0, *, times: int = 1) -> None:
-        """Hold the next ``times`` requests ``seconds`` (or until `release`) before answering them normally."""
-        self._released.clear()
-        with self._lock:
-            self._scripted.append(_Scripted(None, times=times, hang_s=seconds))
-
-    def release(self) -> None:
-        """End every hang now."""
-        self._released.set()
+        reasons = {403: "Forbidden", 404: "Not found", 429: "Rate limit exceeded", 400: "Bad Request"}
+        return {"errors": [reasons.get(status, "Internal Server Error")]}, {}
 
     def reset(self) -> None:
-        """Forget requests, violations and scripted answers (seeded data stays)."""
+        """Forget requests, violations and injected failures and hangs (seeded data stays)."""
         with self._lock:
             self._requests.clear()
             self._violations.clear()
-            self._scripted.clear()
+        self.clear_failures()
 
     def transport(self) -> httpx.ASGITransport:
         """An httpx transport that reaches this fake in process."""
@@ -145,10 +121,8 @@ class DatadogFake(ServedFake, Endpoints, RequestChecks):
                 body = json.loads(raw)
             except ValueError:
                 problem = f"{method} {path}: the body is not JSON"
-        scripted = self._take()
-        if scripted is not None and scripted.status is None:
-            await self._hang(scripted.hang_s)
-            scripted = None
+        names = self._names(method, path)
+        await self.hold_if_hanging(request, *names)
         problem = problem or (
             self._check_logs(body) if path == LOGS_SEARCH else self._check_v1(method, path, query, body)
         )
@@ -156,8 +130,11 @@ class DatadogFake(ServedFake, Endpoints, RequestChecks):
             with self._lock:
                 self._violations.append(problem)
             return self._answer(method, path, query, body, 400, {"errors": [problem]})
-        if scripted is not None and scripted.status is not None:
-            return self._answer(method, path, query, body, scripted.status, _failure(scripted), scripted.headers)
+        failure = self.take_failure(*names)
+        if failure is not None:
+            response = failure.response()
+            self._record(method, path, query, body, failure.status, bytes(response.body))
+            return response
         if (request.headers.get("dd-api-key"), request.headers.get("dd-application-key")) != (
             self.api_key,
             self.app_key,
@@ -168,45 +145,24 @@ class DatadogFake(ServedFake, Endpoints, RequestChecks):
             self._check_answer(method, path, status, answer)
         return self._answer(method, path, query, body, status, answer)
 
-    def _answer(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, str],
-        body: Any,
-        status: int,
-        answer: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> Response:
-        data = answer if isinstance(answer, bytes) else json.dumps(answer, separators=(",", ":")).encode()
-        kind = "text/html" if isinstance(answer, bytes) else "application/json"
+    def _answer(self, method: str, path: str, query: dict[str, str], body: Any, status: int, answer: Any) -> Response:
+        data = json.dumps(answer, separators=(",", ":")).encode()
+        self._record(method, path, query, body, status, data)
+        return Response(data, status_code=status, media_type="application/json")
+
+    def _record(self, method: str, path: str, query: dict[str, str], body: Any, status: int, data: bytes) -> None:
         with self._lock:
             self._requests.append(SeenRequest(method, path, query, body, status, data))
-        return Response(data, status_code=status, media_type=kind, headers=dict(headers or {}))
 
-    def _take(self) -> _Scripted | None:
-        with self._lock:
-            if not self._scripted:
-                return None
-            scripted = self._scripted[0]
-            scripted.times -= 1
-            if scripted.times <= 0:
-                self._scripted.popleft()
-            return scripted
-
-    async def _hang(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self._released.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+    def _names(self, method: str, path: str) -> tuple[str, ...]:
+        """What `fail_next`'s ``on`` may call this request: its method and path, and its v1 path template."""
+        names = [f"{method} {path}"]
+        if path != LOGS_SEARCH:
+            with contextlib.suppress(SpecViolation):  # a path not in the document has no template
+                names.append(f"{method} {self.spec.operation(method, path).template}")
+        return tuple(names)
 
     # ----------------------------------------------------------------- serving
 
     def _before_stop(self) -> None:
         self.release()
-
-
-def _failure(s: _Scripted) -> Any:
-    if s.body is not None:
-        return s.body.encode() if isinstance(s.body, str) else s.body
-    reasons = {403: "Forbidden", 404: "Not found", 429: "Rate limit exceeded", 400: "Bad Request"}
-    return {"errors": [reasons.get(s.status or 500, "Internal Server Error")]}

@@ -1,19 +1,19 @@
 """`LinearFake`: Linear's ``POST /graphql`` as a Starlette app. Each request is checked against the published schema
 (schema.py) and the key, answered by executing it over the state (state.py) with the resolvers (resolvers.py) or with
-an answer a test injected (`fail_next`, `hang_next`), and recorded in `requests` and `violations`."""
+an answer a test injected (`fail_next`, `hang_next`: `fakes.failures`, ``on`` an operation name such as
+``"IssueCreate"``), and recorded in `requests` and `violations`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import graphql
 import httpx
+from fakes.failures import Failure, FailureInjection
 from fakes.linear.errors import NOT_AUTHENTICATED, RATELIMITED, LinearError, graphql_error
 from fakes.linear.resolvers import Resolvers
 from fakes.linear.schema import check, linear_schema
@@ -40,15 +40,7 @@ class SeenRequest:
     violations: tuple[str, ...] = ()
 
 
-@dataclass
-class _Injected:
-    status: int
-    headers: dict[str, str]
-    body: Any
-    operation: str | None
-
-
-class LinearFake(ServedFake, Resolvers):
+class LinearFake(ServedFake, Resolvers, FailureInjection):
     """Linear's GraphQL API; see the module docstring. ``workspace`` is the URL slug of issue URLs."""
 
     def __init__(self, *, api_key: str = API_KEY, workspace: str = "labbot-test") -> None:
@@ -65,9 +57,7 @@ class LinearFake(ServedFake, Resolvers):
         self.violations: list[str] = []
         """Every request Linear would refuse as invalid, and everything the fake could not answer."""
         self._lock = threading.RLock()
-        self._injected: deque[_Injected] = deque()
-        self._hangs = 0
-        self._released = threading.Event()
+        self.init_failures()
         self._ticks = 0
         self.viewer = self.add_user("Labbot Tester", display_name="labbot", email="labbot@example.com")
         self.app = Starlette(routes=[Route("/graphql", self._endpoint, methods=["POST"])])
@@ -80,39 +70,14 @@ class LinearFake(ServedFake, Resolvers):
         """The operation name of each request, in order."""
         return [r.operation for r in self.requests]
 
-    def fail_next(
-        self,
-        status: int,
-        *,
-        headers: dict[str, str] | None = None,
-        body: Any = None,
-        times: int = 1,
-        operation: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` requests with ``status`` (they are still checked and recorded). ``body``: a
-        dict or list (sent as JSON), str/bytes (sent as they are: a malformed body), or None for Linear's answer
-        to that status (400/429: RATELIMITED; 5xx: an internal error; 200: an ``errors`` array). With
-        ``operation`` (e.g. ``"IssueCreate"``) only requests of that operation take them."""
-        if body is None and status in (400, 429):
-            body = RATELIMITED
-        elif body is None and status == 200:
-            body = {"data": None, **graphql_error("Something went wrong", "INTERNAL_ERROR")}
-        elif body is None:
-            body = graphql_error(f"Internal server error ({status})", "INTERNAL_SERVER_ERROR")
-        with self._lock:
-            self._injected += [_Injected(status, dict(headers or {}), body, operation) for _ in range(times)]
-
-    def hang_next(self, times: int = 1) -> None:
-        """The next ``times`` requests hang until the client gives up (its timeout) or `release()`."""
-        with self._lock:
-            self._released.clear()
-            self._hangs += times
-
-    def release(self) -> None:
-        """Let hanging requests (and those still to hang) be answered."""
-        with self._lock:
-            self._hangs = 0
-            self._released.set()
+    def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
+        """Linear's answer to an injected status (requests that take one are still checked and recorded): 400/429
+        RATELIMITED, 5xx an internal error, 200 an ``errors`` array."""
+        if status in (400, 429):
+            return RATELIMITED, {}
+        if status == 200:
+            return {"data": None, **graphql_error("Something went wrong", "INTERNAL_ERROR")}, {}
+        return graphql_error(f"Internal server error ({status})", "INTERNAL_SERVER_ERROR"), {}
 
     def transport(self) -> httpx.AsyncBaseTransport:
         """An httpx transport that serves this fake in-process: ``LinearApi(transport=fake.transport())``."""
@@ -127,18 +92,14 @@ class LinearFake(ServedFake, Resolvers):
         authorization = request.headers.get("authorization")
         query, variables, name, problems = _read(await request.body())
         operation = name or _operation_name(query)
+        names = (operation,) if operation else ()
+        await self.hold_if_hanging(request, *names)
         with self._lock:
-            hang, self._hangs = self._hangs > 0, max(0, self._hangs - 1)
-        if hang:
-            await self._hang(request)
-        with self._lock:
-            status, answer, headers, limits = self._answer(authorization, query, variables, name, operation, problems)
+            status, answer, limits = self._answer(authorization, query, variables, name, names, problems)
             seen = SeenRequest(operation, query, variables, authorization, status, tuple(problems))
             self.requests.append(seen)
             self.violations += [f"{operation}: {p}" for p in problems] + limits
-        if isinstance(answer, str | bytes):
-            return Response(answer, status, headers, media_type=headers.get("content-type", "application/json"))
-        return JSONResponse(answer, status, headers)
+        return answer.response() if isinstance(answer, Failure) else JSONResponse(answer, status)
 
     def _answer(
         self,
@@ -146,21 +107,20 @@ class LinearFake(ServedFake, Resolvers):
         query: str,
         variables: dict[str, Any],
         name: str | None,
-        operation: str | None,
+        names: tuple[str, ...],
         problems: list[str],
-    ) -> tuple[int, Any, dict[str, str], list[str]]:
-        """(status, body, headers, what the fake could not answer): an injected answer first, then Linear's."""
-        injected = next((i for i in self._injected if i.operation in (None, operation)), None)
+    ) -> tuple[int, Any, list[str]]:
+        """(status, body or the injected `Failure`, what the fake could not answer): an injected answer first,
+        then Linear's."""
+        injected = self.take_failure(*names)
         if injected is not None:
-            self._injected.remove(injected)
-            return injected.status, injected.body, injected.headers, []
+            return injected.status, injected, []
         if not self._authorized(authorization):
-            return (400 if authorization else 401), NOT_AUTHENTICATED, {}, []
+            return (400 if authorization else 401), NOT_AUTHENTICATED, []
         if problems:
             code = {"code": "GRAPHQL_VALIDATION_FAILED", "type": "graphql error"}
-            return 400, {"errors": [{"message": p, "extensions": code} for p in problems]}, {}, []
-        status, answer, limits = self._execute(query, variables, name, operation)
-        return status, answer, {}, limits
+            return 400, {"errors": [{"message": p, "extensions": code} for p in problems]}, []
+        return self._execute(query, variables, name, names[0] if names else None)
 
     def _execute(
         self, query: str, variables: dict[str, Any], name: str | None, operation: str | None
@@ -183,10 +143,6 @@ class LinearFake(ServedFake, Resolvers):
         if errors:
             answer["errors"] = errors
         return (400 if errors and result.data is None else 200), answer, limits
-
-    async def _hang(self, request: Request) -> None:
-        while not self._released.is_set() and not await request.is_disconnected():
-            await asyncio.sleep(0.01)  # polls: the release comes from another thread
 
     # ----------------------------------------------------------------- serving
 

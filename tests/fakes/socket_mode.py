@@ -1,7 +1,9 @@
-"""Socket Mode for the Slack emulator: ``apps.connections.open`` hands out a websocket on the emulator, over which
-envelopes (slash commands, events, interactivity) go to the app and its acks come back, as with Slack's own.
+"""Socket Mode for the Slack fake: ``apps.connections.open`` hands out a websocket on the fake, over which envelopes
+(slash commands, events, interactivity) go to the app and its acks come back, as with Slack's own.
 
-Used by the tests of labbot's Socket Mode (the official ``AsyncSocketModeHandler`` connects to it unchanged).
+Test-only (``labbot console`` drives the app over signed HTTP, never Socket Mode): `SlackFake` (``fakes/slack.py``)
+serves `SocketHub.endpoint` at ``/socket/{conn}`` and answers ``apps.connections.open`` with `SocketHub.open`, and
+the tests of labbot's Socket Mode connect the official ``AsyncSocketModeHandler`` to it unchanged.
 """
 
 from __future__ import annotations

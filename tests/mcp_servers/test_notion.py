@@ -567,6 +567,94 @@ def test_markdown_to_blocks_maps_languages_todos_tables_and_nesting() -> None:
     assert markdown_to_rich_text("[x](#a)") == [{"type": "text", "text": {"content": "x"}}]  # Notion needs a URL
 
 
+def _outline(blocks: list[Any]) -> list[Any]:
+    """(kind, plain text[, children]) of each block; an image's caption, an equation's expression is its text."""
+    out: list[Any] = []
+    for b in blocks:
+        [(kind, data)] = b.items()
+        rich = data.get("rich_text", data.get("caption", []))
+        text = "".join(r["text"]["content"] for r in rich) or data.get("expression", "")
+        kids = data.get("children") if kind != "table" else None
+        out.append((kind, text, _outline(kids)) if kids else (kind, text))
+    return out
+
+
+def _look(markdown: str) -> list[tuple[str, list[str], str | None]]:
+    """(text, annotations, link) of each text object of inline Markdown."""
+    rich = markdown_to_rich_text(markdown)
+    return [
+        (r["text"]["content"], sorted(r.get("annotations", {})), (r["text"].get("link") or {}).get("url")) for r in rich
+    ]
+
+
+def test_markdown_the_regular_expressions_misread_is_read_as_commonmark() -> None:
+    misread = [
+        ("## Results ##", [("heading_2", "Results")]),  # a closing sequence of #s was kept as text
+        ("Results\n=======", [("heading_1", "Results")]),  # an underlined heading was a paragraph
+        ("> - a\n> - b", [("quote", "", [("bulleted_list_item", "a"), ("bulleted_list_item", "b")])]),  # "- a" text
+        ("> note\n>\n> ```\n> x\n> ```", [("quote", "note", [("code", "x")])]),  # fence markers were quote text
+        ("-\n  starts below", [("bulleted_list_item", "", [("paragraph", "starts below")])]),  # text "\nstarts below"
+        ("see [the doc][d]\n\n[d]: https://x.y/d", [("paragraph", "see the doc")]),  # "[d]: …" was a paragraph
+    ]
+    for markdown, expected in misread:
+        assert _outline(markdown_to_blocks(markdown)) == expected, markdown
+    assert _look('[the doc](https://x.y/d "its title")') == [("the doc", [], "https://x.y/d")]  # was not a link
+    assert _look("[a [b] c](https://x.y)") == [("a [b] c", [], "https://x.y")]  # brackets inside a link's text
+    assert _look("***a** b*") == [("a", ["bold", "italic"], None), (" b", ["italic"], None)]  # was "*a" bold
+    assert _look("a\\\nb") == [("a\nb", [], None)]  # a backslash before a line break is a hard break
+    assert _look("see ![curve](https://x.y/c.png) here") == [  # an image inside text left a stray "!"
+        ("see ", [], None),
+        ("curve", [], "https://x.y/c.png"),
+        (" here", [], None),
+    ]
+    assert _look("[x](javascript:alert(1))") == [("[x](javascript:alert(1))", [], None)]  # Notion refuses the link
+
+
+def test_equations_images_and_to_dos_read_as_before() -> None:
+    """What is not CommonMark, read as the regular expressions did: ``$$`` ends a paragraph and closes only on a
+    ``$$`` line; an image on its own line of a paragraph is an image block; ``_`` is not emphasis."""
+    markdown = "Loss:\n$$L = x^2$$\n$$\na\n- b\n\n$$\n- item\n\n  $$y$$\n\ncurve:\n![loss](https://x.y/l.png)\nthe end"
+    assert _outline(markdown_to_blocks(markdown)) == [
+        ("paragraph", "Loss:"),
+        ("equation", "L = x^2"),
+        ("equation", "a\n- b"),
+        ("bulleted_list_item", "item", [("equation", "y")]),
+        ("paragraph", "curve:"),
+        ("image", "loss"),
+        ("paragraph", "the end"),
+    ]
+    assert _look("_a_ __b__ snake_case \\_c_") == [("_a_ __b__ snake_case _c_", [], None)]
+    assert _outline(markdown_to_blocks("- [ ] a\n- [x]\n1. [ ] b\n- \\[x] c")) == [
+        ("to_do", "a"),
+        ("to_do", ""),
+        ("numbered_list_item", "[ ] b"),
+        ("bulleted_list_item", "[x] c"),
+    ]
+
+
+def test_blocks_commonmark_would_misread_are_escaped_and_read_back() -> None:
+    """Text CommonMark reads as structure where the regular expressions did not: a line of ``--`` or ``==`` under
+    a paragraph line (a heading), a table's delimiter row without leading pipe, a heading's closing #s, a struck
+    ``~``; and list children a marker's width in (``10. `` is four), an item without text."""
+    numbered = [{"numbered_list_item": _text(f"n{i}")} for i in range(1, 10)]
+    numbered.append({"numbered_list_item": {**_text("n10"), "children": [{"paragraph": _text("under ten")}]}})
+    empty = [{"paragraph": _text("below")}, {"bulleted_list_item": _text("b")}]
+    blocks: list[dict[str, Any]] = [
+        {"paragraph": _text("a\n--")},
+        {"paragraph": _text("b\n==")},
+        {"paragraph": _text("a | b\n-|:-")},
+        {"heading_2": _text("C #")},
+        {"heading_2": _text("##")},
+        {"paragraph": {"rich_text": [{"text": {"content": "~"}, "annotations": {"strikethrough": True}}]}},
+        *numbered,
+        {"bulleted_list_item": {"rich_text": [], "children": empty}},
+        {"numbered_list_item": {"rich_text": [], "children": [{"code": {**_text("x"), "language": "python"}}]}},
+    ]
+    back = markdown_to_blocks(blocks_to_markdown(blocks))
+    assert _outline(back) == _outline(blocks)
+    assert back[5]["paragraph"]["rich_text"][0]["annotations"] == {"strikethrough": True}
+
+
 RUN = st.tuples(
     st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12),
     st.fixed_dictionaries({k: st.booleans() for k in ("bold", "italic", "strikethrough", "code")}),

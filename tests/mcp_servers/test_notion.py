@@ -568,14 +568,21 @@ def test_markdown_to_blocks_maps_languages_todos_tables_and_nesting() -> None:
 
 
 def _outline(blocks: list[Any]) -> list[Any]:
-    """(kind, plain text[, children]) of each block; an image's caption, an equation's expression is its text."""
+    """(kind, plain text[, children]) of each block (an image's caption, an equation's expression is its text; a
+    table's is its cells)."""
     out: list[Any] = []
     for b in blocks:
         [(kind, data)] = b.items()
+        if kind == "table":
+            rows = [
+                [_outline([{"cell": {"rich_text": c}}])[0][1] for c in r["table_row"]["cells"]]
+                for r in data["children"]
+            ]
+            out.append((kind, rows))
+            continue
         rich = data.get("rich_text", data.get("caption", []))
         text = "".join(r["text"]["content"] for r in rich) or data.get("expression", "")
-        kids = data.get("children") if kind != "table" else None
-        out.append((kind, text, _outline(kids)) if kids else (kind, text))
+        out.append((kind, text, _outline(data["children"])) if data.get("children") else (kind, text))
     return out
 
 
@@ -730,6 +737,34 @@ def test_blocks_read_back_as_rendered(blocks: list[dict[str, Any]]) -> None:
 
     markdown = blocks_to_markdown(blocks)
     assert shape(markdown_to_blocks(markdown)) == shape(blocks), markdown
+
+
+WIDE = st.text(alphabet="ab #>-+*|`~_$[]()!\\1.x<&=:\t", min_size=1, max_size=14).map(str.strip).filter(bool)
+WIDE_TEXT = st.lists(WIDE, min_size=1, max_size=3).map("\n".join)
+HEADER = {"has_column_header": True}
+ROW = st.tuples(WIDE, WIDE).map(lambda row: {"table_row": {"cells": [_text(c)["rich_text"] for c in row]}})
+LEAVES = st.one_of(
+    st.builds(lambda t: {"paragraph": _text(t)}, WIDE_TEXT),
+    st.builds(lambda t: {"heading_3": _text(t.replace("\n", " "))}, WIDE_TEXT),
+    st.builds(lambda t: {"code": {**_text(t), "language": "python"}}, WIDE_TEXT),
+    st.builds(lambda t: {"equation": {"expression": t}}, WIDE_TEXT.filter(lambda t: "$$" not in t)),
+    st.lists(ROW, min_size=1, max_size=3).map(lambda rows: {"table": {"table_width": 2, **HEADER, "children": rows}}),
+)
+
+
+def _holder(kind: str, text: str, children: list[Any]) -> dict[str, Any]:
+    if kind == "quote" and "paragraph" in children[0]:  # a quote's leading paragraphs read back as its text
+        children = [{"divider": {}}, *children]
+    return {kind: {**_text(text), "children": children, **({"checked": True} if kind == "to_do" else {})}}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.recursive(LEAVES, lambda inner: st.builds(_holder, st.sampled_from([*LIST_KINDS, "quote"]), WIDE,
+    st.lists(inner, min_size=1, max_size=3)), max_leaves=8), min_size=1, max_size=12))  # fmt: skip
+def test_tables_equations_and_quotes_read_back_as_rendered(blocks: list[dict[str, Any]]) -> None:
+    """Tables, equations, code and quotes with children, in lists, with ``<``, ``&``, ``=``, ``:`` and tabs."""
+    markdown = blocks_to_markdown(blocks)
+    assert _outline(markdown_to_blocks(markdown)) == _outline(blocks), markdown
 
 
 def test_ids_are_read_from_what_a_model_writes() -> None:

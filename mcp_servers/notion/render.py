@@ -22,16 +22,18 @@ _LINE_START = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\||---|___|\$\$)
 _NUMBERED_START = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
 _THEMATIC_BREAK = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")  # "- --" is a divider, not an item saying "--"
-_UNDERLINE = re.compile(r"^(\s*)([-=_:|][-=_:|\s]*)$")  # setext underlines, table delimiter rows, "-- -"
+_UNDERLINE = re.compile(r"[-=_:|][-=_:|\s]*$")  # setext underlines, table delimiter rows, "-- -"
+_UNDERLINE_START = frozenset("-=_:|")
 
 
 def _line_safe(text: str) -> str:
     """Inline Markdown whose lines cannot be read as block syntax (a paragraph starting with ``# ``, a line of
     ``--`` under one, which CommonMark reads as a heading); leading whitespace goes (it would read as code)."""
-    lines = [
-        _NUMBERED_START.sub(r"\1\\\2", _LINE_START.sub(r"\1\\\2", line.lstrip(" \t"))) for line in text.split("\n")
-    ]
-    return "\n".join(_UNDERLINE.sub(r"\1\\\2", line) for line in lines)
+    lines = []
+    for line in text.split("\n"):
+        line = _NUMBERED_START.sub(r"\1\\\2", _LINE_START.sub(r"\1\\\2", line.lstrip(" \t")))
+        lines.append("\\" + line if line[:1] in _UNDERLINE_START and _UNDERLINE.match(line) else line)
+    return "\n".join(lines)
 
 
 def _children(block: dict[str, Any]) -> list[dict[str, Any]]:

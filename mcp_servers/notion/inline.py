@@ -145,8 +145,8 @@ class RichText:
                 self.add(t.content, looks[-1] | {"code"}, hrefs[-1])
             elif kind in {"softbreak", "hardbreak"}:
                 self.add("\n", looks[-1], hrefs[-1])
-            elif kind == "image":  # inside text: its alt text, linked to the image
-                src = _absolute(t.attrGet("src")) or hrefs[-1]
+            elif kind == "image":  # inside text: its alt text, linked to the image (or to the link around it)
+                src = hrefs[-1] or _absolute(t.attrGet("src"))
                 if t.children:
                     self.walk(t.children, looks[-1], src)
                 else:

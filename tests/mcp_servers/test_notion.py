@@ -614,7 +614,23 @@ def test_markdown_the_regular_expressions_misread_is_read_as_commonmark() -> Non
         ("curve", [], "https://x.y/c.png"),
         (" here", [], None),
     ]
+    assert _look("[![build](https://ci.example/b.svg)](https://ci.example/r)") == [  # was "![build" and "](…)"
+        ("build", [], "https://ci.example/r")
+    ]
     assert _look("[x](javascript:alert(1))") == [("[x](javascript:alert(1))", [], None)]  # Notion refuses the link
+
+
+def test_markdown_reads_as_commonmark_where_that_differs_from_before() -> None:
+    """Deliberate: what CommonMark (and GitHub) read differently from the regular expressions, read its way."""
+    for markdown, expected in [
+        ("Title\n---", [("heading_2", "Title")]),  # was a paragraph and a divider
+        ("1. a\n  - b", [("numbered_list_item", "a"), ("bulleted_list_item", "b")]),  # a child needs 3 spaces
+        ("    make all", [("code", "make all")]),  # indented code; was a paragraph
+        ("| a |\n|---|\n| 1 |\nafter", [("table", [["a"], ["1"], ["after"]])]),  # GFM: a row until a blank line
+        ("> a\nlazy", [("quote", "a\nlazy")]),  # a lazy continuation line
+    ]:
+        assert _outline(markdown_to_blocks(markdown)) == expected, markdown
+    assert _look("`a\nb` **Note:**text") == [("a b", ["code"], None), (" **Note:**text", [], None)]
 
 
 def test_equations_images_and_to_dos_read_as_before() -> None:

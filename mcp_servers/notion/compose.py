@@ -103,8 +103,8 @@ class _Reader:
                 out.append(self.table())
         return out
 
-    def rich(self, inline: Token, rich: RichText | None = None) -> list[Any]:
-        return (rich or RichText()).walk(inline.children or []).objects()
+    def rich(self, inline: Token) -> list[Any]:
+        return RichText().walk(inline.children or []).objects()
 
     def paragraph(self, inline: Token) -> list[Any]:
         """A paragraph; a line of it that is only an image (of an http(s) URL) is an image block."""
@@ -117,7 +117,7 @@ class _Reader:
                 image = [x for x in line if x.type != "text" or x.content.strip()]
                 if len(image) == 1 and image[0].type == "image" and _web(image[0].attrGet("src")):
                     if text:
-                        out += _blocks("paragraph", RichText().walk(text[:-1]).objects())
+                        out += _blocks("paragraph", RichText().walk(text[:-1]).objects())  # less its line break
                     out.append(_image(image[0]))
                     text = []
                 else:
@@ -155,9 +155,7 @@ class _Reader:
         """A quote: its leading paragraphs are its text (apart by a blank line), what follows its children."""
         rich: list[Any] = []
         while inside and "paragraph" in inside[0]:
-            rich += ([{"type": "text", "text": {"content": "\n\n"}}] if rich else []) + inside.pop(0)["paragraph"][
-                "rich_text"
-            ]
+            rich += (text_objects("\n\n") if rich else []) + inside.pop(0)["paragraph"]["rich_text"]
         return _blocks("quote", rich, inside)
 
     def table(self) -> dict[str, Any]:

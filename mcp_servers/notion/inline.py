@@ -121,15 +121,15 @@ class RichText:
     """Rich text (request form) from markdown-it's inline tokens; neighbouring text of one look is one run."""
 
     def __init__(self) -> None:
-        self.runs: list[tuple[str, frozenset[str], str | None]] = []
+        self.runs: list[tuple[list[str], frozenset[str], str | None]] = []
 
     def add(self, content: str, look: frozenset[str] = frozenset(), href: str | None = None) -> None:
         if not content:
             return
         if self.runs and self.runs[-1][1:] == (look, href):
-            self.runs[-1] = (self.runs[-1][0] + content, look, href)
+            self.runs[-1][0].append(content)
         else:
-            self.runs.append((content, look, href))
+            self.runs.append(([content], look, href))
 
     def walk(self, tokens: list[Token], look: frozenset[str] = frozenset(), href: str | None = None) -> RichText:
         looks, hrefs = [look], [href]
@@ -157,8 +157,8 @@ class RichText:
 
     def objects(self) -> list[Any]:
         out: list[Any] = []
-        for content, look, href in self.runs:
-            out += text_objects(content, {k: True for k in _ORDER if k in look}, href)
+        for parts, look, href in self.runs:
+            out += text_objects("".join(parts), {k: True for k in _ORDER if k in look}, href)
         return out
 
 

@@ -1,10 +1,13 @@
 """Markdown → Notion blocks (request form), for ``create_page`` and ``append_blocks``: what a model writes.
 
-:func:`markdown_to_blocks` reads headings, paragraphs, bulleted and numbered lists (nested by indentation), ``- [ ]``
-/ ``- [x]`` to-dos, fenced code (its language mapped to Notion's names, unknown → ``plain text``), ``>`` quotes,
-``---`` dividers, pipe tables (a ``table`` block with ``table_row`` children and a column header), ``$$…$$``
-equations and ``![alt](url)`` images; inline.py reads the text inside them (**bold**, *italic*, ``code``, ~~strike~~,
-[links](url)), split across text objects of at most 2,000 characters, and a block over 100 of them across blocks.
+:func:`markdown_to_blocks` reads markdown-it-py's token stream (CommonMark with GFM tables and strikethrough; the
+parser is in parser.py): headings (``#`` and underlined; levels past 3 are ``heading_3``), paragraphs, bulleted and
+numbered lists nested as CommonMark nests them, ``- [ ]`` / ``- [x]`` to-dos, fenced code (its language mapped to
+Notion's names, unknown → ``plain text``) and indented code, ``>`` quotes (their leading paragraphs the quote's
+text, the rest its children), dividers, tables (a ``table`` block with ``table_row`` children and a column
+header), ``$$…$$`` equations and ``![alt](url)`` images on a line of their own; inline.py reads the text inside
+them (**bold**, *italic*, ``code``, ~~strike~~, [links](url)) into text objects of at most 2,000 characters, and a
+block over 100 of them is split across blocks.
 
 Blocks leave out ``type``: Notion reads it from the one type key, and the published document's ``children`` schema
 lists only ``paragraph`` and ``bulleted_list_item`` as typed shapes. Children sit inside the type object, as
@@ -13,10 +16,12 @@ Notion's append and create requests take them; blocks.py splits them into reques
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from labbot.mcp_servers.notion.inline import MAX_RICH_TEXT, markdown_to_rich_text, text_objects
+from markdown_it.token import Token
+
+from labbot.mcp_servers.notion.inline import MAX_RICH_TEXT, RichText, text_objects
+from labbot.mcp_servers.notion.parser import MARKDOWN
 
 __all__ = ["LANGUAGES", "markdown_to_blocks"]
 _LANGUAGE_NAMES = """abap agda arduino assembly bash basic bnf c c# c++ clojure coffeescript coq css dart dhall diff
@@ -40,18 +45,6 @@ _ALIASES = {
 }  # fmt: skip
 
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`]*?)\s*$")
-_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*$")
-_DIVIDER = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")
-_ITEM = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])(?:\s+(.*))?$")
-_TODO = re.compile(r"^\[([ xX])\](?:\s+(.*))?$", re.S)
-_QUOTE = re.compile(r"^\s*>\s?(.*)$")
-_ROW = re.compile(r"^\s*\|.*\|\s*$")
-_RULE = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?\s*)?\|?\s*$")
-_EQUATION = re.compile(r"^\s*\$\$(.+?)\$\$\s*$")
-_IMAGE = re.compile(r"^\s*!\[((?:\\.|[^\]\\])*)\]\(\s*(https?://\S+?)\s*\)\s*$")  # Notion takes URLs only
-
-
 def _blocks(kind: str, rich: list[Any], children: list[Any] | None = None, **extra: Any) -> list[Any]:
     """One block of ``kind`` (more when the text needs over 100 text objects; children go to the last)."""
     parts = [rich[i : i + MAX_RICH_TEXT] for i in range(0, len(rich), MAX_RICH_TEXT)] or [[]]
@@ -70,130 +63,125 @@ def _language(info: str) -> str:
     return "plain text"
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
+class _Reader:
+    """Blocks from markdown-it's token stream, which nests as ``*_open`` … ``*_close``."""
 
+    def __init__(self, tokens: list[Token], env: dict[str, Any]) -> None:
+        self.tokens, self.env, self.i = tokens, env, 0
 
-def _dedent(lines: list[str]) -> list[str]:
-    cut = min((_indent(x) for x in lines if x.strip()), default=0)
-    return [x[cut:] for x in lines]
+    def take(self) -> Token:
+        self.i += 1
+        return self.tokens[self.i - 1]
 
-
-def _starts_block(line: str) -> bool:
-    return bool(
-        _FENCE.match(line) or _HEADING.match(line) or _DIVIDER.match(line) or _ITEM.match(line)
-        or _QUOTE.match(line) or _ROW.match(line) or _EQUATION.match(line) or line.strip() == "$$"
-        or _IMAGE.match(line)
-    )  # fmt: skip
-
-
-def _cells(line: str) -> list[str]:
-    inner = line.strip().removeprefix("|")
-    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
-    return [c.strip() for c in re.split(r"(?<!\\)\|", inner)]
-
-
-def _table(rows: list[str]) -> dict[str, Any]:
-    header, body = _cells(rows[0]), [_cells(r) for r in rows[2:]]
-    width = len(header)
-    children = [
-        {"table_row": {"cells": [markdown_to_rich_text(c) for c in (row + [""] * width)[:width]]}}
-        for row in [header, *body]
-    ]
-    return {"table": {"table_width": width, "has_column_header": True, "has_row_header": False, "children": children}}
-
-
-def _item(lines: list[str], i: int) -> tuple[list[Any], int]:
-    """The list item at ``lines[i]``, its continuation lines and its indented children: (blocks, next index)."""
-    m = _ITEM.match(lines[i])
-    assert m is not None
-    indent, marker, text = _indent(lines[i]), m.group(2), [m.group(3) or ""]
-    j = i + 1
-    while j < len(lines) and lines[j].strip() and not _starts_block(lines[j]):
-        text.append(lines[j].strip())
-        j += 1
-    nested: list[str] = []
-    while j < len(lines):
-        if not lines[j].strip():
-            k = j
-            while k < len(lines) and not lines[k].strip():
-                k += 1
-            if k == len(lines) or _indent(lines[k]) <= indent:
+    def blocks(self, until: str = "") -> list[Any]:
+        """Blocks up to the token ``until`` (which is taken) or the end."""
+        out: list[Any] = []
+        while self.i < len(self.tokens):
+            t = self.take()
+            if t.type == until:
                 break
-            nested.extend(lines[j:k])
-            j = k
-        elif _indent(lines[j]) > indent:
-            nested.append(lines[j])
-            j += 1
-        else:
-            break
-    children = _parse(_dedent(nested))
-    content = "\n".join(text)
-    if marker[0].isdigit():
-        return _blocks("numbered_list_item", markdown_to_rich_text(content), children), j
-    todo = _TODO.match(content)
-    if todo:
-        rich = markdown_to_rich_text(todo.group(2) or "")
-        return _blocks("to_do", rich, children, checked=todo.group(1) != " "), j
-    return _blocks("bulleted_list_item", markdown_to_rich_text(content), children), j
+            if t.type == "paragraph_open":
+                out += self.paragraph(self.take())
+                self.take()
+            elif t.type == "heading_open":
+                out += _blocks(f"heading_{min(int(t.tag[1:]), 3)}", self.rich(self.take()))
+                self.take()
+            elif t.type in {"bullet_list_open", "ordered_list_open"}:
+                while self.tokens[self.i].type == "list_item_open":
+                    out += self.item(self.take(), t.type == "ordered_list_open")
+                self.take()
+            elif t.type == "blockquote_open":
+                out += self.quote(self.blocks("blockquote_close"))
+            elif t.type in {"fence", "code_block"}:
+                language = _language(t.info) if t.type == "fence" else "plain text"
+                out += _blocks("code", text_objects(t.content.removesuffix("\n")), language=language)
+            elif t.type == "hr":
+                out.append({"divider": {}})
+            elif t.type == "math_block":
+                out.append({"equation": {"expression": t.content}})
+            elif t.type == "table_open":
+                out.append(self.table())
+        return out
+
+    def rich(self, inline: Token) -> list[Any]:
+        return RichText().walk(inline.children or []).objects()
+
+    def paragraph(self, inline: Token) -> list[Any]:
+        """A paragraph; a line of it that is only an image (of an http(s) URL) is an image block."""
+        out: list[Any] = []
+        line: list[Token] = []
+        text: list[Token] = []
+        depth = 0
+        for t in [*(inline.children or []), None]:
+            if t is None or (t.type in {"softbreak", "hardbreak"} and depth == 0):
+                image = [x for x in line if x.type != "text" or x.content.strip()]
+                if len(image) == 1 and image[0].type == "image" and _web(image[0].attrGet("src")):
+                    if text:
+                        out += _blocks("paragraph", RichText().walk(text[:-1]).objects())  # less its line break
+                    out.append(_image(image[0]))
+                    text = []
+                else:
+                    text += line + ([t] if t else [])
+                line = []
+                continue
+            depth += t.nesting
+            line.append(t)
+        if text:
+            out += _blocks("paragraph", RichText().walk(text).objects())
+        return out
+
+    def item(self, opener: Token, numbered: bool) -> list[Any]:
+        """A list item: the paragraph on its marker's line is its text, the blocks after it its children."""
+        nxt = self.tokens[self.i]
+        rich: list[Any] = []
+        checked: bool | None = None
+        if nxt.type == "paragraph_open" and nxt.map and opener.map and nxt.map[0] == opener.map[0]:
+            self.take()
+            inline = self.take()
+            self.take()
+            box = inline.content[:4]
+            if not numbered and box[:3] in {"[ ]", "[x]", "[X]"} and box[3:].strip() == "":
+                checked = box[1] != " "
+                [inline] = MARKDOWN.parseInline(inline.content[3:].lstrip(), self.env)
+            rich = self.rich(inline)
+        children = self.blocks("list_item_close")
+        if numbered:
+            return _blocks("numbered_list_item", rich, children)
+        if checked is not None:
+            return _blocks("to_do", rich, children, checked=checked)
+        return _blocks("bulleted_list_item", rich, children)
+
+    def quote(self, inside: list[Any]) -> list[Any]:
+        """A quote: its leading paragraphs are its text (apart by a blank line), what follows its children."""
+        rich: list[Any] = []
+        while inside and "paragraph" in inside[0]:
+            rich += (text_objects("\n\n") if rich else []) + inside.pop(0)["paragraph"]["rich_text"]
+        return _blocks("quote", rich, inside)
+
+    def table(self) -> dict[str, Any]:
+        rows: list[list[Any]] = []
+        while (t := self.take()).type != "table_close":
+            if t.type == "tr_open":
+                rows.append([])
+            elif t.type == "inline":
+                rows[-1].append(self.rich(t))
+        width = len(rows[0])
+        children = [{"table_row": {"cells": (row + [[]] * width)[:width]}} for row in rows]
+        return {
+            "table": {"table_width": width, "has_column_header": True, "has_row_header": False, "children": children}
+        }
 
 
-def _parse(lines: list[str]) -> list[Any]:
-    blocks: list[Any] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        if fence := _FENCE.match(line):
-            j, cut, mark = i + 1, len(fence.group(1)), fence.group(2)
-            while j < len(lines) and not lines[j].strip().startswith(mark):
-                j += 1
-            code = "\n".join(x[min(cut, _indent(x)) :] for x in lines[i + 1 : j])
-            blocks += _blocks("code", text_objects(code), language=_language(fence.group(3)))
-            i = j + 1
-        elif heading := _HEADING.match(line):
-            level = min(len(heading.group(1)), 3)
-            blocks += _blocks(f"heading_{level}", markdown_to_rich_text(heading.group(2)))
-            i += 1
-        elif _DIVIDER.match(line):
-            blocks.append({"divider": {}})
-            i += 1
-        elif _ITEM.match(line):
-            item, i = _item(lines, i)
-            blocks += item
-        elif _QUOTE.match(line):
-            quoted = []
-            while i < len(lines) and (q := _QUOTE.match(lines[i])):
-                quoted.append(q.group(1))
-                i += 1
-            blocks += _blocks("quote", markdown_to_rich_text("\n".join(quoted)))
-        elif _ROW.match(line) and i + 1 < len(lines) and _RULE.match(lines[i + 1]):
-            j = i + 2
-            while j < len(lines) and _ROW.match(lines[j]):
-                j += 1
-            blocks.append(_table(lines[i:j]))
-            i = j
-        elif (eq := _EQUATION.match(line)) or line.strip() == "$$":
-            j = i if eq else next((k for k in range(i + 1, len(lines)) if lines[k].strip() == "$$"), len(lines))
-            expression = eq.group(1) if eq else "\n".join(x.strip() for x in lines[i + 1 : j])
-            blocks.append({"equation": {"expression": expression.strip()}})
-            i = j + 1
-        elif image := _IMAGE.match(line):
-            caption = markdown_to_rich_text(image.group(1))
-            blocks.append({"image": {"type": "external", "external": {"url": image.group(2)}, "caption": caption}})
-            i += 1
-        else:
-            para = [line.strip()]
-            i += 1
-            while i < len(lines) and lines[i].strip() and not _starts_block(lines[i]):
-                para.append(lines[i].strip())
-                i += 1
-            blocks += _blocks("paragraph", markdown_to_rich_text("\n".join(para)))
-    return blocks
+def _web(url: Any) -> bool:
+    return isinstance(url, str) and url.lower().startswith(("http://", "https://"))  # Notion takes URLs only
+
+
+def _image(token: Token) -> dict[str, Any]:
+    caption = RichText().walk(token.children or []).objects()
+    return {"image": {"type": "external", "external": {"url": token.attrGet("src")}, "caption": caption}}
 
 
 def markdown_to_blocks(markdown: str) -> list[Any]:
     """Markdown as Notion blocks in request form; see the module docstring."""
-    return _parse(markdown.expandtabs(4).replace("\r\n", "\n").split("\n"))
+    env: dict[str, Any] = {}
+    return _Reader(MARKDOWN.parse(markdown, env), env).blocks()

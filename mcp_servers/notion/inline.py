@@ -2,25 +2,26 @@
 
 :func:`rich_text_to_markdown` (render.py uses it): bold ``**``, italic ``*``, strikethrough ``~~``, code spans,
 links; mentions as their text (linked when Notion gives a URL); inline equations as ``$…$``; text that would read
-as Markdown is backslash-escaped. :func:`markdown_to_rich_text` (compose.py uses it) reads the same syntax back,
-with CommonMark's rules where they matter — escapes, code spans whose content is literal, closing markers that
-follow non-space — into text objects of at most 2,000 characters (Notion's limit).
+as Markdown is backslash-escaped. :func:`markdown_to_rich_text` reads the same syntax back from markdown-it-py's
+inline tokens (:class:`RichText`, which compose.py uses for the text of blocks) into text objects of at most 2,000
+characters (Notion's limit); a link without a scheme (``#x``, ``page.md``) keeps its text and loses its target,
+which Notion would refuse.
 """
 
 from __future__ import annotations
 
 import re
-import string
 from typing import Any
+
+from markdown_it.token import Token
+
+from labbot.mcp_servers.notion.parser import MARKDOWN
 
 __all__ = ["MAX_RICH_TEXT", "MAX_TEXT", "escape", "markdown_to_rich_text", "plain_text", "rich_text_to_markdown"]
 
 MAX_TEXT = 2000  # characters in one text object
 MAX_RICH_TEXT = 100  # text objects in one rich_text array
-_PUNCT = frozenset(string.punctuation)
 _ESCAPE = re.compile(r"([\\*`\[\]])")
-_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
-_URL = re.compile(r"\(\s*([^()\s]+(?:\([^()\s]*\)[^()\s]*)*)\s*\)")
 _ABSOLUTE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # a link Notion keeps has a scheme
 
 
@@ -51,6 +52,10 @@ def _wrap(text: str, marker: str) -> str:
     if not core:
         return text
     lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+    if marker == "~~":  # a tilde next to ~~ would lengthen the marker ("~~~~~" is not a struck "~")
+        core = ("\\" if core.startswith("~") else "") + core
+        if core.endswith("~") and (len(core) - len(core[:-1].rstrip("\\"))) % 2:
+            core = core[:-1] + "\\~"
     return f"{lead}{marker}{core}{marker}{trail}"
 
 
@@ -112,98 +117,61 @@ def text_objects(content: str, annotations: dict[str, bool] | None = None, href:
     return out
 
 
-def _step(text: str, j: int) -> tuple[int, bool]:
-    """(the index after the atom at ``j`` — an escape, a code span, a run of backticks or one character, whether
-    that atom is a literal ``*``)."""
-    c = text[j]
-    if c == "\\" and text[j + 1 : j + 2] in _PUNCT:
-        return j + 2, False
-    if c == "`":
-        m = _CODE.match(text, j)
-        if m:
-            return m.end(), False
-        return j + len(text[j:]) - len(text[j:].lstrip("`")), False
-    return j + 1, c == "*"
+class RichText:
+    """Rich text (request form) from markdown-it's inline tokens; neighbouring text of one look is one run."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[str], frozenset[str], str | None]] = []
+
+    def add(self, content: str, look: frozenset[str] = frozenset(), href: str | None = None) -> None:
+        if not content:
+            return
+        if self.runs and self.runs[-1][1:] == (look, href):
+            self.runs[-1][0].append(content)
+        else:
+            self.runs.append(([content], look, href))
+
+    def walk(self, tokens: list[Token], look: frozenset[str] = frozenset(), href: str | None = None) -> RichText:
+        looks, hrefs = [look], [href]
+        for t in tokens:
+            kind = t.type
+            if kind in _MARKS:
+                looks.append(looks[-1] | {_MARKS[kind]})
+            elif kind in _CLOSERS or kind == "link_close":
+                (hrefs if kind == "link_close" else looks).pop()
+            elif kind == "link_open":
+                hrefs.append(_absolute(t.attrGet("href")) or hrefs[-1])  # Notion refuses a link to "#x"
+            elif kind == "code_inline":
+                self.add(t.content, looks[-1] | {"code"}, hrefs[-1])
+            elif kind in {"softbreak", "hardbreak"}:
+                self.add("\n", looks[-1], hrefs[-1])
+            elif kind == "image":  # inside text: its alt text, linked to the image (or to the link around it)
+                src = hrefs[-1] or _absolute(t.attrGet("src"))
+                if t.children:
+                    self.walk(t.children, looks[-1], src)
+                else:
+                    self.add(str(t.attrGet("src") or ""), looks[-1], src)
+            else:  # text, and what markdown-it leaves as text
+                self.add(t.content, looks[-1], hrefs[-1])
+        return self
+
+    def objects(self) -> list[Any]:
+        out: list[Any] = []
+        for parts, look, href in self.runs:
+            out += text_objects("".join(parts), {k: True for k in _ORDER if k in look}, href)
+        return out
 
 
-def _closer(text: str, start: int, marker: str) -> int | None:
-    """Where ``marker`` closes a span whose content starts at ``start``: after non-space, not inside a code span
-    or an escape, and not part of a longer run of the marker's character."""
-    if start >= len(text) or text[start].isspace():
-        return None
-    j, star_before = start, False
-    while j < len(text):
-        if j > start and text.startswith(marker, j) and not text[j - 1].isspace():
-            after = text[j + len(marker) : j + len(marker) + 1]
-            if after != marker[0] and not (marker == "*" and star_before):
-                return j
-        j, star_before = _step(text, j)
-    return None
+_MARKS = {"strong_open": "bold", "em_open": "italic", "s_open": "strikethrough"}
+_CLOSERS = {"strong_close", "em_close", "s_close"}
+_ORDER = ("bold", "italic", "strikethrough", "code")
 
 
-def _bracket(text: str, i: int) -> tuple[int, int, str] | None:
-    """(where its text ends, where it ends, its url) of a link ``[text](url)`` opening at ``i``."""
-    j = i + 1
-    while j < len(text) and text[j] != "]":
-        j = _step(text, j)[0]
-    m = _URL.match(text, j + 1) if j < len(text) else None
-    return (j, m.end(), m.group(1)) if m else None
-
-
-def _span(text: str, i: int) -> tuple[str, str, int] | None:
-    """(marker, annotation, where it closes) of a bold, strikethrough or italic span opening at ``i``."""
-    for marker, key in (("**", "bold"), ("~~", "strikethrough"), ("*", "italic")):
-        if not text.startswith(marker, i) or (marker == "*" and text[i + 1 : i + 2] == "*"):
-            continue  # a lone * before another is not an opener
-        shut = _closer(text, i + len(marker), marker)
-        if shut is not None:
-            return marker, key, shut
-    return None
-
-
-def _inline(text: str, look: dict[str, bool], href: str | None, out: list[Any]) -> None:
-    buf: list[str] = []
-
-    def emit(content: str, extra: dict[str, bool] | None = None, link: str | None = href) -> None:
-        if buf:
-            out.extend(text_objects("".join(buf), look, href))
-            buf.clear()
-        if content:
-            out.extend(text_objects(content, {**look, **(extra or {})}, link))
-
-    i = 0
-    while i < len(text):
-        c, nxt = text[i], text[i + 1 : i + 2]
-        if c == "\\" and nxt in _PUNCT:
-            buf.append(nxt)
-            i += 2
-            continue
-        if c == "`" and (code := _CODE.match(text, i)):
-            inner = code.group(2)
-            emit(inner[1:-1] if inner[:1] == inner[-1:] == " " and inner.strip() else inner, {"code": True})
-            i = code.end()
-            continue
-        if c == "[" and (link := _bracket(text, i)):
-            emit("")
-            close, end, url = link
-            _inline(text[i + 1 : close], look, url if _ABSOLUTE.match(url) else href, out)  # Notion refuses "#x"
-            i = end
-            continue
-        span = _span(text, i)
-        if span:
-            marker, key, shut = span
-            emit("")
-            _inline(text[i + len(marker) : shut], {**look, key: True}, href, out)
-            i = shut + len(marker)
-            continue
-        step = _step(text, i)[0] if c == "`" else i + 1
-        buf.append(text[i:step])
-        i = step
-    emit("")
+def _absolute(url: Any) -> str | None:
+    return url if isinstance(url, str) and _ABSOLUTE.match(url) else None
 
 
 def markdown_to_rich_text(text: str) -> list[Any]:
     """Inline Markdown as a Notion rich text array (request form); see the module docstring."""
-    out: list[Any] = []
-    _inline(text, {}, None, out)
-    return out
+    [inline] = MARKDOWN.parseInline(text, {})
+    return RichText().walk(inline.children or []).objects()

@@ -22,11 +22,17 @@ _LINE_START = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\||---|___|\$\$)
 _NUMBERED_START = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")
 _MEDIA = {"image", "file", "pdf", "video", "audio"}
 _THEMATIC_BREAK = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")  # "- --" is a divider, not an item saying "--"
+_UNDERLINE = re.compile(r"[-=_:|][-=_:|\s]*$")  # setext underlines, table delimiter rows, "-- -"
+_UNDERLINE_START = frozenset("-=_:|")
 
 
 def _line_safe(text: str) -> str:
-    """Inline Markdown whose lines cannot be read as block syntax (a paragraph starting with ``# ``)."""
-    lines = [_NUMBERED_START.sub(r"\1\\\2", _LINE_START.sub(r"\1\\\2", line)) for line in text.split("\n")]
+    """Inline Markdown whose lines cannot be read as block syntax (a paragraph starting with ``# ``, a line of
+    ``--`` under one, which CommonMark reads as a heading); leading whitespace goes (it would read as code)."""
+    lines = []
+    for line in text.split("\n"):
+        line = _NUMBERED_START.sub(r"\1\\\2", _LINE_START.sub(r"\1\\\2", line.lstrip(" \t")))
+        lines.append("\\" + line if line[:1] in _UNDERLINE_START and _UNDERLINE.match(line) else line)
     return "\n".join(lines)
 
 
@@ -79,15 +85,20 @@ def _block(block: dict[str, Any], number: int) -> list[str]:
         marker = {"bulleted_list_item": "- ", "numbered_list_item": f"{number}. "}.get(kind)
         if marker is None:
             marker = "- [x] " if data.get("checked") else "- [ ] "
-        pad = " " * (3 if kind == "numbered_list_item" else 2)
+        pad = " " * (2 if kind == "to_do" else len(marker))  # children line up with the text ("10. " is four)
         if _THEMATIC_BREAK.match(marker + text.split("\n", 1)[0]):
             text = "\\" + text
-        head = [marker + text.replace("\n", "\n" + pad)]
+        head = [(marker + text.replace("\n", "\n" + pad)) if text else marker.rstrip()]
         body = _render(kids)
-        gap = [""] if kids and _type(kids[0]) not in LIST_TYPES else []
+        # a blank line keeps a paragraph apart from the item's text; an item without text starts on the next line
+        gap = [""] if kids and text and _type(kids[0]) not in LIST_TYPES else []
         return head + gap + _indent(body, pad)
     if kind in {"heading_1", "heading_2", "heading_3"}:
-        return ["#" * int(kind[-1]) + " " + text.replace("\n", " "), *_after(kids)]
+        text = text.replace("\n", " ").rstrip()
+        bare = text.rstrip("#")
+        if bare != text and (not bare or bare[-1] in " \t"):  # "# a #" would be a heading "a": its #s close it
+            text = bare + "\\" + text[len(bare) :]
+        return ["#" * int(kind[-1]) + " " + text, *_after(kids)]
     if kind == "paragraph":
         return [text, *_after(kids, "  ")] if text or kids else []
     if kind in {"quote", "callout"}:

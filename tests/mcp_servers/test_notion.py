@@ -573,6 +573,117 @@ def test_markdown_to_blocks_maps_languages_todos_tables_and_nesting() -> None:
     assert markdown_to_rich_text("[x](#a)") == [{"type": "text", "text": {"content": "x"}}]  # Notion needs a URL
 
 
+def _outline(blocks: list[Any]) -> list[Any]:
+    """(kind, plain text[, children]) of each block (an image's caption, an equation's expression is its text; a
+    table's is its cells)."""
+    out: list[Any] = []
+    for b in blocks:
+        [(kind, data)] = b.items()
+        if kind == "table":
+            rows = [
+                [_outline([{"cell": {"rich_text": c}}])[0][1] for c in r["table_row"]["cells"]]
+                for r in data["children"]
+            ]
+            out.append((kind, rows))
+            continue
+        rich = data.get("rich_text", data.get("caption", []))
+        text = "".join(r["text"]["content"] for r in rich) or data.get("expression", "")
+        out.append((kind, text, _outline(data["children"])) if data.get("children") else (kind, text))
+    return out
+
+
+def _look(markdown: str) -> list[tuple[str, list[str], str | None]]:
+    """(text, annotations, link) of each text object of inline Markdown."""
+    rich = markdown_to_rich_text(markdown)
+    return [
+        (r["text"]["content"], sorted(r.get("annotations", {})), (r["text"].get("link") or {}).get("url")) for r in rich
+    ]
+
+
+def test_markdown_the_regular_expressions_misread_is_read_as_commonmark() -> None:
+    misread = [
+        ("## Results ##", [("heading_2", "Results")]),  # a closing sequence of #s was kept as text
+        ("Results\n=======", [("heading_1", "Results")]),  # an underlined heading was a paragraph
+        ("> - a\n> - b", [("quote", "", [("bulleted_list_item", "a"), ("bulleted_list_item", "b")])]),  # "- a" text
+        ("> note\n>\n> ```\n> x\n> ```", [("quote", "note", [("code", "x")])]),  # fence markers were quote text
+        ("-\n  starts below", [("bulleted_list_item", "", [("paragraph", "starts below")])]),  # text "\nstarts below"
+        ("see [the doc][d]\n\n[d]: https://x.y/d", [("paragraph", "see the doc")]),  # "[d]: …" was a paragraph
+    ]
+    for markdown, expected in misread:
+        assert _outline(markdown_to_blocks(markdown)) == expected, markdown
+    assert _look('[the doc](https://x.y/d "its title")') == [("the doc", [], "https://x.y/d")]  # was not a link
+    assert _look("[a [b] c](https://x.y)") == [("a [b] c", [], "https://x.y")]  # brackets inside a link's text
+    assert _look("***a** b*") == [("a", ["bold", "italic"], None), (" b", ["italic"], None)]  # was "*a" bold
+    assert _look("a\\\nb") == [("a\nb", [], None)]  # a backslash before a line break is a hard break
+    assert _look("see ![curve](https://x.y/c.png) here") == [  # an image inside text left a stray "!"
+        ("see ", [], None),
+        ("curve", [], "https://x.y/c.png"),
+        (" here", [], None),
+    ]
+    assert _look("[![build](https://ci.example/b.svg)](https://ci.example/r)") == [  # was "![build" and "](…)"
+        ("build", [], "https://ci.example/r")
+    ]
+    assert _look("[x](javascript:alert(1))") == [("[x](javascript:alert(1))", [], None)]  # Notion refuses the link
+
+
+def test_markdown_reads_as_commonmark_where_that_differs_from_before() -> None:
+    """Deliberate: what CommonMark (and GitHub) read differently from the regular expressions, read its way."""
+    for markdown, expected in [
+        ("Title\n---", [("heading_2", "Title")]),  # was a paragraph and a divider
+        ("1. a\n  - b", [("numbered_list_item", "a"), ("bulleted_list_item", "b")]),  # a child needs 3 spaces
+        ("    make all", [("code", "make all")]),  # indented code; was a paragraph
+        ("| a |\n|---|\n| 1 |\nafter", [("table", [["a"], ["1"], ["after"]])]),  # GFM: a row until a blank line
+        ("> a\nlazy", [("quote", "a\nlazy")]),  # a lazy continuation line
+    ]:
+        assert _outline(markdown_to_blocks(markdown)) == expected, markdown
+    assert _look("`a\nb` **Note:**text") == [("a b", ["code"], None), (" **Note:**text", [], None)]
+
+
+def test_equations_images_and_to_dos_read_as_before() -> None:
+    """What is not CommonMark, read as the regular expressions did: ``$$`` ends a paragraph and closes only on a
+    ``$$`` line; an image on its own line of a paragraph is an image block; ``_`` is not emphasis."""
+    markdown = "Loss:\n$$L = x^2$$\n$$\na\n- b\n\n$$\n- item\n\n  $$y$$\n\ncurve:\n![loss](https://x.y/l.png)\nthe end"
+    assert _outline(markdown_to_blocks(markdown)) == [
+        ("paragraph", "Loss:"),
+        ("equation", "L = x^2"),
+        ("equation", "a\n- b"),
+        ("bulleted_list_item", "item", [("equation", "y")]),
+        ("paragraph", "curve:"),
+        ("image", "loss"),
+        ("paragraph", "the end"),
+    ]
+    assert _look("_a_ __b__ snake_case \\_c_") == [("_a_ __b__ snake_case _c_", [], None)]
+    assert _outline(markdown_to_blocks("- [ ] a\n- [x]\n1. [ ] b\n- \\[x] c")) == [
+        ("to_do", "a"),
+        ("to_do", ""),
+        ("numbered_list_item", "[ ] b"),
+        ("bulleted_list_item", "[x] c"),
+    ]
+
+
+def test_blocks_commonmark_would_misread_are_escaped_and_read_back() -> None:
+    """Text CommonMark reads as structure where the regular expressions did not: a line of ``--`` or ``==`` under
+    a paragraph line (a heading), a table's delimiter row without leading pipe, a heading's closing #s, a struck
+    ``~``; and list children a marker's width in (``10. `` is four), an item without text."""
+    numbered = [{"numbered_list_item": _text(f"n{i}")} for i in range(1, 10)]
+    numbered.append({"numbered_list_item": {**_text("n10"), "children": [{"paragraph": _text("under ten")}]}})
+    empty = [{"paragraph": _text("below")}, {"bulleted_list_item": _text("b")}]
+    blocks: list[dict[str, Any]] = [
+        {"paragraph": _text("a\n--")},
+        {"paragraph": _text("b\n==")},
+        {"paragraph": _text("a | b\n-|:-")},
+        {"heading_2": _text("C #")},
+        {"heading_2": _text("##")},
+        {"paragraph": {"rich_text": [{"text": {"content": "~"}, "annotations": {"strikethrough": True}}]}},
+        *numbered,
+        {"bulleted_list_item": {"rich_text": [], "children": empty}},
+        {"numbered_list_item": {"rich_text": [], "children": [{"code": {**_text("x"), "language": "python"}}]}},
+    ]
+    back = markdown_to_blocks(blocks_to_markdown(blocks))
+    assert _outline(back) == _outline(blocks)
+    assert back[5]["paragraph"]["rich_text"][0]["annotations"] == {"strikethrough": True}
+
+
 RUN = st.tuples(
     st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12),
     st.fixed_dictionaries({k: st.booleans() for k in ("bold", "italic", "strikethrough", "code")}),
@@ -648,6 +759,34 @@ def test_blocks_read_back_as_rendered(blocks: list[dict[str, Any]]) -> None:
 
     markdown = blocks_to_markdown(blocks)
     assert shape(markdown_to_blocks(markdown)) == shape(blocks), markdown
+
+
+WIDE = st.text(alphabet="ab #>-+*|`~_$[]()!\\1.x<&=:\t", min_size=1, max_size=14).map(str.strip).filter(bool)
+WIDE_TEXT = st.lists(WIDE, min_size=1, max_size=3).map("\n".join)
+HEADER = {"has_column_header": True}
+ROW = st.tuples(WIDE, WIDE).map(lambda row: {"table_row": {"cells": [_text(c)["rich_text"] for c in row]}})
+LEAVES = st.one_of(
+    st.builds(lambda t: {"paragraph": _text(t)}, WIDE_TEXT),
+    st.builds(lambda t: {"heading_3": _text(t.replace("\n", " "))}, WIDE_TEXT),
+    st.builds(lambda t: {"code": {**_text(t), "language": "python"}}, WIDE_TEXT),
+    st.builds(lambda t: {"equation": {"expression": t}}, WIDE_TEXT.filter(lambda t: "$$" not in t)),
+    st.lists(ROW, min_size=1, max_size=3).map(lambda rows: {"table": {"table_width": 2, **HEADER, "children": rows}}),
+)
+
+
+def _holder(kind: str, text: str, children: list[Any]) -> dict[str, Any]:
+    if kind == "quote" and "paragraph" in children[0]:  # a quote's leading paragraphs read back as its text
+        children = [{"divider": {}}, *children]
+    return {kind: {**_text(text), "children": children, **({"checked": True} if kind == "to_do" else {})}}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.recursive(LEAVES, lambda inner: st.builds(_holder, st.sampled_from([*LIST_KINDS, "quote"]), WIDE,
+    st.lists(inner, min_size=1, max_size=3)), max_leaves=8), min_size=1, max_size=12))  # fmt: skip
+def test_tables_equations_and_quotes_read_back_as_rendered(blocks: list[dict[str, Any]]) -> None:
+    """Tables, equations, code and quotes with children, in lists, with ``<``, ``&``, ``=``, ``:`` and tabs."""
+    markdown = blocks_to_markdown(blocks)
+    assert _outline(markdown_to_blocks(markdown)) == _outline(blocks), markdown
 
 
 def test_ids_are_read_from_what_a_model_writes() -> None:

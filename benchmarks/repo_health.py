@@ -5,7 +5,7 @@ time of a test command.
     python benchmarks/repo_health.py suite BEFORE [AFTER] -- CMD    # e.g. -- make test   (one run of each)
     python benchmarks/repo_health.py suite REV only -- CMD          # one revision alone
 
-Product code is every ``*.py`` file outside ``tests/``, ``benchmarks/`` and ``docs/``, counted without blank
+Product code is every ``*.py`` file outside ``tests/``, ``benchmarks/``, ``docs/`` and ``scripts/`` (dev tools), counted without blank
 lines, comment lines and docstring lines, so a longer docstring is not "more code". ``suite`` checks each
 revision out into a temporary worktree beside this checkout (so the sibling folders a clone sees are the same)
 and runs the command there with this checkout's ``.venv`` on PATH; it prints both wall times and their ratio.
@@ -29,7 +29,7 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXCLUDED = ("tests/", "benchmarks/", "docs/", "labbot/")  # labbot/ holds symlinks to the real folders
+EXCLUDED = ("tests/", "benchmarks/", "docs/", "scripts/", "labbot/")  # labbot/ holds symlinks to the real folders
 
 
 def _files_at(rev: str | None) -> dict[str, str]:

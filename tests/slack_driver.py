@@ -67,6 +67,13 @@ class SlackSide:
             timeout=30,
             what="the run card",
         )
+        # labbot knows the thread once it has posted the launch confirmation in it (the card is visible a moment
+        # before its thread is recorded: a reply sent in that moment would not be a reply to a run yet)
+        wait_for(
+            lambda: any(m.bot_id for m in self.fake.messages(self.ws.channel, thread_ts=card.ts)[1:]),
+            timeout=30,
+            what="the launch confirmation in the run's thread",
+        )
         return next(el["value"] for b in card.blocks if b.get("type") == "actions" for el in b["elements"])
 
     def run(self, run_id: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ def test_no_control_plane_says_how_to_start_it(tmp_path: Path) -> None:
     assert f"not answering at {s.url}" in out.stderr and "labbot serve" in out.stderr
 
 
+@pytest.mark.subprocess
 def test_no_admin_token_says_how_to_start_labbot(tmp_path: Path) -> None:
     s = Serve(tmp_path, ray_address=None, ray_token=None, port=free_port())
     out = s.cli("runs")

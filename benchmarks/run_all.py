@@ -21,6 +21,7 @@ SCRIPTS = [
     "mcp_roundtrip.py",
     "notion_render.py",
     "datadog_summary.py",
+    "codebase_regex.py",
 ]
 
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,240 @@ def test_root_comes_from_the_environment_and_git_is_optional(tmp_path: Path, mon
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="is not a directory"):
         build_server()
+
+
+# -- labbot's home, ignored files, credential files, token shapes, pathological regexes (the security review) --
+
+HOME_TOKEN = "f3a9c1e07b5d42e8a6c4b2d0e9f8a7c6"
+CREDENTIAL_FILES = [
+    ".envrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".aws/config",
+    ".docker/config.json",
+    "deploy/prod.env",
+    "service-account-prod.json",
+    "ops/kubeconfig",
+    "infra/prod.tfvars",
+    "conf/tokens.yaml",
+    "passwords.txt",
+    "ops/db_password",
+]
+NOT_CREDENTIALS = ["tokenizer.json", "added_tokens.json", "src/token_counts.py", "docs/passwords_policy.md"]
+GITHUB_TOKEN = "ghp_" + "Zq7" * 12  # the shape of a GitHub token (ghp_ and 36 letters and digits)
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example access key id
+
+
+def _withheld_everywhere(server: MCPServer, path: str, marker: str) -> None:
+    """``path`` (committed, holding ``marker``) is refused or left out by every tool, and ``marker`` never shows."""
+    assert "withheld" in refused(server, "read_file", path=path)
+    assert "withheld" in refused(server, "git_blame", path=path)
+    assert "withheld" in refused(server, "git_log", path=path)
+    assert "withheld" in refused(server, "git_show", path=path)
+    assert "withheld" in refused(server, "git_diff", base="HEAD~1", target="HEAD", path=path)
+    parent, _, name = path.rpartition("/")
+    is_error, listing = call(server, "list_dir", path=parent or ".")
+    rows = [] if is_error else [row.split("  ")[-1].strip() for row in listing.splitlines()[1:] if row[:4] != "…(cu"]
+    assert name not in rows and f"{name}/" not in rows, listing
+    searches = [
+        ok(server, "search", query=marker),
+        ok(server, "search", query=marker, path_glob=name),
+        ok(server, "search", query=marker[:6] + ".*", ignore_case=True),
+    ]
+    history = [
+        ok(server, "git_show"),
+        ok(server, "git_show", revision="HEAD~1"),
+        ok(server, "git_diff", base="HEAD~2", target="HEAD"),
+        ok(server, "git_diff", base="HEAD~2"),
+        ok(server, "git_diff", base="HEAD~2", stat=True),
+    ]
+    for text in searches:
+        assert text.startswith("no matches") and "\n" not in text, (path, text)
+    for text in history:
+        assert marker not in text and name not in text, (path, text)
+
+
+@pytest.fixture
+def home_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """labbot's defaults: the codebase root is the current directory and LABBOT_HOME is ./.labbot, its tokens
+    committed by mistake (and no .gitignore), plus a link into it."""
+    repo = tmp_path / "repo"
+    (repo / ".labbot" / "ray").mkdir(parents=True)
+    (repo / "README.md").write_text("# demo\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    for name in ("admin_token", "mcp_token", "ray/auth_token", "labbot.log"):
+        (repo / ".labbot" / name).write_text(f"{HOME_TOKEN}\n")
+    (repo / "state_link").symlink_to(".labbot")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second: labbot's state, committed")
+    (repo / "notes.md").write_text("notes\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "third")
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("LABBOT_HOME", raising=False)
+    monkeypatch.delenv(ROOT_ENV, raising=False)
+    return repo
+
+
+@pytest.mark.parametrize("path", [".labbot/admin_token", ".labbot/mcp_token", ".labbot/ray/auth_token",
+                                  ".labbot/labbot.log", "state_link/labbot.log"])  # fmt: skip
+def test_labbots_home_is_never_served_with_the_defaults(home_repo: Path, path: str) -> None:
+    server = BUILTINS["codebase"]()  # root: the current directory; home: LABBOT_HOME's default, ./.labbot
+    assert "notes.md" in ok(server, "list_dir")
+    _withheld_everywhere(server, path, HOME_TOKEN)
+    assert "withheld" in refused(server, "list_dir", path=".labbot")
+    assert HOME_TOKEN not in ok(server, "git_log", revision="HEAD~2..HEAD")
+
+
+def test_labbots_home_is_never_served_wherever_it_is(home_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (home_repo / ".labbot").rename(home_repo / "state")
+    monkeypatch.setenv("LABBOT_HOME", str(home_repo / "state"))
+    server = build_server(home_repo)
+    for path in ("state/labbot.log", "state/ray/auth_token"):
+        assert "labbot's own home" in refused(server, "read_file", path=path)
+        assert "withheld" in refused(server, "git_blame", path=path)
+    assert "state/" not in ok(server, "list_dir")
+    assert ok(server, "search", query=HOME_TOKEN).startswith("no matches")
+    monkeypatch.setenv("LABBOT_HOME", str(home_repo))  # a root inside labbot's home is refused outright
+    with pytest.raises(ValueError, match="inside labbot's home"):
+        build_server(home_repo / "state")
+
+
+def test_files_git_ignores_are_refused_unless_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    (repo / "build").mkdir(parents=True)
+    (repo / ".gitignore").write_text("build/\nscratch.txt\n")
+    (repo / "kept.txt").write_text("IGNORED_MARKER kept\n")
+    (repo / "scratch.txt").write_text("IGNORED_MARKER scratch\n")
+    (repo / "build" / "out.txt").write_text("IGNORED_MARKER out\n")
+    (repo / "link.txt").symlink_to("scratch.txt")  # a link git keeps, to a file it ignores
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    monkeypatch.delenv("LABBOT_CODEBASE_INCLUDE_IGNORED", raising=False)
+    server = build_server(repo)
+    for path in ("scratch.txt", "build/out.txt", "build/../scratch.txt", "link.txt"):
+        assert "git ignores it" in refused(server, "read_file", path=path)
+    assert "git ignores it" in refused(server, "list_dir", path="build")
+    listing = ok(server, "list_dir")
+    assert "kept.txt" in listing and "scratch.txt" not in listing and "build/" not in listing
+    assert ok(server, "search", query="IGNORED_MARKER") == "kept.txt:1: IGNORED_MARKER kept"
+    monkeypatch.setenv("LABBOT_CODEBASE_INCLUDE_IGNORED", "1")  # configured: served
+    for configured in (build_server(repo), build_server(repo, include_ignored=True)):
+        assert "IGNORED_MARKER scratch" in ok(configured, "read_file", path="scratch.txt")
+        assert "build/out.txt:1:" in ok(configured, "search", query="IGNORED_MARKER")
+        assert "scratch.txt" in ok(configured, "list_dir")
+
+
+@pytest.fixture(scope="module")
+def creds_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every common credential file committed (the second of three commits), and files that only look like one."""
+    repo = tmp_path_factory.mktemp("creds") / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("# demo\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    for i, rel in enumerate([*CREDENTIAL_FILES, *NOT_CREDENTIALS]):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(f"value = CRED{i:02d}MARKER\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second: credentials, committed")
+    (repo / "notes.md").write_text("notes\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "third")
+    return repo
+
+
+@pytest.mark.parametrize("index", range(len(CREDENTIAL_FILES)), ids=CREDENTIAL_FILES)
+def test_common_credential_files_are_withheld_by_every_tool(creds_repo: Path, index: int) -> None:
+    server = build_server(creds_repo)
+    _withheld_everywhere(server, CREDENTIAL_FILES[index], f"CRED{index:02d}MARKER")
+
+
+def test_files_that_only_look_like_credentials_are_served(creds_repo: Path) -> None:
+    server = build_server(creds_repo)
+    for i, rel in enumerate(NOT_CREDENTIALS, len(CREDENTIAL_FILES)):
+        assert f"CRED{i:02d}MARKER" in ok(server, "read_file", path=rel), rel
+        assert f"{rel}:1:" in ok(server, "search", query=f"CRED{i:02d}MARKER")
+
+
+def test_token_shapes_are_withheld_from_any_file(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "settings.py").write_text("LR = 3e-4\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    (repo / "src" / "settings.py").write_text(
+        f'LR = 3e-4\nGITHUB = "{GITHUB_TOKEN}"\nAWS_ACCESS_KEY_ID = "{AWS_KEY}"\nSTEPS = 100\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second: tokens in code")
+    server = build_server(repo)
+    text = ok(server, "read_file", path="src/settings.py")
+    assert "     1\tLR = 3e-4" in text and "     4\tSTEPS = 100" in text and "«withheld: " in text
+    outputs = [
+        text,
+        ok(server, "git_show"),
+        ok(server, "git_show", path="src/settings.py"),
+        ok(server, "git_diff", base="HEAD~1"),
+        ok(server, "git_blame", path="src/settings.py"),
+    ]
+    for query in ("ghp_", "AKIA", "ghp_Zq7", "AKIA[A-Z0-9]{4}", "GITHUB", "(.+)+Z"):
+        found = ok(server, "search", query=query)
+        assert "withheld: they hold what looks like a secret" in found, (query, found)
+        outputs.append(found)
+    for out in outputs:
+        assert GITHUB_TOKEN not in out and AWS_KEY not in out and "Zq7Zq7" not in out, out
+    assert "src/settings.py:1: LR = 3e-4" in ok(server, "search", query="LR")
+
+
+PATHOLOGICAL = ["(a+)+$", "(.+)+@", "(a|aa)+$", "(x+x+)+y"]
+
+
+@pytest.mark.timeout(90, method="thread")  # today's Python re would hold the GIL for hours
+def test_pathological_regexes_are_answered_at_once_and_the_server_keeps_answering(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a" * 5000 + "!\n" + "x" * 5000 + "\n")
+    (repo / "b.py").write_text("def train(lr):\n    return lr\n")
+    server = build_server(repo, search_with="python")
+
+    async def go() -> tuple[float, float, float, list[str]]:
+        async with Client(server) as searcher, Client(server) as other:
+            stall, done = 0.0, False
+
+            async def ticker() -> None:
+                nonlocal stall
+                while not done:
+                    start = time.perf_counter()
+                    await asyncio.sleep(0.01)
+                    stall = max(stall, time.perf_counter() - start - 0.01)
+
+            async def searches() -> tuple[float, list[str]]:
+                start, texts = time.perf_counter(), []
+                for query in PATHOLOGICAL:
+                    result = await searcher.call_tool("search", {"query": query})
+                    texts.append("\n".join(b.text for b in result.content if isinstance(b, TextContent)))
+                return time.perf_counter() - start, texts
+
+            async def listing() -> float:
+                await asyncio.sleep(0.005)
+                start = time.perf_counter()
+                await other.call_tool("list_dir", {})
+                return time.perf_counter() - start
+
+            tick = asyncio.create_task(ticker())
+            (took, texts), listed = await asyncio.gather(searches(), listing())
+            done = True
+            await tick
+            return took, listed, stall, texts
+
+    took, listed, stall, texts = asyncio.run(go())
+    assert took < 5.0 and listed < 1.0 and stall < 0.5, (took, listed, stall)
+    assert texts[0].startswith("no matches") and texts[1].startswith("no matches")
+    assert "backreferences" in refused(server, "search", query=r"(a)\1")  # RE2: said, not run

@@ -1,7 +1,9 @@
 """The Ray cluster labbot talks to: ``RAY_ADDRESS`` when set, else an embedded local head under ``LABBOT_HOME``.
 
 The embedded head runs ``ray start --head --block`` in its own session with token auth (``RAY_AUTH_MODE=token``;
-the token lives in ``LABBOT_HOME/ray/auth_token``, mode 0600). Its state (dashboard URL, pid, temp dir) is
+the token lives in ``LABBOT_HOME/ray/auth_token``, mode 0600, and reaches Ray as that file's path). Jobs inherit the
+head's environment, so the head gets an allow-listed one (``head_environment``): no Slack, Ray or vendor secret of
+labbot's reaches a job. Its state (dashboard URL, pid, temp dir) is
 recorded in ``LABBOT_HOME/ray/head.json`` so a restarted labbot reuses a head that is still up — jobs keep
 running across a control-plane restart — and stops it on exit only if labbot started it. Ray's unix socket
 paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json.
@@ -21,12 +23,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from labbot.common.durations import format_duration
+from labbot.common.redact import SECRET_ENV_NAME
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,25 @@ def _free_ports(count: int) -> list[int]:
 
 
 _PORT_ERRORS = re.compile(r"address already in use|is trying to use a port number|failed to bind", re.IGNORECASE)
+
+
+# what a job may inherit from labbot's environment: names that locate things (interpreter, libraries, GPUs, caches)
+_ENV_NAMES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "HOSTNAME"}
+    | {"PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"}
+)
+_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "HF_", "TORCH", "OMP_", "MKL_", "RAY_")
+
+
+def head_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` the Ray head (and so every job) may carry: allow-listed names, never one that names
+    a secret (``HF_TOKEN``, ``RAY_AUTH_TOKEN``), never ``RAY_ADDRESS`` (the head is its own cluster). A job that
+    needs a key gets it from its spec's ``env``."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not SECRET_ENV_NAME.search(k) and k != "RAY_ADDRESS"
+    }
 
 
 class _PortTaken(Exception):
@@ -158,11 +181,11 @@ class EmbeddedRayHead:
         ]
         if self.num_cpus is not None:
             cmd.append(f"--num-cpus={self.num_cpus}")
-        env = dict(os.environ)
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+        env = head_environment(os.environ)  # every job inherits it: labbot's secrets stay out
+        # the token as a path, not a value: a job printing its environment shows no credential
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file.resolve()))
         # jobs run `python ...`: make it this interpreter's environment (torch, labbot's training package)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        env.pop("RAY_ADDRESS", None)
         address = f"http://127.0.0.1:{dashboard_port}"
         log_path = self.dir / "head.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0

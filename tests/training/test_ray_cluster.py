@@ -93,3 +93,45 @@ def test_stopping_the_head_stops_its_jobs_instead_of_orphaning_them(tmp_path: Pa
     finally:
         head.stop()
     assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_job_inherits_none_of_labbots_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Security finding 7: a job's process environment carries no secret of labbot's (Slack, Ray, vendor keys)."""
+    marker = uuid.uuid4().hex
+    labbots = {
+        "SLACK_BOT_TOKEN": f"xoxb-{uuid.uuid4().hex}",
+        "SLACK_SIGNING_SECRET": uuid.uuid4().hex,
+        "RAY_AUTH_TOKEN": uuid.uuid4().hex,
+        "ANTHROPIC_API_KEY": f"sk-ant-{uuid.uuid4().hex}",
+        "HF_TOKEN": f"hf_{uuid.uuid4().hex}",
+        "VENDOR_PASSWORD": uuid.uuid4().hex,
+    }
+    for name, value in labbots.items():
+        monkeypatch.setenv(name, value)
+    head = EmbeddedRayHead(tmp_path / "home")
+    conn = head.ensure()
+    monkeypatch.delenv("RAY_AUTH_TOKEN")  # the launcher below authenticates with the head's own token
+    telemetry = uuid.uuid4().hex
+    try:
+        launcher = RayLauncher(conn)
+        env_vars = {"MARK": marker, "LABBOT_TELEMETRY_TOKEN": telemetry}
+        launcher.submit(Submission(f"labbot-{marker[:6]}-1", "sleep 300", {"env_vars": env_vars}, {}))
+
+        def job_environ() -> dict[str, str] | None:
+            for proc in psutil.process_iter(["name"]):
+                try:
+                    if proc.info["name"] == "sleep" and proc.environ().get("MARK") == marker:
+                        return dict(proc.environ())  # /proc/PID/environ
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            return None
+
+        environ = wait_for(job_environ, timeout=30, what="the job's process")
+        flat = "\n".join(f"{k}={v}" for k, v in environ.items())
+        for name, value in labbots.items():
+            assert value not in flat, f"the job inherited labbot's {name}"
+        assert conn.token and conn.token not in flat, "the job carries the Ray head's token"
+        assert environ["LABBOT_TELEMETRY_TOKEN"] == telemetry  # what labbot hands the job still arrives
+        launcher.close()
+    finally:
+        head.stop()

@@ -6,7 +6,9 @@ head's environment, so the head gets an allow-listed one (``head_environment``):
 labbot's reaches a job. Its state (dashboard URL, pid, temp dir) is
 recorded in ``LABBOT_HOME/ray/head.json`` so a restarted labbot reuses a head that is still up — jobs keep
 running across a control-plane restart — and stops it on exit only if labbot started it. Ray's unix socket
-paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json.
+paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json. Ray
+makes its temp dir world-writable and writes each job's runtime env (telemetry token included) in logs there, so
+that folder sits inside a private (0700) one of labbot's.
 """
 
 from __future__ import annotations
@@ -116,7 +118,9 @@ class EmbeddedRayHead:
         self.started_here = False
         # short and stable per LABBOT_HOME: Ray's socket paths must stay under 107 bytes
         digest = hashlib.sha1(str(home.resolve()).encode()).hexdigest()[:10]
-        self.temp_dir = Path("/tmp") / f"lb-{digest}"
+        # Ray chmods its temp dir 0777 and logs runtime envs there: it lives inside a 0700 folder of labbot's
+        self.private_dir = Path("/tmp") / f"lb-{digest}"
+        self.temp_dir = self.private_dir / "r"
 
     def token(self) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -152,8 +156,16 @@ class EmbeddedRayHead:
                 log.warning("the local Ray head could not bind its ports (try %d of %d): %s", attempt, attempts, exc)
         raise RuntimeError(f"the local Ray head could not bind free ports after {attempts} tries; see {self.dir}")
 
+    def _private_temp_dir(self) -> None:
+        """The 0700 folder around Ray's temp dir, ours alone (one another user made first is refused)."""
+        self.private_dir.mkdir(mode=0o700, exist_ok=True)
+        if self.private_dir.is_symlink() or self.private_dir.stat().st_uid != os.getuid():
+            raise RuntimeError(f"{self.private_dir} is not labbot's own folder; remove it and start labbot again")
+        self.private_dir.chmod(0o700)
+        self.temp_dir.mkdir(exist_ok=True)
+
     def _start_once(self, token: str) -> RayConnection:
-        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self._private_temp_dir()
         dashboard_port, gcs_port, *component_ports = _free_ports(9)
         flags = (
             "--dashboard-agent-listen-port",

@@ -73,7 +73,8 @@ class ControlPlane:
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
         """Everything but the HTTP server. ``slack`` overrides the environment's Slack settings (console)."""
-        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        settings.home.chmod(0o700)  # the database, tokens, artifacts and Ray's state: nobody else's to read
         registry = JobRegistry.from_config(settings.jobs_table)  # a bad labbot.toml fails before anything starts
         db = Database(settings.database_url)
         db.upgrade()

@@ -191,6 +191,9 @@ class ArtifactStore:
         self._lock = threading.Lock()
         self.fs.makedirs(f"{self.root}/blobs", exist_ok=True)
         self.fs.makedirs(f"{self.root}/tmp", exist_ok=True)
+        if self._local:  # what agents keep is nobody else's on this machine: folders 0700, blobs 0600
+            for folder in (self.root, f"{self.root}/blobs", f"{self.root}/tmp"):
+                os.chmod(folder, 0o700)
 
     def blob_path(self, sha256: str) -> str:
         if not _SHA256.fullmatch(sha256):
@@ -346,6 +349,8 @@ class ArtifactStore:
             with self.fs.open(staged.tmp, "wb") as out:
                 out.write(staged.data)
         self.fs.makedirs(f"{self.root}/blobs/{staged.sha256[:2]}", exist_ok=True)
+        if self._local:
+            os.chmod(staged.tmp, 0o600)
         self.fs.mv(staged.tmp, final)
         staged.tmp = None
         return True

@@ -1,12 +1,15 @@
 """The database handle: engine, sessions and migrations applied on start.
 
-``Database(url)`` opens any SQLAlchemy URL; SQLite gets WAL, a busy timeout and foreign keys. ``upgrade()`` runs
+``Database(url)`` opens any SQLAlchemy URL; SQLite gets WAL, a busy timeout and foreign keys, and its file is made
+0600 before SQLite opens it (SQLite gives the WAL and shared-memory files the database file's mode). ``upgrade()`` runs
 the Alembic migrations shipped in ``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +18,7 @@ from typing import Any
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, insert
+from sqlalchemy import Engine, create_engine, event, insert, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -34,6 +37,22 @@ def json_loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+def _private_sqlite_file(url: str) -> None:
+    """Create the SQLite file 0600 (and make an existing one, its WAL and shm 0600): they hold every run, token
+    hash and audit row. SQLite creates ``-wal`` and ``-shm`` with the database file's mode."""
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.parent.is_dir():
+        return  # SQLite will say so when it opens it
+    with contextlib.suppress(PermissionError):  # one we may not change: opened as it is
+        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            file.chmod(0o600)
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -48,6 +67,7 @@ class Database:
         self.url = url
         kwargs: dict[str, Any] = {"echo": echo, "future": True, "json_deserializer": json_loads}
         if url.startswith("sqlite"):
+            _private_sqlite_file(url)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
         self.engine: Engine = create_engine(url, **kwargs)
         if self.engine.dialect.name == "sqlite":

@@ -3,12 +3,15 @@
 Every call carries the bearer token explicitly (Ray reads its own token environment once, at import time) and
 runs under a deadline, because the SDK's HTTP calls have no timeout of their own: an unreachable dashboard becomes
 ``RayUnavailable`` naming the address within ``timeout`` seconds. Submissions are idempotent:
-``submission_id = labbot-{run}-{attempt}``, and Ray's "already exists" answer for our own run is success.
+``submission_id = labbot-{run}-{attempt}``, and Ray's "already exists" answer for our own run is success. What a job
+wrote comes back redacted (its logs, the log tail in a failed job's message): a job that prints its environment or a
+key shows ``[redacted]`` wherever labbot posts it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from labbot.common.durations import format_duration
 
 # lazily on a worker thread, where it would hold the GIL while the event loop is answering Slack
 from labbot.common.errors import Conflict, RayUnavailable
+from labbot.common.redact import Redactor
 from labbot.training.ray_cluster import RayConnection
 
 log = logging.getLogger(__name__)
@@ -94,6 +98,7 @@ class RayLauncher:
         self.timeout = timeout
         self._client: Any = None
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ray-api")
+        self.redact = Redactor([connection.token])  # labbot's secrets (its environment's, Ray's token)
 
     @property
     def address(self) -> str:
@@ -168,7 +173,7 @@ class RayLauncher:
     def job(self, sid: str) -> RayJob | None:
         def go(client: Any) -> RayJob | None:
             try:
-                return _as_job(client.get_job_info(sid))
+                return self._redacted(_as_job(client.get_job_info(sid)))
             except RuntimeError as e:
                 if "404" in str(e) or "does not exist" in str(e):
                     return None
@@ -190,10 +195,15 @@ class RayLauncher:
             for doc in r.json():
                 sid = doc.get("submission_id") or ""
                 if sid.startswith("labbot-"):
-                    out[sid] = _job_from_json(doc)
+                    out[sid] = self._redacted(_job_from_json(doc))
             return out
 
         return self._call("list jobs", go)
+
+    def _redacted(self, job: RayJob) -> RayJob:
+        """A failed job's message carries the tail of its logs: redacted like the logs."""
+        message = self.redact(job.message)
+        return job if message == job.message else dataclasses.replace(job, message=message)
 
     def stop(self, sid: str) -> bool:
         return bool(self._call(f"stop {sid}", lambda client: client.stop_job(sid)))
@@ -201,7 +211,7 @@ class RayLauncher:
     def logs(self, sid: str) -> str:
         def go(client: Any) -> str:
             try:
-                return str(client.get_job_logs(sid))
+                return self.redact(str(client.get_job_logs(sid)))
             except RuntimeError as e:
                 if "404" in str(e) or "does not exist" in str(e):
                     return ""

@@ -1,10 +1,14 @@
 """The Ray cluster labbot talks to: ``RAY_ADDRESS`` when set, else an embedded local head under ``LABBOT_HOME``.
 
 The embedded head runs ``ray start --head --block`` in its own session with token auth (``RAY_AUTH_MODE=token``;
-the token lives in ``LABBOT_HOME/ray/auth_token``, mode 0600). Its state (dashboard URL, pid, temp dir) is
+the token lives in ``LABBOT_HOME/ray/auth_token``, mode 0600, and reaches Ray as that file's path). Jobs inherit the
+head's environment, so the head gets an allow-listed one (``head_environment``): no Slack, Ray or vendor secret of
+labbot's reaches a job. Its state (dashboard URL, pid, temp dir) is
 recorded in ``LABBOT_HOME/ray/head.json`` so a restarted labbot reuses a head that is still up — jobs keep
 running across a control-plane restart — and stops it on exit only if labbot started it. Ray's unix socket
-paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json.
+paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json. Ray
+makes its temp dir world-writable and writes each job's runtime env (telemetry token included) in logs there, so
+that folder sits inside a private (0700) one of labbot's.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from labbot.common.durations import format_duration
+from labbot.common.redact import SECRET_ENV_NAME
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,25 @@ def _free_ports(count: int) -> list[int]:
 _PORT_ERRORS = re.compile(r"address already in use|is trying to use a port number|failed to bind", re.IGNORECASE)
 
 
+# what a job may inherit from labbot's environment: names that locate things (interpreter, libraries, GPUs, caches)
+_ENV_NAMES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "HOSTNAME"}
+    | {"PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"}
+)
+_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "HF_", "TORCH", "OMP_", "MKL_", "RAY_")
+
+
+def head_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` the Ray head (and so every job) may carry: allow-listed names, never one that names
+    a secret (``HF_TOKEN``, ``RAY_AUTH_TOKEN``), never ``RAY_ADDRESS`` (the head is its own cluster). A job that
+    needs a key gets it from its spec's ``env``."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not SECRET_ENV_NAME.search(k) and k != "RAY_ADDRESS"
+    }
+
+
 class _PortTaken(Exception):
     """The head exited at start because one of its chosen ports was taken meanwhile."""
 
@@ -93,7 +118,9 @@ class EmbeddedRayHead:
         self.started_here = False
         # short and stable per LABBOT_HOME: Ray's socket paths must stay under 107 bytes
         digest = hashlib.sha1(str(home.resolve()).encode()).hexdigest()[:10]
-        self.temp_dir = Path("/tmp") / f"lb-{digest}"
+        # Ray chmods its temp dir 0777 and logs runtime envs there: it lives inside a 0700 folder of labbot's
+        self.private_dir = Path("/tmp") / f"lb-{digest}"
+        self.temp_dir = self.private_dir / "r"
 
     def token(self) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -129,8 +156,16 @@ class EmbeddedRayHead:
                 log.warning("the local Ray head could not bind its ports (try %d of %d): %s", attempt, attempts, exc)
         raise RuntimeError(f"the local Ray head could not bind free ports after {attempts} tries; see {self.dir}")
 
+    def _private_temp_dir(self) -> None:
+        """The 0700 folder around Ray's temp dir, ours alone (one another user made first is refused)."""
+        self.private_dir.mkdir(mode=0o700, exist_ok=True)
+        if self.private_dir.is_symlink() or self.private_dir.stat().st_uid != os.getuid():
+            raise RuntimeError(f"{self.private_dir} is not labbot's own folder; remove it and start labbot again")
+        self.private_dir.chmod(0o700)
+        self.temp_dir.mkdir(exist_ok=True)
+
     def _start_once(self, token: str) -> RayConnection:
-        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self._private_temp_dir()
         dashboard_port, gcs_port, *component_ports = _free_ports(9)
         flags = (
             "--dashboard-agent-listen-port",
@@ -158,11 +193,11 @@ class EmbeddedRayHead:
         ]
         if self.num_cpus is not None:
             cmd.append(f"--num-cpus={self.num_cpus}")
-        env = dict(os.environ)
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+        env = head_environment(os.environ)  # every job inherits it: labbot's secrets stay out
+        # the token as a path, not a value: a job printing its environment shows no credential
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file.resolve()))
         # jobs run `python ...`: make it this interpreter's environment (torch, labbot's training package)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        env.pop("RAY_ADDRESS", None)
         address = f"http://127.0.0.1:{dashboard_port}"
         log_path = self.dir / "head.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0

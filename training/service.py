@@ -221,6 +221,8 @@ class RunService:
             return [run_view(r) for r in s.scalars(q)]
 
     def logs(self, run_id: str, *, tail: int | None = None) -> str:
+        """A run's job output, with every secret labbot knows of redacted by the launcher (its environment's, Ray's
+        token, the credential shapes): whatever front door shows it — Slack, the CLI, an agent — shows no secret."""
         with self.db.session() as s:
             sid = self._load(s, run_id).ray_submission_id
         text = self.launcher.logs(sid) if sid else ""

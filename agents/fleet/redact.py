@@ -9,33 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-REDACTED = "[redacted]"
-SECRET_KEY = re.compile(
-    r"(pass(word|wd)?|secret|token|api[_-]?key|apikey|auth(orization)?|credential|private[_-]?key|cookie|session)",
-    re.IGNORECASE,
-)
-SECRET_VALUE = re.compile(
-    r"xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|xapp-[A-Za-z0-9-]{10,}"
-    r"|sk-ant-[A-Za-z0-9_-]{16,}"
-    r"|sk-[A-Za-z0-9]{32,}"
-    r"|AKIA[0-9A-Z]{16}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"
-    r"|github_pat_[A-Za-z0-9_]{30,}"
-    r"|lin_api_[A-Za-z0-9]{20,}"
-    r"|secret_[A-Za-z0-9]{30,}"
-    r"|ntn_[A-Za-z0-9]{30,}"
-    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{12,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
-)
+from labbot.common.redact import REDACTED, SECRET_KEY, SECRET_VALUE, redact_text
 
-
-def redact_text(text: str) -> str:
-    return SECRET_VALUE.sub(REDACTED, text)
+__all__ = ["REDACTED", "SECRET_KEY", "SECRET_VALUE", "digest", "preview", "redact", "redact_text"]
 
 
 def redact(value: Any) -> Any:

@@ -193,7 +193,7 @@ def _run_command(a: argparse.Namespace) -> int:
         from labbot.storage.db import Database
 
         settings = Settings.from_env()
-        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         Database(settings.database_url).upgrade()
         print("database is at the latest migration", file=sys.stderr)
         return 0

@@ -3,7 +3,9 @@
 Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, the pages'
 Ack / Resolve / File incident buttons, the agents' Approve / Deny buttons, thread replies and ``@labbot`` mentions.
 Global middleware drops Slack's retries of events already seen (by ``event_id``) and messages from bots; Bolt itself
-verifies signatures (5-minute window) and ignores the bot's own events.
+verifies signatures (5-minute window) and ignores the bot's own events. A signed request replayed inside that window
+acts once: every command and button is acted on once per Slack ``trigger_id`` (remembered far longer than the
+window), on top of the per-run double-click guard and the launch's idempotency key.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.threads import RunThreads
 
 log = logging.getLogger(__name__)
+
+# how long a command's or click's trigger id is remembered: well past Bolt's 5-minute signature window, so a signed
+# request replayed while its signature is still valid finds its id here
+REPLAY_TTL_S = 3600.0
 
 NO_AGENT = (
     "No model is configured, so no agent will answer here; I keep your replies with the run. "
@@ -52,6 +58,18 @@ def build_app(
     )
     events_seen = SeenKeys(ttl_s=3600)
     clicks_seen = SeenKeys(ttl_s=10)
+    triggers_seen = SeenKeys(ttl_s=REPLAY_TTL_S)
+
+    def replayed(kind: str, body: dict[str, Any]) -> bool:
+        """True for a command or click whose Slack trigger id was already acted on (a replayed signed request)."""
+        actions_ = body.get("actions") or [{}]
+        trigger = body.get("trigger_id") or actions_[0].get("action_ts")
+        if not trigger:
+            return False
+        if triggers_seen.first_time(f"{kind}:{trigger}"):
+            return False
+        log.warning("a replayed Slack %s (trigger %s) was ignored", kind, trigger)
+        return True
 
     @app.middleware
     async def drop_repeats(req: AsyncBoltRequest, resp: BoltResponse, next: Any) -> BoltResponse | None:
@@ -88,6 +106,8 @@ def build_app(
             )
             return
         await ack()  # within Slack's 3 s, whatever the work: the work runs after
+        if replayed("command", body):
+            return
         who = Asker(user=user, channel=channel, trigger_id=body.get("trigger_id"))
         tasks.spawn(actions.run(parsed, who), name=f"lab {parsed.command.name}")
 
@@ -96,6 +116,8 @@ def build_app(
     ) -> None:
         """Every button: ack at once; a double click acts once; the work runs after, its errors told to the clicker."""
         await ack()
+        if replayed("action", body):
+            return
         user, value = body["user"]["id"], str(body["actions"][0]["value"])
         channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
         if not clicks_seen.first_time(f"{user}:{verb}:{value}"):

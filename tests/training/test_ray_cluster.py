@@ -93,3 +93,61 @@ def test_stopping_the_head_stops_its_jobs_instead_of_orphaning_them(tmp_path: Pa
     finally:
         head.stop()
     assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_job_inherits_none_of_labbots_secrets_and_rays_logs_stay_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Security findings 7 and 10: a job's process environment carries no secret of labbot's (Slack, Ray, vendor
+    keys), and the runtime-env logs Ray writes (the job's telemetry token in them) are readable by nobody else."""
+    marker = uuid.uuid4().hex
+    labbots = {
+        "SLACK_BOT_TOKEN": f"xoxb-{uuid.uuid4().hex}",
+        "SLACK_SIGNING_SECRET": uuid.uuid4().hex,
+        "RAY_AUTH_TOKEN": uuid.uuid4().hex,
+        "ANTHROPIC_API_KEY": f"sk-ant-{uuid.uuid4().hex}",
+        "HF_TOKEN": f"hf_{uuid.uuid4().hex}",
+        "VENDOR_PASSWORD": uuid.uuid4().hex,
+    }
+    for name, value in labbots.items():
+        monkeypatch.setenv(name, value)
+    head = EmbeddedRayHead(tmp_path / "home")
+    conn = head.ensure()
+    monkeypatch.delenv("RAY_AUTH_TOKEN")  # the launcher below authenticates with the head's own token
+    telemetry = uuid.uuid4().hex
+    try:
+        launcher = RayLauncher(conn)
+        env_vars = {"MARK": marker, "LABBOT_TELEMETRY_TOKEN": telemetry}
+        launcher.submit(Submission(f"labbot-{marker[:6]}-1", "sleep 300", {"env_vars": env_vars}, {}))
+
+        def job_environ() -> dict[str, str] | None:
+            for proc in psutil.process_iter(["name"]):
+                try:
+                    if proc.info["name"] == "sleep" and proc.environ().get("MARK") == marker:
+                        return dict(proc.environ())  # /proc/PID/environ
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            return None
+
+        environ = wait_for(job_environ, timeout=30, what="the job's process")
+        flat = "\n".join(f"{k}={v}" for k, v in environ.items())
+        for name, value in labbots.items():
+            assert value not in flat, f"the job inherited labbot's {name}"
+        assert conn.token and conn.token not in flat, "the job carries the Ray head's token"
+        assert environ["LABBOT_TELEMETRY_TOKEN"] == telemetry  # what labbot hands the job still arrives
+
+        # Ray makes its temp dir 0777 and writes runtime envs into its logs: the folder around it is labbot's, 0700
+        assert stat.S_IMODE(head.private_dir.stat().st_mode) == 0o700
+        for path in head.temp_dir.rglob("*"):
+            if path.is_file() and not path.is_symlink() and telemetry.encode() in path.read_bytes():
+                assert not _readable_by_others(path), path
+        launcher.close()
+    finally:
+        head.stop()
+
+
+def _readable_by_others(path: Path) -> bool:
+    """Another user can read ``path``: it is o+r and every folder above it is o+x."""
+    if not path.stat().st_mode & stat.S_IROTH:
+        return False
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in path.parents)

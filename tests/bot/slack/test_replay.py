@@ -1,0 +1,100 @@
+"""A signed Slack request replayed while its signature is still valid acts once: a `/lab restart` sent twice restarts
+once, a button payload replayed later (past the double-click guard) acts once. Bolt's real signature check runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any, cast
+from urllib.parse import parse_qs, urlencode
+
+import pytest
+from fakes.slack import SlackFake, started
+from slack_bolt.request.async_request import AsyncBoltRequest
+
+from labbot.bot.slack import app as slack_app
+from labbot.bot.slack.payloads import Workspace, button_click, signed, slash_command
+from labbot.bot.slack.tasks import TaskSet
+
+SECRET = "replay-test-signing-secret"
+WS = Workspace(team_id="T0LAB00001", app_id="A0LABBOT01", channel="C0LAB00001")
+OWNER = "U0ALICE001"
+
+
+class RecordingActions:
+    """Stands in for LabActions: records what the app asked it to do."""
+
+    def __init__(self) -> None:
+        self.help_footer: list[str] = []
+        self.commands: list[tuple[str, str | None]] = []
+        self.acts: list[tuple[str, str]] = []
+
+    def is_admin(self, user: str) -> bool:
+        return False
+
+    async def run(self, parsed: Any, who: Any) -> None:
+        self.commands.append((parsed.command.name, who.trigger_id))
+
+    async def run_safely(self, work: Any, who: Any) -> None:
+        await work
+
+    async def act(self, run_id: str, verb: str, who: Any) -> None:
+        self.acts.append((run_id, verb))
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackFake]:
+    with started(check_spec=False) as fake:
+        yield fake
+
+
+def _dispatch_twice(slack: SlackFake, bodies: list[str]) -> RecordingActions:
+    actions = RecordingActions()
+
+    async def go() -> None:
+        tasks = TaskSet()
+        app = slack_app.build_app(
+            client=slack.async_client(),
+            signing_secret=SECRET,
+            actions=cast(Any, actions),
+            threads=cast(Any, None),
+            tasks=tasks,
+        )
+        signed_once = {body: signed(body, SECRET) for body in bodies}  # a replay: the same body and headers again
+        for body in bodies:
+            response = await app.async_dispatch(AsyncBoltRequest(body=body, headers=dict(signed_once[body])))
+            assert response.status == 200, response.body
+            await asyncio.sleep(0.3)  # Bolt runs the rest of a listener after its ack, as a task of its own
+            await tasks.drain()
+
+    asyncio.run(go())
+    return actions
+
+
+def test_a_replayed_signed_restart_acts_once(slack: SlackFake) -> None:
+    body = slash_command(WS, user=OWNER, user_name="alice", text="restart abc234")
+    actions = _dispatch_twice(slack, [body, body])
+    assert [name for name, _ in actions.commands] == ["restart"]
+
+
+def test_a_button_payload_replayed_later_acts_once(slack: SlackFake, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = button_click(WS, user=OWNER, action_id="run_restart", value="abc234", message_ts="1700000000.000100")
+    # the double-click guard forgets after seconds; a replay comes later than that
+    monkeypatch.setattr(slack_app, "SeenKeys", _forgetful_clicks(slack_app.SeenKeys))
+    actions = _dispatch_twice(slack, [body, body])
+    assert actions.acts == [("abc234", "restart")]
+    # two real clicks (two trigger ids) on different runs still act twice
+    other = json.loads(parse_qs(body)["payload"][0])
+    other["trigger_id"], other["actions"][0]["value"] = "111.new", "def567"
+    again = _dispatch_twice(slack, [body, urlencode({"payload": json.dumps(other)})])
+    assert again.acts == [("abc234", "restart"), ("def567", "restart")]
+
+
+def _forgetful_clicks(real: type) -> Any:
+    """SeenKeys, except the 10-second double-click guard remembers nothing (as if the replay came later)."""
+
+    def make(ttl_s: float, **kwargs: Any) -> Any:
+        return real(-1.0, **kwargs) if ttl_s <= 10 else real(ttl_s, **kwargs)
+
+    return make

@@ -1,0 +1,82 @@
+"""Security finding 7: what a job wrote comes back from the launcher (labbot's one door to Ray) with the secrets
+labbot knows of redacted — its environment's secret values, Ray's token, credential-shaped strings — so ``/lab logs``,
+the API, agents and a failed job's message (Ray puts the log tail there) show none of them."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from support import make_service
+
+from labbot.training.launcher import RayLauncher
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.specs import LaunchRequest, resolve_launch
+
+
+class PrintingRay:
+    """Ray's job client, as far as logs and job details go: the job printed ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def get_job_logs(self, sid: str) -> str:
+        return self.text
+
+    def get_job_info(self, sid: str) -> Any:
+        return SimpleNamespace(
+            submission_id=sid, status="FAILED", message=f"Job failed, last logs:\n{self.text}", error_type="JOB",
+            metadata={}, start_time=None, end_time=None,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = {"SLACK_SIGNING_SECRET": uuid.uuid4().hex, "SOME_VENDOR_API_KEY": f"plain{uuid.uuid4().hex}"}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)  # labbot's environment, before labbot starts
+    return values
+
+
+def printed(secrets: dict[str, str], ray_token: str) -> str:
+    return "\n".join(
+        [
+            "step 1 loss 2.5",
+            f"SLACK_SIGNING_SECRET={secrets['SLACK_SIGNING_SECRET']}",
+            f"vendor key: {secrets['SOME_VENDOR_API_KEY']}",
+            f"RAY_AUTH_TOKEN={ray_token}",
+            "SLACK_BOT_TOKEN=xoxb-1234567890-abcdefghijkl",
+            "step 2 loss 2.4",
+        ]
+    )
+
+
+def test_secret_values_in_a_jobs_logs_are_redacted(
+    tmp_path: Path, secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray_token = uuid.uuid4().hex
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", ray_token))
+    req = LaunchRequest(job="tiny-lm", owner="U0ALICE001")
+    run_id = service._insert_run(req, resolve_launch(service.registry.get("tiny-lm"), req), "telemetry")
+    ray = PrintingRay(printed(secrets, ray_token))
+    monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))
+    shown = service.logs(run_id)
+    for secret in (*secrets.values(), ray_token, "xoxb-1234567890-abcdefghijkl"):
+        assert secret not in shown
+    assert shown.count("[redacted]") == 4
+    assert "step 1 loss 2.5" in shown and "step 2 loss 2.4" in shown
+    assert service.logs(run_id, tail=1) == "step 2 loss 2.4"
+
+
+def test_a_failed_jobs_message_is_redacted(secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    ray_token = uuid.uuid4().hex
+    launcher = RayLauncher(RayConnection("http://127.0.0.1:9", ray_token))
+    ray = PrintingRay(printed(secrets, ray_token))
+    monkeypatch.setattr(launcher, "_call", lambda what, fn: fn(ray))
+    job = launcher.job("labbot-abc234-1")
+    assert job is not None and job.message.count("[redacted]") == 4
+    assert not any(s in job.message for s in (*secrets.values(), ray_token))
+    launcher.close()

@@ -4,13 +4,19 @@ other. Both find labbot the same way (``LABBOT_PUBLIC_URL``, else ``http://127.0
 in ``LABBOT_HOME/admin_token``) and fail with one error, :class:`ApiError`, which each front door words for its
 reader: the CLI as an exit message and code, the lab server as a tool error. Only httpx: ``labbot launch`` costs a
 Python start-up and one request, not SQLAlchemy or Ray.
+
+Paths are built from segments (:func:`api_path`), each escaped, and the ids in them checked against their format
+first (:func:`run_path`, :func:`page_path`, :func:`artifact_path`): an id like ``../audit#`` or ``r1/stop?`` written
+by a model or typed by a person fails before any request, and never reaches another route.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -19,7 +25,12 @@ NO_ADMIN_TOKEN = "no_admin_token"
 """:attr:`ApiError.code` when there is no admin token here: labbot was never started with this LABBOT_HOME."""
 NOT_ANSWERING = "not_answering"
 """:attr:`ApiError.code` when nothing answered at the URL (connection refused, DNS, a timeout)."""
+BAD_ID = "bad_id"
+""":attr:`ApiError.code` when an id or a path segment is not of its format: nothing was asked."""
 _MAX_ERROR_TEXT = 300  # of an error body that is not the API's JSON (a proxy's HTML page, say)
+# run ids (training.service.new_run_id), page ids (pager.new_page_id: "p" + 5) and artifact ids
+# (storage.artifacts.new_artifact_id: "a" + 7) are lowercase letters and digits; '-' as `/lab` accepts in run ids
+_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
 
 
 class ApiError(Exception):
@@ -53,6 +64,43 @@ def admin_token() -> str:
     if not path.exists():
         raise ApiError(f"no admin token at {path}", code=NO_ADMIN_TOKEN)
     return path.read_text().strip()
+
+
+def segment(value: str) -> str:
+    """One path segment, escaped (``quote(value, safe="")``): a ``?``, ``#``, ``&`` or ``%`` in it stays in it. A
+    segment that is empty, ``.`` or ``..``, or holds a ``/`` or ``\\`` (which servers and proxies may still read as
+    a separator once unescaped) is an :data:`BAD_ID` error."""
+    if value in ("", ".", "..") or "/" in value or "\\" in value:
+        raise ApiError(f"{value!r} cannot be part of a path", code=BAD_ID)
+    return quote(value, safe="")
+
+
+def api_path(*segments: str) -> str:
+    """``/a/b/c`` from ``("a", "b", "c")``, each segment escaped by :func:`segment`."""
+    return "".join("/" + segment(s) for s in segments)
+
+
+def check_id(kind: str, value: object) -> str:
+    """``value`` when it is an id of its format (lowercase letters, digits and ``-``, at most 64), else a
+    :data:`BAD_ID` error that says what ``kind`` of id was expected."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise ApiError(f"{value!r} is not a {kind} id (lowercase letters, digits and '-')", code=BAD_ID)
+    return value
+
+
+def run_path(run_id: str, *rest: str) -> str:
+    """``/runs/ID/...``: the run id checked, every segment escaped."""
+    return api_path("runs", check_id("run", run_id), *rest)
+
+
+def page_path(page_id: str, *rest: str) -> str:
+    """``/pages/ID/...``: the page id checked, every segment escaped."""
+    return api_path("pages", check_id("page", page_id), *rest)
+
+
+def artifact_path(artifact_id: str, *rest: str) -> str:
+    """``/artifacts/ID/...``: the artifact id checked, every segment escaped."""
+    return api_path("artifacts", check_id("artifact", artifact_id), *rest)
 
 
 def _error_of(r: httpx.Response) -> ApiError:

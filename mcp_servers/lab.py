@@ -20,13 +20,13 @@ import math
 import mimetypes
 import os
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import httpx
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from labbot.common import api_client
 from labbot.common.api_client import NO_ADMIN_TOKEN, ApiError, AsyncApiClient
 from labbot.common.humanize import format_bytes
 from labbot.mcp_servers.annotations import ADD, READ, WRITE
@@ -110,10 +110,23 @@ def summarise_series(points: list[list[Any]], max_points: int = MAX_POINTS) -> s
     return head + "\n" + "\n".join(f"{s}\t{v}" for s, v in sample)
 
 
-def _segment(value: str) -> str:
-    """One path segment: a model-written id like ``../runs/r1/stop?`` must not reach another route (share is a POST
-    that needs no approval)."""
-    return quote(value, safe="")
+def _checked(kind: str, the_id: str) -> str:
+    """``the_id`` when it is a ``kind`` id, else a tool error (before any request)."""
+    try:
+        return api_client.check_id(kind, the_id)
+    except ApiError as e:
+        raise tool_error(e) from None
+
+
+def _path(kind: str, the_id: str, *rest: str) -> str:
+    """The path of a run, page or artifact (``kind``), built by the one client's helper: a model-written id like
+    ``../audit#`` or ``r1/stop?`` is refused before any request, as a tool error, and every segment is escaped, so no
+    argument reaches another route (share is a POST that needs no approval; ack must not become a stop)."""
+    build = {"run": api_client.run_path, "page": api_client.page_path, "artifact": api_client.artifact_path}[kind]
+    try:
+        return build(the_id, *rest)
+    except ApiError as e:
+        raise tool_error(e) from None
 
 
 def _artifact_line(a: dict[str, Any], agent: str) -> str:
@@ -178,20 +191,20 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     @server.tool(annotations=READ, structured_output=False)
     async def get_run(run_id: str) -> str:
         """One run in full (JSON): status, attempt, step, latest metrics, checkpoint, parameters, timestamps, error."""
-        return json.dumps((await lab.json("GET", f"/runs/{run_id}"))["run"], indent=1)
+        return json.dumps((await lab.json("GET", _path("run", run_id)))["run"], indent=1)
 
     @server.tool(annotations=READ, structured_output=False)
     async def run_metrics(
         run_id: str, name: Annotated[str, Field(description="a metric name, e.g. loss or tokens_per_s")] = "loss"
     ) -> str:
         """A metric's series for a run, summarised: count, min/max/last and up to 60 (step, value) samples."""
-        doc = await lab.json("GET", f"/runs/{run_id}/metrics/{name}")
+        doc = await lab.json("GET", _path("run", run_id, "metrics", name))
         return f"{name} of run {run_id}: " + summarise_series(doc["points"])
 
     @server.tool(annotations=READ, structured_output=False)
     async def run_logs(run_id: str, tail: Annotated[int, Field(ge=1, le=MAX_LOG_LINES)] = 100) -> str:
         """The last lines of the run's current attempt's logs (from Ray)."""
-        text = (await lab.request("GET", f"/runs/{run_id}/logs", params={"tail": tail})).text
+        text = (await lab.request("GET", _path("run", run_id, "logs"), params={"tail": tail})).text
         return text or "(no output yet)"
 
     @server.tool(annotations=READ, structured_output=False)
@@ -199,7 +212,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         """Pages (stalls, failures, divergence, the cluster down): id, kind, run, state, escalation level, summary."""
         params: dict[str, Any] = {"all": "1"} if include_resolved else {}
         if run_id:
-            params["run"] = run_id
+            params["run"] = _checked("run", run_id)
         pages = (await lab.json("GET", "/pages", params=params))["pages"]
         return (
             "\n".join(
@@ -226,19 +239,19 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     @server.tool(annotations=WRITE, structured_output=False)
     async def stop_run(run_id: str) -> str:
         """Stop a run (needs a human's approval). Its checkpoints are kept."""
-        run = (await lab.json("POST", f"/runs/{run_id}/stop", params={"by": "agent"}))["run"]
+        run = (await lab.json("POST", _path("run", run_id, "stop"), params={"by": "agent"}))["run"]
         return f"stopped: {_run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def restart_run(run_id: str) -> str:
         """Restart a run from its newest checkpoint as a new attempt (needs a human's approval)."""
-        run = (await lab.json("POST", f"/runs/{run_id}/restart", params={"by": "agent"}))["run"]
+        run = (await lab.json("POST", _path("run", run_id, "restart"), params={"by": "agent"}))["run"]
         return f"restarted: {_run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def ack_page(page_id: str) -> str:
         """Acknowledge a page so its escalation stops (needs a human's approval)."""
-        page = (await lab.json("POST", f"/pages/{page_id}/ack", params={"by": "agent"}))["page"]
+        page = (await lab.json("POST", _path("page", page_id, "ack"), params={"by": "agent"}))["page"]
         return f"page {page['id']} is {page['state']}"
 
     @server.tool(annotations=READ, structured_output=False)
@@ -281,7 +294,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         ] = None,
     ) -> str:
         """An artifact's content as text (yours or one shared with you); the first 64 KiB of a longer one."""
-        path = f"/artifacts/{_segment(artifact_id)}"
+        path = _path("artifact", artifact_id)
         data, headers, cut = await lab.read(path, MAX_ARTIFACT_TEXT, params={"agent": as_agent or lab.agent})
         content_type = headers.get("content-type", "application/octet-stream")
         size = headers.get("content-length")
@@ -305,7 +318,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     ) -> str:
         """Let another agent read one of your artifacts (it can read it, not change or delete it)."""
         params = {"agent": as_agent or lab.agent, "with": with_agent}
-        a = (await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/share", params=params))["artifact"]
+        a = (await lab.json("POST", _path("artifact", artifact_id, "share"), params=params))["artifact"]
         return f"{a['id']} ({a['name']}) is shared with {', '.join(a.get('shared_with') or [with_agent])}"
 
     @server.tool(annotations=ADD, structured_output=False)
@@ -323,7 +336,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         params = {"agent": as_agent or lab.agent, "channel": in_channel}
         if in_thread:
             params["thread_ts"] = in_thread
-        posted = await lab.json("POST", f"/artifacts/{_segment(artifact_id)}/post", params=params)
+        posted = await lab.json("POST", _path("artifact", artifact_id, "post"), params=params)
         return f"posted {posted['name']} into the thread"
 
     return server

@@ -16,7 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from labbot.bot.cli import render
-from labbot.common.api_client import NO_ADMIN_TOKEN, NOT_ANSWERING, ApiClient, ApiError, home
+from labbot.common.api_client import (
+    BAD_ID,
+    NO_ADMIN_TOKEN,
+    NOT_ANSWERING,
+    ApiClient,
+    ApiError,
+    check_id,
+    home,
+    page_path,
+    run_path,
+)
 from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError
 from labbot.training.params import parse_assignments
@@ -39,7 +49,10 @@ class CLIError(Exception):
 
 
 def _exit_code(e: ApiError) -> int:
-    """2 when the API refused the input (a 4xx other than a conflict with the run's state), else 1."""
+    """2 when the input was bad (an id not of its format, or a 4xx other than a conflict with the run's state), else
+    1."""
+    if e.code == BAD_ID:
+        return 2
     return 2 if e.status is not None and 400 <= e.status < 500 and e.code != "conflict" else 1
 
 
@@ -172,7 +185,7 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
             return run
         say(f"  waiting for Ray to start it: {run['status']} ({format_duration(elapsed)})")
         wait = max(1, min(20, int(timeout - elapsed)))
-        run = api.json("GET", f"/runs/{run['id']}", params={"wait": wait}, timeout=wait + 30)["run"]
+        run = api.json("GET", run_path(run["id"]), params={"wait": wait}, timeout=wait + 30)["run"]
     say(f"  {run['status']} after {format_duration(time.monotonic() - start)}")
     return run
 
@@ -213,7 +226,7 @@ def _run_command(a: argparse.Namespace) -> int:
             _print_json(runs) if a.json else print(render.runs_table(runs))
             return 0
         if a.command in ("run", "stop", "restart"):
-            method, path = ("GET", f"/runs/{a.id}") if a.command == "run" else ("POST", f"/runs/{a.id}/{a.command}")
+            method, path = ("GET", run_path(a.id)) if a.command == "run" else ("POST", run_path(a.id, a.command))
             run = api.json(method, path, params={"by": _who()} if method == "POST" else None)["run"]
             if a.json:
                 _print_json(run)
@@ -226,17 +239,17 @@ def _run_command(a: argparse.Namespace) -> int:
             return 0
         if a.command == "logs":
             params = {"tail": a.tail} if a.tail is not None else {}
-            sys.stdout.write(api.request("GET", f"/runs/{a.id}/logs", params=params).text.rstrip("\n") + "\n")
+            sys.stdout.write(api.request("GET", run_path(a.id, "logs"), params=params).text.rstrip("\n") + "\n")
             return 0
         if a.command == "pages":
             query: dict[str, Any] = {"all": "1"} if a.all else {}
             if a.run:
-                query["run"] = a.run
+                query["run"] = check_id("run", a.run)
             pages = api.json("GET", "/pages", params=query)["pages"]
             _print_json(pages) if a.json else print(render.pages_table(pages))
             return 0
         if a.command in ("ack", "resolve"):
-            page = api.json("POST", f"/pages/{a.page}/{a.command}", params={"by": _who()})["page"]
+            page = api.json("POST", page_path(a.page, a.command), params={"by": _who()})["page"]
             if a.json:
                 _print_json(page)
             else:

@@ -2,7 +2,8 @@
 pages, artifacts, agents, cross-links), answered ephemerally to the person who asked (or in the run's thread, for
 what everyone should see). ``/lab NAME`` is handled by ``_do_NAME`` (a ``-`` in NAME is ``_`` there).
 
-Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml).
+Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml): the rule
+of :mod:`labbot.training.permissions`, which the agents' approval gate follows too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.storage.artifacts import ArtifactNotFound, ArtifactStore
+from labbot.training.permissions import approvers, may, who_may
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
@@ -296,9 +298,11 @@ class LabActions:
 
     async def act(self, run_id: str, verb: str, who: Asker) -> None:
         run = await to_thread.run_sync(self.service.get, run_id)
-        if not (who.user == run["owner"] or self.is_admin(who.user)):
-            owner = f"<@{run['owner']}>" if run["owner"].startswith("U") else run["owner"]
-            await self.tell(who, f":no_entry: only the run's owner ({owner}) or an admin can {verb} run `{run_id}`")
+        owner = str(run["owner"])
+        allowed = approvers(verb, {"run_id": run_id}, asker=who.user, run_owner=lambda _run_id: owner)
+        if not may(who.user, allowed, self.settings.admins):
+            refusal = f":no_entry: only the run's owner or an admin ({who_may(allowed)}) can {verb} run `{run_id}`"
+            await self.tell(who, refusal)
             return
         fn = self.service.stop if verb == "stop" else self.service.restart
         by = f"slack:{who.user}"

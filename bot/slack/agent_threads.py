@@ -159,7 +159,7 @@ class Progress:
 
 def approval_blocks(request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:
     """The prompt for a destructive tool call, or (once decided) what became of it."""
-    approvers = " or ".join(mention(u) for u in request.approvers) + " or an admin"
+    approvers = " or ".join([*(mention(u) for u in request.approvers), "an admin"])
     head = f":raised_hand: The *{escape(request.role)}* agent wants to run `{escape(request.tool)}`"
     args = f"```\n{clip(escape(request.arguments), 2800)}\n```"
     blocks: list[dict[str, Any]] = [

@@ -33,6 +33,7 @@ from labbot.bot.run_report import run_report
 from labbot.bot.slack.blocks.run_card import escape, mention
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.training.permissions import approvers, may
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -148,8 +149,9 @@ class CrossLinks:
         if linked:
             return f"page `{page_id}` is already filed in Linear as {linked.get('identifier')}: {linked.get('url')}"
         run = await to_thread.run_sync(self.service.get, page["run_id"]) if page.get("run_id") else None
-        owner = run["owner"] if run is not None else None
-        if user != owner and user not in self.admins:
+        owner = str(run["owner"]) if run is not None else None
+        acts_on = {"run_id": str(run["id"])} if run is not None else {}
+        if not may(user, approvers("file_incident", acts_on, asker=user, run_owner=lambda _run_id: owner), self.admins):
             who = f"the run's owner ({mention(owner)}) or an admin" if owner else "an admin"
             raise BadRequest(f"only {who} can file page `{page_id}` as an incident")
         thread = await to_thread.run_sync(self.threads.thread_of, run["id"]) if run is not None else None

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from support import Serve, free_port
+
+from labbot.bot.cli import main as cli_main
+from labbot.common.api_client import ApiClient
 
 
 @pytest.mark.parametrize(
@@ -67,3 +71,41 @@ def test_db_upgrade_creates_the_database(tmp_path: Path) -> None:
         out = s.cli("db", "upgrade")
         assert out.returncode == 0 and "latest migration" in out.stderr, out.stderr
     assert (tmp_path / "home" / "labbot.db").exists()
+
+
+def _recording_cli(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
+    """The CLI's ApiClient, with its requests recorded (and answered 404) instead of sent."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(404, json={"error": {"code": "unknown_run", "message": "unknown run"}})
+
+    def client() -> ApiClient:
+        return ApiClient("http://labbot.test", "t0ken", transport=httpx.MockTransport(answer))
+
+    monkeypatch.setattr(cli_main, "ApiClient", client)
+    return seen
+
+
+@pytest.mark.parametrize("crafted", ["../audit#", "r1/stop?", "..", "../artifacts/a2b3c4d5?agent=U0BOB00001#"])
+@pytest.mark.parametrize(
+    "command", [["run"], ["stop"], ["restart"], ["logs"], ["ack"], ["resolve"], ["pages", "--run"]]
+)
+def test_a_crafted_id_is_refused_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str], crafted: str
+) -> None:
+    seen = _recording_cli(monkeypatch)
+    assert cli_main.main([*command, crafted]) == 2
+    assert f"{crafted!r} is not a " in capsys.readouterr().err
+    assert seen == []
+
+
+def test_the_cli_escapes_and_keeps_to_its_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _recording_cli(monkeypatch)
+    assert cli_main.main(["stop", "k3xq7p"]) == 2  # the 404 of the recording transport
+    assert cli_main.main(["ack", "p2b3c4"]) == 2
+    assert [(r.method, r.url.path) for r in seen] == [
+        ("POST", "/api/v1/runs/k3xq7p/stop"),
+        ("POST", "/api/v1/pages/p2b3c4/ack"),
+    ]

@@ -196,27 +196,61 @@ def test_a_long_artifact_is_cut_at_64_kb_and_a_binary_one_is_not_shown(tmp_path:
     assert decoded == "café"  # the stored charset is honoured
 
 
-def test_an_artifact_id_cannot_reach_another_route(tmp_path: Path) -> None:
-    lab = Artifacts(tmp_path)
-    seen: list[tuple[str, str, str]] = []
+CRAFTED = ["../audit#", "../artifacts/a2b3c4d5?agent=U0BOB00001/assistant#", "r1/stop?", "..", "k3xq7p#", "K3X Q7P"]
+# every lab tool that puts an argument in a path, and the arguments besides the id it needs
+ID_TOOLS = [
+    ("get_run", "run_id", {}),
+    ("run_metrics", "run_id", {}),
+    ("run_logs", "run_id", {}),
+    ("list_pages", "run_id", {}),
+    ("stop_run", "run_id", {}),
+    ("restart_run", "run_id", {}),
+    ("ack_page", "page_id", {}),
+    ("get_artifact", "artifact_id", {}),
+    ("share_artifact", "artifact_id", {"with_agent": "mallory"}),
+    ("post_artifact", "artifact_id", {"in_channel": "C0LAB00001", "in_thread": "1.2"}),
+]
 
-    async def recording(scope: Any, receive: Any, send: Any) -> None:
-        seen.append((scope["method"], scope["path"], scope["query_string"].decode()))
-        await lab.app(scope, receive, send)
 
-    transport = httpx.ASGITransport(app=recording)
-    server = build_server(LabApi("http://labbot.test", "t0ken", agent="researcher", transport=transport))
-    sneaky = "../../runs/r1/stop?by=agent&x="
-    [(shared, _), (read, _)] = calls(
+def _recording_server() -> tuple[Any, list[httpx.Request]]:
+    """A lab server whose requests are recorded (and answered 404), none sent anywhere."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(404, json={"error": {"code": "not_found", "message": "no such thing"}})
+
+    lab = LabApi("http://labbot.test", "t0ken", agent="researcher", transport=httpx.MockTransport(answer))
+    return build_server(lab), seen
+
+
+@pytest.mark.parametrize(("tool", "arg", "extra"), ID_TOOLS)
+def test_a_crafted_id_is_refused_by_every_lab_tool_before_any_request(
+    tool: str, arg: str, extra: dict[str, Any]
+) -> None:
+    server, seen = _recording_server()
+    results = calls(server, *((tool, {arg: crafted, **extra}) for crafted in CRAFTED))
+    for crafted, (is_error, text) in zip(CRAFTED, results, strict=True):
+        assert is_error and f"{crafted!r} is not a " in text and " id " in text, (crafted, text)
+    assert seen == [], [str(r.url) for r in seen]  # not another route, nor even its own
+
+
+def test_every_path_segment_is_escaped() -> None:
+    server, seen = _recording_server()
+    results = calls(
         server,
-        ("share_artifact", {"artifact_id": sneaky, "with_agent": "mallory"}),
-        ("get_artifact", {"artifact_id": "../../audit"}),
+        ("run_metrics", {"run_id": "k3xq7p", "name": "loss?agent=U0BOB00001#"}),
+        ("run_metrics", {"run_id": "k3xq7p", "name": "../../audit"}),
+        ("ack_page", {"page_id": "p2b3c4"}),
+        ("share_artifact", {"artifact_id": "a2b3c4d5", "with_agent": "mallory"}),
     )
-    assert shared and read
-    assert seen == [
-        ("POST", f"/api/v1/artifacts/{sneaky}/share", "agent=researcher&with=mallory"),
-        ("GET", "/api/v1/artifacts/../../audit", "agent=researcher"),
-    ]  # one path segment each: no route but the artifact's own matched (404)
+    assert all(is_error for is_error, _ in results)  # 404s, and the name with a '/' asked nothing
+    assert "cannot be part of a path" in results[1][1]
+    assert [(r.method, r.url.raw_path.decode()) for r in seen] == [
+        ("GET", "/api/v1/runs/k3xq7p/metrics/loss%3Fagent%3DU0BOB00001%23"),
+        ("POST", "/api/v1/pages/p2b3c4/ack?by=agent"),
+        ("POST", "/api/v1/artifacts/a2b3c4d5/share?agent=researcher&with=mallory"),
+    ]
 
 
 def test_the_tools_say_when_labbot_is_not_running_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

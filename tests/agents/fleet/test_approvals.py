@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from labbot.agents.fleet.approvals import ApprovalGate, ApprovalRequest
 from labbot.agents.fleet.audit import AuditedExecutor, audit_rows
 from labbot.agents.fleet.redact import REDACTED, preview, redact
@@ -95,6 +97,50 @@ def test_a_destructive_tool_waits_for_approve_by_the_owner(tmp_path: Path) -> No
     assert not result.is_error and inner.calls == [("lab__stop_run", {"run_id": "r1"})]
     [row] = audit_rows(gate.db)
     assert (row["outcome"], row["approver"]) == ("ok", OWNER)
+
+
+@pytest.mark.parametrize("approver", [OTHER, ADMIN])
+def test_a_stop_of_a_colleagues_run_asked_via_an_agent_needs_that_runs_owner(tmp_path: Path, approver: str) -> None:
+    """The asker (OWNER, in the thread of their own run r1) asks the agent to stop OTHER's run r2: approving it
+    themselves is refused, as /lab stop would refuse them; OTHER (the run's owner) or an admin approves it."""
+    prompter = Prompter()
+    inner = Inner()
+    db = _db(tmp_path)
+    owners = {"r1": OWNER, "r2": OTHER}
+    gate = ApprovalGate(inner, db, prompter, admins=frozenset({ADMIN}), timeout_s=5, run_owner=owners.get)
+    executor = AuditedExecutor(gate, db)
+
+    async def scenario() -> ToolResult:
+        call = asyncio.create_task(executor.call("lab__stop_run", {"run_id": "r2"}, CTX))
+        await asyncio.wait_for(prompter.event.wait(), 5)
+        request = prompter.asked[0]
+        assert request.approvers == (OTHER,)  # the owner of the run it stops, not the asker nor the thread's
+        refused = gate.decide(request.id, approve=True, by=OWNER)
+        assert not refused.ok and f"<@{OTHER}> or an admin" in refused.message
+        assert inner.calls == [] and not call.done(), "still pending after the asker's own approve"
+        assert gate.decide(request.id, approve=True, by=approver).ok
+        return await call
+
+    result = asyncio.run(scenario())
+    assert not result.is_error and inner.calls == [("lab__stop_run", {"run_id": "r2"})]
+    assert audit_rows(db)[0]["approver"] == approver
+
+
+def test_a_stop_of_an_unknown_run_needs_an_admin(tmp_path: Path) -> None:
+    prompter = Prompter()
+    gate = ApprovalGate(Inner(), _db(tmp_path), prompter, admins=frozenset({ADMIN}), run_owner={"r1": OWNER}.get)
+
+    async def scenario() -> None:
+        call = asyncio.create_task(gate.call("lab__stop_run", {"run_id": "zz9"}, CTX))
+        await asyncio.wait_for(prompter.event.wait(), 5)
+        request = prompter.asked[0]
+        assert request.approvers == ()
+        refused = gate.decide(request.id, approve=True, by=OWNER)
+        assert not refused.ok and "only an admin" in refused.message
+        assert gate.decide(request.id, approve=False, by=ADMIN).ok
+        assert (await call).is_error
+
+    asyncio.run(scenario())
 
 
 def test_deny_and_timeout_fail_closed_and_the_model_is_told(tmp_path: Path) -> None:

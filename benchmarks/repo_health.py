@@ -5,12 +5,11 @@ time of a test command.
     python benchmarks/repo_health.py suite BEFORE [AFTER] -- CMD    # e.g. -- make test   (one run of each)
     python benchmarks/repo_health.py suite REV only -- CMD          # one revision alone
 
-Product code is every ``*.py`` file outside ``tests/``, ``benchmarks/``, ``docs/`` and ``scripts/`` (dev tools), counted without blank
-lines, comment lines and docstring lines, so a longer docstring is not "more code". ``suite`` checks each
-revision out into a temporary worktree beside this checkout (so the sibling folders a clone sees are the same)
-and runs the command there with this checkout's ``.venv`` on PATH; it prints both wall times and their ratio.
-Absolute times on a shared 2-core machine are noise; the ratio of two runs made one after the other is the
-figure.
+Product code is every ``*.py`` file outside ``tests/``, ``benchmarks/``, ``docs/`` and ``scripts/`` (dev tools),
+counted without blank lines, comment lines and docstring lines, so a longer docstring is not "more code". ``suite``
+checks each revision out into a temporary worktree beside this checkout (so the sibling folders a clone sees are the
+same) and runs the command there with this checkout's ``.venv`` on PATH; it prints both wall times and their ratio.
+Absolute times on a shared 2-core machine are noise; the ratio of two runs made one after the other is the figure.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ the answer came (what the kernel buffered, not what labbot read). Ray is pointed
 nothing here needs it.
 
     .venv/bin/python benchmarks/slack_body_limit.py
+
+Measured on the shared 2-core dev machine (RSS growth, log growth per 50 MB request): before the door
+(Bolt read, verified and logged every body) about 300 MiB and 50 MB of log each, answered 401 after reading all of
+it; with it 8 KiB / 1.2 MiB / 44 KiB and 0 B, answered 413 / 413 / 401, against 4 KiB for the small signed one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The baseline for benchmarks/slack_ack.py: a bare Bolt app whose /lab handler only acks, served the same way
-labbot serves its Bolt app (Starlette + uvicorn, AsyncSlackRequestHandler), with a client against the same Slack
-fake. Usage: _bare_bolt.py PORT SECRET SLACK_API_URL BOT_TOKEN"""
+labbot serves its Bolt app (Starlette + uvicorn; Bolt's own AsyncSlackRequestHandler, which verifies signatures as
+labbot's door, labbot.bot.slack.http, does), with a client against the same Slack fake.
+Usage: _bare_bolt.py PORT SECRET SLACK_API_URL BOT_TOKEN"""
 
 from __future__ import annotations
 

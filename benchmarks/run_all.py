@@ -14,6 +14,7 @@ SCRIPTS = [
     "launch.py",
     "slack_ack.py",
     "slack_calls.py",
+    "slack_body_limit.py",
     "watchdog_cost.py",
     "detection_lag.py",
     "artifacts.py",

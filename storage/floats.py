@@ -31,7 +31,10 @@ def decode_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past the largest double (JSON allows 1000 digits)
+            raise ValueError("the integer is too large for a float") from None
     if isinstance(value, str) and value in _SPECIAL:
         return _SPECIAL[value]
     raise ValueError(f"expected a number or one of NaN, Infinity, -Infinity; got {value!r}")

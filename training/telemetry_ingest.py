@@ -10,7 +10,6 @@ they are a divergence signal, not an error. Anything else malformed raises BadRe
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,12 +17,14 @@ from typing import Any
 
 from labbot.common.errors import BadRequest
 from labbot.common.humanize import format_bytes
+from labbot.common.json_input import loads_json
 from labbot.storage.floats import decode_float
 
 MAX_BODY_BYTES = 1 << 20
 MAX_POINTS = 5_000
 MAX_METRICS_PER_POINT = 64
 MAX_NAME = 64
+MAX_INT = 2**63 - 1  # steps and attempts are SQL BIGINTs: a larger integer is refused here, not overflowed there
 EVENT_KINDS = frozenset({"checkpoint"})
 
 
@@ -49,30 +50,31 @@ class TelemetryBatch:
 
 
 def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadRequest(f"{where} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        shown = repr(value) if not isinstance(value, int) or value.bit_length() < 128 else "a larger integer"
+        raise BadRequest(f"{where} must be a non-negative integer up to {MAX_INT}, got {shown}")
     return value
 
 
 def _when(value: Any, where: str, default: datetime) -> datetime:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"{where} must be unix seconds, got {value!r}")
     try:
-        return datetime.fromtimestamp(float(value), UTC)
+        seconds = float(value)  # an integer past the largest double overflows here
+        if not math.isfinite(seconds):
+            raise BadRequest(f"{where} must be unix seconds, got {value!r}")
+        return datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, OSError, ValueError):
-        raise BadRequest(f"{where} is out of range: {value!r}") from None
+        raise BadRequest(f"{where} is out of range: {str(value)[:40]}") from None
 
 
 def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
     if len(body) > MAX_BODY_BYTES:
         raise BadRequest(f"body of {format_bytes(len(body))} is over the {format_bytes(MAX_BODY_BYTES)} limit")
     now = now or datetime.now(UTC)
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"body is not JSON: {e}") from None
+    doc = loads_json(body)
     if not isinstance(doc, dict):
         raise BadRequest("body must be a JSON object with 'attempt', 'points' and 'events'")
     attempt = _int(doc.get("attempt", 1), "attempt")
@@ -106,7 +108,7 @@ def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
         )
     events = []
     for i, ev in enumerate(raw_events):
-        if not isinstance(ev, dict) or ev.get("kind") not in EVENT_KINDS:
+        if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str) or ev["kind"] not in EVENT_KINDS:
             raise BadRequest(f"events[{i}] must be an object whose kind is one of {sorted(EVENT_KINDS)}")
         path = ev.get("path")
         if path is not None and not isinstance(path, str):

@@ -20,7 +20,6 @@ link (``labbot.bot.api.plots``), for the Notion report's image.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar
@@ -36,12 +35,13 @@ from starlette.routing import BaseRoute, Route
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
-from labbot.bot.api.body import BodyTooLarge, read_limited
+from labbot.bot.api.body import BodyTooLarge, declared_length, read_limited
 from labbot.bot.api.errors import error_response, from_exception
-from labbot.bot.api.plots import signature_ok
+from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
 from labbot.bot.slack.blocks.plot import loss_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
+from labbot.common.json_input import loads_json
 from labbot.storage.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -107,11 +107,14 @@ async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0, hi: int = 100_000) -> int | None:
+    """The one parser of integer query parameters: ASCII digits only (``str.isdigit`` also takes ``²``, which
+    ``int`` refuses), and at most as many digits as ``hi`` has (``int`` of thousands of digits is slow, then
+    refused); anything else is 400 saying what would be right."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not lo <= int(raw) <= hi:
-        raise BadRequest(f"query parameter {name}={raw!r} must be a whole number from {lo} to {hi}")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= len(str(hi))) or not lo <= int(raw) <= hi:
+        raise BadRequest(f"query parameter {name}={raw[:40]!r} must be a whole number from {lo} to {hi}")
     return int(raw)
 
 
@@ -144,9 +147,9 @@ async def _receive_into(request: Request, out: IO[bytes], limit: int) -> None:
         f"an artifact upload is limited to {format_bytes(limit)} per request: store a smaller file, "
         "or split it into parts"
     )
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"{too_large} (this one is {format_bytes(int(declared))})")
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(f"{too_large} (this one is {format_bytes(declared)})")
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -195,8 +198,15 @@ def create_app(
         return wrapped
 
     async def loss_plot(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        if not signature_ok(admin_token, run_id, request.query_params.get("sig")):
+        run_id, sig = request.path_params["run_id"], request.query_params.get("sig")
+        if sig and not well_formed_signature(sig):  # the format is no secret: say what is wrong (400)
+            return error_response(
+                400,
+                "bad_request",
+                f"the plot link's sig={sig[:40]!r} is not {SIGNATURE_HEX} hex digits: copy the "
+                "whole link, or ask labbot for a new one",
+            )
+        if not signature_ok(admin_token, run_id, sig):
             return JSONResponse(
                 {"error": {"code": "forbidden", "message": "this plot link is not valid: ask labbot for a new one"}},
                 status_code=403,
@@ -237,7 +247,10 @@ def create_app(
     async def launch(request: Request) -> Any:
         body = await read_limited(request, MAX_API_BODY)
         try:
-            doc = json.loads(body or b"{}")
+            doc = loads_json(body or b"{}")
+        except BadRequest as e:
+            raise BadRequest(f"bad launch request: {e.message}") from None
+        try:
             if not isinstance(doc, dict):
                 raise ValueError("not an object")
             if request.headers.get("idempotency-key"):

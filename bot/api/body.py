@@ -1,4 +1,5 @@
-"""Reading request bodies with a size limit: over the limit is 413 before anything is parsed."""
+"""Reading request bodies with a size limit: over the limit is 413 before anything is parsed, and a declared
+Content-Length over it is 413 before a byte is read. The body itself is never logged."""
 
 from __future__ import annotations
 
@@ -13,17 +14,25 @@ class BodyTooLarge(LabbotError):
     code = "too_large"
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
+def declared_length(request: Request) -> int | None:
+    """The Content-Length header as a number; None when absent or not ASCII digits (the server's HTTP parser
+    refuses those before the app sees them; ``str.isdigit`` alone would let ``²`` through to ``int``)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(
-            f"body of {format_bytes(int(declared))} is over the {format_bytes(limit)} limit; send smaller batches"
-        )
+    if declared is None or not (declared.isascii() and declared.isdigit()):
+        return None
+    return int(declared)
+
+
+async def read_limited(request: Request, limit: int, *, hint: str = "send smaller batches") -> bytes:
+    """The whole body, or BodyTooLarge as soon as it passes ``limit`` (reading stops there)."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(f"body of {format_bytes(declared)} is over the {format_bytes(limit)} limit; {hint}")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyTooLarge(f"body is over the {format_bytes(limit)} limit; send smaller batches")
+            raise BodyTooLarge(f"body is over the {format_bytes(limit)} limit; {hint}")
         chunks.append(chunk)
     return b"".join(chunks)

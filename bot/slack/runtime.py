@@ -12,7 +12,6 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -20,14 +19,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.actions import LabActions
 from labbot.bot.slack.app import build_app
+from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
@@ -96,15 +94,11 @@ class SlackRuntime:
 
     def routes(self) -> list[Route]:
         """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode). Without a signing
-        secret (Socket Mode only) there is no HTTP door: unsigned requests are never accepted."""
+        secret (Socket Mode only) there is no HTTP door: unsigned requests are never accepted. Size, signature and
+        freshness are checked by ``labbot.bot.slack.http`` before Bolt sees the request."""
         if not self.settings.signing_secret:
             return []
-        handler = AsyncSlackRequestHandler(self.app)
-
-        async def endpoint(request: Request) -> Response:
-            return await handler.handle(request)
-
-        return [Route("/slack/events", endpoint, methods=["POST"])]
+        return [events_route(self.app, self.settings.signing_secret)]
 
     async def keep_threads(self) -> None:
         while True:

@@ -117,6 +117,12 @@ def test_malformed_and_oversized_telemetry(client: TestClient, service: RunServi
     assert client.post(url, content=b"{nope", headers=auth).status_code == 400
     r = client.post(url, json={"points": [{"step": "one", "metrics": {}}]}, headers=auth)
     assert r.status_code == 400 and "points[0].step" in r.json()["error"]["message"]
+    for step in (10**23, 1e23):  # past SQL's BIGINT: said here, not a 500 from the database
+        r = client.post(url, json={"points": [{"step": step, "metrics": {"loss": 1.0}}]}, headers=auth)
+        assert r.status_code == 400 and "points[0].step" in r.json()["error"]["message"], r.text
+    deep = b'{"points": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"
+    r = client.post(url, content=deep, headers=auth)
+    assert r.status_code == 400 and "nested" in r.json()["error"]["message"], r.text
     big = json.dumps({"points": [{"step": 1, "metrics": {"loss": 1.0}}], "pad": "x" * MAX_BODY_BYTES})
     r = client.post(url, content=big.encode(), headers=auth)
     assert r.status_code == 413 and "limit" in r.json()["error"]["message"]

@@ -1,0 +1,148 @@
+"""A property-based fuzz of the HTTP API (hypothesis): with a valid admin token, any method, path under the app's
+routes, query and body gets an answer below 500 — bad input is the caller's fault and is said so.
+
+In process (starlette TestClient), over a real RunService, SQLite, pager, audit trail and artifact store; Ray is an
+address where nothing listens, so a launch that gets as far as Ray is a 503, not a job. Bounded examples, no
+deadline shrinking games: it stays in the fast tier."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+from support import SLEEPER, free_port, make_service
+
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.api import create_app
+from labbot.common.errors import BadRequest
+from labbot.storage.artifacts import ArtifactStore
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_ingest import parse_batch
+from labbot.training.telemetry_store import TelemetryStore
+
+ADMIN = "fuzz-admin-token"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    tmp: Path = tmp_path_factory.mktemp("fuzz")
+    nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
+    service = make_service(tmp, nowhere, SLEEPER)
+    app = create_app(
+        service,
+        TelemetryStore(service.db),
+        admin_token=ADMIN,
+        health=lambda: {"ray": "nowhere"},
+        pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
+        db=service.db,
+        artifacts=ArtifactStore(service.db, str(tmp / "artifacts")),
+    )
+    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}, raise_server_exceptions=False) as c:
+        yield c
+    service.launcher.close()
+    service.db.dispose()
+
+
+SEGMENT = st.one_of(
+    st.sampled_from(["r1", "zzzzzz", "loss", "..", "%C3%A9", "%00", "²", "a" * 300]),
+    st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=12).map(
+        lambda s: s.replace("/", "_").replace("?", "_").replace("#", "_")
+    ),
+)
+TEMPLATES = [
+    ("GET", "/api/v1/jobs"),
+    ("GET", "/api/v1/runs"),
+    ("POST", "/api/v1/runs"),
+    ("GET", "/api/v1/runs/{}"),
+    ("POST", "/api/v1/runs/{}/stop"),
+    ("POST", "/api/v1/runs/{}/restart"),
+    ("GET", "/api/v1/runs/{}/logs"),
+    ("GET", "/api/v1/runs/{}/metrics/{}"),
+    ("POST", "/api/v1/runs/{}/telemetry"),
+    ("GET", "/api/v1/pages"),
+    ("GET", "/api/v1/pages/{}"),
+    ("POST", "/api/v1/pages/{}/ack"),
+    ("POST", "/api/v1/pages/{}/resolve"),
+    ("GET", "/api/v1/audit"),
+    ("GET", "/plots/{}/loss.png"),
+    ("GET", "/api/v1/artifacts"),
+    ("POST", "/api/v1/artifacts"),
+    ("GET", "/api/v1/artifacts/{}"),
+    ("DELETE", "/api/v1/artifacts/{}"),
+    ("POST", "/api/v1/artifacts/{}/share"),
+    ("POST", "/api/v1/artifacts/{}/post"),
+]
+QUERY_NAMES = st.sampled_from(["limit", "tail", "wait", "status", "all", "run", "agent", "name", "with", "sig", "by",
+                               "include_shared", "channel", "x"])  # fmt: skip
+QUERY_VALUES = st.one_of(
+    st.sampled_from(["0", "1", "50", "-1", "²", "1e3", "9" * 400, "", "researcher", "true", "NaN", "é"]),
+    st.text(max_size=20),
+)
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20),
+    st.sampled_from([10**23, 10**400, -1, 1e23, "NaN", "Infinity"]),
+)  # fmt: skip
+KEYS = st.sampled_from(["job", "params", "gpus", "name", "points", "events", "step", "metrics", "ts", "attempt",
+                        "kind", "path", "loss", "stall_after", "idempotency_key"])  # fmt: skip
+JSON_DOC = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            KEYS | st.text(max_size=8),
+            inner,
+            max_size=5,
+        ),
+    ),
+    max_leaves=20,
+)  # fmt: skip
+BODY = st.one_of(
+    st.none(),
+    JSON_DOC.map(lambda d: json.dumps(d).encode()),
+    st.binary(max_size=200),
+    st.integers(min_value=1, max_value=5000).map(lambda n: b"[" * n + b"]" * n),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    route=st.sampled_from(TEMPLATES),
+    segments=st.lists(SEGMENT, min_size=2, max_size=2),
+    query=st.lists(st.tuples(QUERY_NAMES, QUERY_VALUES), max_size=3),
+    body=BODY,
+    token=st.sampled_from([f"Bearer {ADMIN}", f"Bearer {ADMIN}", "Bearer run-token", ""]),
+)
+def test_no_request_gets_a_500(
+    client: TestClient,
+    route: tuple[str, str],
+    segments: list[str],
+    query: list[tuple[str, str]],
+    body: bytes | None,
+    token: str,
+) -> None:
+    method, template = route
+    path = template.format(*segments[: template.count("{}")])
+    headers = {"Authorization": token}
+    kwargs: dict[str, Any] = {"params": query, "headers": headers}
+    if body is not None and method != "GET":
+        kwargs["content"] = body
+    if "wait" in dict(query):  # a long poll on a run that exists could wait 30 s: keep the fuzz fast
+        kwargs["params"] = [(k, v) for k, v in query if k != "wait"]
+    r = client.request(method, path, **kwargs)
+    assert r.status_code < 500 or r.status_code == 503, (method, path, query, body, r.status_code, r.text[:300])
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=BODY)
+def test_telemetry_parsing_refuses_with_400_only(body: bytes | None) -> None:
+    """The telemetry parser (behind the run token, so out of the fuzz above): BadRequest or a batch, nothing else."""
+    with contextlib.suppress(BadRequest):
+        parse_batch(body or b"")

@@ -83,7 +83,7 @@ def test_kill_9_mid_incident_loses_no_page_and_duplicates_none(
     serve = _serve(tmp_path / "home", fake, pd, ray_head).start()
     lab = SlackSide(fake, serve)
     try:
-        run_id = lab.launched("launch crasher")
+        run_id = lab.launched("launch crasher", recorded=False)  # Slack goes down before the crasher can page
         fake.fail_next(500, on="chat.postMessage", times=100_000)  # Slack is down from here on
         fake.fail_next(500, on="conversations.open", times=100_000)
         page = wait_for(lambda: lab.pages(run=run_id), timeout=60, what="the failed page")[0]

@@ -16,6 +16,8 @@ from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.specs import LaunchRequest, resolve_launch
 
+SLACK_SHAPED = "xoxb-" + "1234567890-abcdefghijkl"  # a Slack bot token's shape (split: no literal token in the source)
+
 
 class PrintingRay:
     """Ray's job client, as far as logs and job details go: the job printed ``text``."""
@@ -48,7 +50,7 @@ def printed(secrets: dict[str, str], ray_token: str) -> str:
             f"SLACK_SIGNING_SECRET={secrets['SLACK_SIGNING_SECRET']}",
             f"vendor key: {secrets['SOME_VENDOR_API_KEY']}",
             f"RAY_AUTH_TOKEN={ray_token}",
-            "SLACK_BOT_TOKEN=xoxb-1234567890-abcdefghijkl",
+            f"SLACK_BOT_TOKEN={SLACK_SHAPED}",
             "step 2 loss 2.4",
         ]
     )
@@ -64,7 +66,7 @@ def test_secret_values_in_a_jobs_logs_are_redacted(
     ray = PrintingRay(printed(secrets, ray_token))
     monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))
     shown = service.logs(run_id)
-    for secret in (*secrets.values(), ray_token, "xoxb-1234567890-abcdefghijkl"):
+    for secret in (*secrets.values(), ray_token, SLACK_SHAPED):
         assert secret not in shown
     assert shown.count("[redacted]") == 4
     assert "step 1 loss 2.5" in shown and "step 2 loss 2.4" in shown

@@ -16,12 +16,10 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import uvicorn
 from anyio import to_thread
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 
 from labbot.agents.babysitter.deadman import DeadmanSwitch
@@ -33,6 +31,7 @@ from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_url
 from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
@@ -45,10 +44,6 @@ from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger("labbot")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -184,15 +179,14 @@ class ControlPlane:
         except Exception:
             log.exception("sending notifications failed")
 
-    def scheduler(self) -> AsyncIOScheduler:
+    def periodic(self) -> Periodic:
         """The watchdog every ``[watchdog] tick``, the outbox every second, the dead-man ping when configured."""
-        sched = AsyncIOScheduler(timezone="UTC")
-        every = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
-        sched.add_job(self.watch, "interval", seconds=self.settings.watchdog.tick_s, id="watchdog", **every)
-        sched.add_job(self.deliver, "interval", seconds=1.0, id="outbox", **every)
+        jobs = Periodic()
+        jobs.every(self.settings.watchdog.tick_s, self.watch, name="watchdog")
+        jobs.every(1.0, self.deliver, name="outbox")
         if self.deadman is not None and self.settings.deadman is not None:
-            sched.add_job(self.deadman.ping, "interval", seconds=self.settings.deadman.every_s, id="deadman", **every)
-        return sched
+            jobs.every(self.settings.deadman.every_s, self.deadman.ping, name="deadman")
+        return jobs
 
     def close(self) -> None:
         self.launcher.close()
@@ -205,9 +199,9 @@ class ControlPlane:
 async def background(plane: ControlPlane) -> AsyncIterator[None]:
     """The scheduler (watchdog, outbox, dead-man) and the Slack runtime when Slack is on, while the server runs."""
     await to_thread.run_sync(plane.outbox.recover)  # deliveries cut off by a crash go out again (checked first)
-    sched = plane.scheduler()
-    sched.start()
-    asyncio.get_running_loop().call_soon(lambda: sched.modify_job("watchdog", next_run_time=_now()))
+    jobs = plane.periodic()
+    jobs.start()
+    asyncio.get_running_loop().call_soon(jobs.run_soon, "watchdog")
     try:
         if plane.slack is not None:
             async with plane.slack.running():
@@ -215,7 +209,7 @@ async def background(plane: ControlPlane) -> AsyncIterator[None]:
         else:
             yield
     finally:
-        sched.shutdown(wait=False)
+        await jobs.stop()  # a tick in progress ends (its pages written and sent) before anything closes
         if plane.agents is not None:
             with contextlib.suppress(Exception):
                 await plane.agents.close()

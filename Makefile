@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 TEST_WORKERS ?= 3
 
-.PHONY: run test test-fast specs lint bench fmt clean
+.PHONY: run test test-fast specs system lint bench fmt clean
 
 $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 # with a Slack token: the real thing (HTTP or Socket Mode); without: the console, a local Slack in this terminal
-run: $(STAMP)
+run: $(STAMP) system
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/labbot serve; else $(BIN)/labbot console; fi
 
 # the vendor API specs the contract tests check against, pinned by commit and sha256, into .specs/ (git-ignored);
@@ -24,15 +24,22 @@ run: $(STAMP)
 specs:
 	$(PYTHON) scripts/specs.py $(SPECS_FLAGS)
 
+# ripgrep and bubblewrap (scripts/system-packages.sh): installed with apt-get when missing and run as root, else the
+# command to run is printed; under `make test` a missing one only warns unless CI=true
+system:
+	@bash scripts/system-packages.sh $(SYSTEM_FLAGS)
+
 # every tier: unit, Ray, subprocess and end-to-end tests, spread over the cores (pytest-xdist; a module's tests stay
 # on one worker so its module-scoped fixtures start once)
 test: SPECS_FLAGS = --warn-unless-ci
-test: $(STAMP) specs
+test: SYSTEM_FLAGS = --warn-unless-ci
+test: $(STAMP) specs system
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # no Ray head, no process of the test's own, no end-to-end story (tests/tiers.py): the inner loop while editing
 test-fast: SPECS_FLAGS = --warn-unless-ci
-test-fast: $(STAMP) specs
+test-fast: SYSTEM_FLAGS = --warn-unless-ci
+test-fast: $(STAMP) specs system
 	LABBOT_TEST_TIER=fast $(BIN)/pytest -q -n $(TEST_WORKERS) -m "not ray and not e2e and not subprocess"
 
 # ruff (lint and format), mypy, and the layering contracts in pyproject.toml (import-linter)

@@ -18,7 +18,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 log = logging.getLogger("labbot")
 
-Job = Callable[[], Awaitable[None]]
+Job = Callable[[], Awaitable[object]]
 
 
 class Periodic:
@@ -26,7 +26,7 @@ class Periodic:
 
     def __init__(self) -> None:
         self._sched = AsyncIOScheduler(timezone="UTC")
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[object]] = set()
 
     @property
     def running(self) -> int:

@@ -1,5 +1,5 @@
-"""The tables: runs, their metric points and launch keys; run threads; pages and their deliveries; artifacts;
-approvals, the audit trail and agent sessions.
+"""The tables: runs, their metric points and launch keys; Slack triggers acted on; run threads; pages and their
+deliveries; artifacts; approvals, the audit trail and agent sessions.
 
 Every state transition of a run is a row update here; the watchdog reads ``runs`` with one indexed query, so the
 columns it needs (status, last telemetry, last step advance) live on the run itself, not in the points.
@@ -126,6 +126,16 @@ class LaunchKey(Base):
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SeenKey(Base):
+    """A Slack trigger acted on (``command:TRIGGER_ID``, ``action:TRIGGER_ID``): a signed request replayed inside
+    Slack's 5-minute window finds its row, after a restart of labbot too, and on every replica. Pruned by age."""
+
+    __tablename__ = "seen_keys"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
 class RunThread(Base):

@@ -38,7 +38,7 @@ from labbot.training.launcher import (
 )
 from labbot.training.registry import JobRegistry
 from labbot.training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
-from labbot.training.telemetry_store import token_hash
+from labbot.training.telemetry_store import redact_token, token_hash
 from labbot.training.views import run_view
 
 log = logging.getLogger(__name__)
@@ -224,8 +224,10 @@ class RunService:
         """A run's job output, with every secret labbot knows of redacted by the launcher (its environment's, Ray's
         token, the credential shapes): whatever front door shows it — Slack, the CLI, an agent — shows no secret."""
         with self.db.session() as s:
-            sid = self._load(s, run_id).ray_submission_id
-        text = self.launcher.logs(sid) if sid else ""
+            run = self._load(s, run_id)
+            sid, own_token = run.ray_submission_id, run.telemetry_token_hash
+        # the run's own telemetry token too (labbot holds only its hash): a job that prints its environment
+        text = redact_token(self.launcher.logs(sid), own_token) if sid else ""
         if tail is not None:
             text = "\n".join(text.splitlines()[-tail:]) if tail > 0 else ""
         return text
@@ -354,10 +356,11 @@ def _apply_ray_state(run: Run, job: RayJob) -> int:
         run.status = RunStatus.SUCCEEDED.value
     elif job.status == RAY_FAILED:
         run.status = RunStatus.FAILED.value
-        run.error = f"{job.error_type or 'FAILED'}: {job.message}".strip()
+        run.error = f"{job.error_type or 'FAILED'}: {redact_token(job.message, run.telemetry_token_hash)}".strip()
     elif job.status == RAY_STOPPED and not run.stop_requested:
         run.status = RunStatus.STOPPED.value
-        run.error = run.error or f"stopped outside labbot: {job.message}".strip()
+        message = redact_token(job.message, run.telemetry_token_hash)
+        run.error = run.error or f"stopped outside labbot: {message}".strip()
     if run.status != before and RunStatus(run.status).is_terminal:
         run.ended_at = now
     return int(run.status != before)

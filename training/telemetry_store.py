@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Any
 
 from sqlalchemy import func, select
@@ -23,6 +24,20 @@ from labbot.training.telemetry_ingest import TelemetryBatch
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+# the shape of a run's telemetry token (``secrets.token_urlsafe(32)``: 43 URL-safe characters), standing alone
+_TOKEN_SHAPE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
+
+
+def redact_token(text: str, expected_hash: str | None, *, redacted: str = "[redacted]") -> str:
+    """``text`` with every occurrence of the token whose hash is ``expected_hash`` replaced: labbot keeps only a
+    run's token hash, so a job that prints its environment is caught by hashing each token-shaped word."""
+    if not expected_hash or not text:
+        return text
+    return _TOKEN_SHAPE.sub(
+        lambda m: redacted if hmac.compare_digest(token_hash(m.group(0)), expected_hash) else m.group(0), text
+    )
 
 
 class TelemetryStore:

@@ -6,8 +6,9 @@ Global middleware drops Slack's retries of events already seen (by ``event_id``)
 ignores the bot's own events. Requests over HTTP are verified (size, signature, 5-minute window) before they reach
 Bolt, at the door (``labbot.bot.slack.http``), so Bolt's own verification, which logs the body of a request that
 fails it, is off; Socket Mode needs none (Slack's websocket is authenticated by the app token). A signed request
-replayed inside that window acts once: every command and button is acted on once per Slack ``trigger_id``
-(remembered far longer than the window), on top of the per-run double-click guard and the launch's idempotency key.
+replayed inside that window acts once: every command and button is acted on once per Slack ``trigger_id``, kept in
+the database far longer than the window (a replay after a restart, or at another replica, is caught too), on top of
+the per-run double-click guard and the launch's idempotency key.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from labbot.bot.slack.blocks import ephemeral_error
 from labbot.bot.slack.dedup import SeenKeys
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.threads import RunThreads
+from labbot.storage.seen import DurableSeenKeys
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,11 @@ def build_app(
     actions: LabActions,
     threads: RunThreads,
     tasks: TaskSet,
+    triggers: SeenKeys | DurableSeenKeys,
     command: str = "/lab",
 ) -> AsyncApp:
+    """``triggers`` remembers the trigger ids acted on: ``DurableSeenKeys`` in labbot (across restarts and
+    replicas)."""
     # HTTP requests are verified at the door (labbot.bot.slack.http.events_route), Socket Mode's by the app token
     app = AsyncApp(
         client=client,
@@ -60,15 +65,16 @@ def build_app(
     )
     events_seen = SeenKeys(ttl_s=3600)
     clicks_seen = SeenKeys(ttl_s=10)
-    triggers_seen = SeenKeys(ttl_s=REPLAY_TTL_S)
 
-    def replayed(kind: str, body: dict[str, Any]) -> bool:
-        """True for a command or click whose Slack trigger id was already acted on (a replayed signed request)."""
+    async def replayed(kind: str, body: dict[str, Any]) -> bool:
+        """True for a command or click whose Slack trigger id was already acted on (a replayed signed request),
+        by this process before a restart or by another replica: the ids are kept in the database."""
         actions_ = body.get("actions") or [{}]
         trigger = body.get("trigger_id") or actions_[0].get("action_ts")
         if not trigger:
             return False
-        if triggers_seen.first_time(f"{kind}:{trigger}"):
+        key = f"{kind}:{str(trigger)[:180]}"
+        if await to_thread.run_sync(triggers.first_time, key):
             return False
         log.warning("a replayed Slack %s (trigger %s) was ignored", kind, trigger)
         return True
@@ -108,7 +114,7 @@ def build_app(
             )
             return
         await ack()  # within Slack's 3 s, whatever the work: the work runs after
-        if replayed("command", body):
+        if await replayed("command", body):
             return
         who = Asker(user=user, channel=channel, trigger_id=body.get("trigger_id"))
         tasks.spawn(actions.run(parsed, who), name=f"lab {parsed.command.name}")
@@ -118,7 +124,7 @@ def build_app(
     ) -> None:
         """Every button: ack at once; a double click acts once; the work runs after, its errors told to the clicker."""
         await ack()
-        if replayed("action", body):
+        if await replayed("action", body):
             return
         user, value = body["user"]["id"], str(body["actions"][0]["value"])
         channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")

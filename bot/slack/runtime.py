@@ -24,12 +24,13 @@ from starlette.routing import Route
 from labbot.agents.babysitter.pager import Pager
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.actions import LabActions
-from labbot.bot.slack.app import build_app
+from labbot.bot.slack.app import REPLAY_TTL_S, build_app
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
+from labbot.storage.seen import DurableSeenKeys
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -88,6 +89,7 @@ class SlackRuntime:
             actions=actions,
             threads=threads,
             tasks=tasks,
+            triggers=DurableSeenKeys(service.db, ttl_s=REPLAY_TTL_S),
             command=settings.command,
         )
         return cls(settings, client, app, threads, actions, tasks, tick_s)

@@ -290,8 +290,26 @@ CREDENTIAL_FILES = [
     "conf/tokens.yaml",
     "passwords.txt",
     "ops/db_password",
+    # from the maintained lists (whispers' file-known rule, tell-me-your-secrets' file signatures)
+    "pip.conf",
+    ".config/hub",
+    ".bashrc",
+    "keys/deploy_ed25519",
+    "vault.kdb",
+    "profile/logins.json",
+    "config/database.yml",
+    ".vscode/sftp.json",
 ]
-NOT_CREDENTIALS = ["tokenizer.json", "added_tokens.json", "src/token_counts.py", "docs/passwords_policy.md"]
+NOT_CREDENTIALS = [
+    "tokenizer.json",
+    "added_tokens.json",
+    "src/token_counts.py",
+    "docs/passwords_policy.md",
+    "src/profile.py",
+    "src/history.py",
+    "src/settings.py",
+    "experiments/train.yaml",
+]
 GITHUB_TOKEN = "ghp_" + "Zq7" * 12  # the shape of a GitHub token (ghp_ and 36 letters and digits)
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example access key id (split: no literal key in the source)
 
@@ -419,20 +437,23 @@ def creds_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
+@pytest.mark.parametrize("search_with", SEARCHERS)
 @pytest.mark.parametrize("index", range(len(CREDENTIAL_FILES)), ids=CREDENTIAL_FILES)
-def test_common_credential_files_are_withheld_by_every_tool(creds_repo: Path, index: int) -> None:
-    server = build_server(creds_repo)
+def test_common_credential_files_are_withheld_by_every_tool(creds_repo: Path, index: int, search_with: Any) -> None:
+    server = build_server(creds_repo, search_with=search_with)
     _withheld_everywhere(server, CREDENTIAL_FILES[index], f"CRED{index:02d}MARKER")
 
 
-def test_files_that_only_look_like_credentials_are_served(creds_repo: Path) -> None:
-    server = build_server(creds_repo)
+@pytest.mark.parametrize("search_with", SEARCHERS)
+def test_files_that_only_look_like_credentials_are_served(creds_repo: Path, search_with: Any) -> None:
+    server = build_server(creds_repo, search_with=search_with)
     for i, rel in enumerate(NOT_CREDENTIALS, len(CREDENTIAL_FILES)):
         assert f"CRED{i:02d}MARKER" in ok(server, "read_file", path=rel), rel
         assert f"{rel}:1:" in ok(server, "search", query=f"CRED{i:02d}MARKER")
 
 
-def test_token_shapes_are_withheld_from_any_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("search_with", SEARCHERS)
+def test_token_shapes_are_withheld_from_any_file(tmp_path: Path, search_with: Any) -> None:
     repo = tmp_path / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "src" / "settings.py").write_text("LR = 3e-4\n")
@@ -444,7 +465,7 @@ def test_token_shapes_are_withheld_from_any_file(tmp_path: Path) -> None:
     )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "second: tokens in code")
-    server = build_server(repo)
+    server = build_server(repo, search_with=search_with)
     text = ok(server, "read_file", path="src/settings.py")
     assert "     1\tLR = 3e-4" in text and "     4\tSTEPS = 100" in text and "«withheld: " in text
     outputs = [
@@ -466,13 +487,16 @@ def test_token_shapes_are_withheld_from_any_file(tmp_path: Path) -> None:
 PATHOLOGICAL = ["(a+)+$", "(.+)+@", "(a|aa)+$", "(x+x+)+y"]
 
 
+@pytest.mark.parametrize("search_with", SEARCHERS)
 @pytest.mark.timeout(90, method="thread")  # today's Python re would hold the GIL for hours
-def test_pathological_regexes_are_answered_at_once_and_the_server_keeps_answering(tmp_path: Path) -> None:
+def test_pathological_regexes_are_answered_at_once_and_the_server_keeps_answering(
+    tmp_path: Path, search_with: Any
+) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.txt").write_text("a" * 5000 + "!\n" + "x" * 5000 + "\n")
     (repo / "b.py").write_text("def train(lr):\n    return lr\n")
-    server = build_server(repo, search_with="python")
+    server = build_server(repo, search_with=search_with)
 
     async def go() -> tuple[float, float, float, list[str]]:
         async with Client(server) as searcher, Client(server) as other:

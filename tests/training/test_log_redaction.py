@@ -4,6 +4,7 @@ the API, agents and a failed job's message (Ray puts the log tail there) show no
 
 from __future__ import annotations
 
+import secrets as secrets_module
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -82,3 +83,21 @@ def test_a_failed_jobs_message_is_redacted(secrets: dict[str, str], monkeypatch:
     assert job is not None and job.message.count("[redacted]") == 4
     assert not any(s in job.message for s in (*secrets.values(), ray_token))
     launcher.close()
+
+
+def test_the_runs_own_telemetry_token_is_redacted_from_its_logs_and_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """labbot keeps only the hash of a run's telemetry token: a job that prints ``LABBOT_TELEMETRY_TOKEN`` is caught
+    by hashing each token-shaped word, and other words of that shape (a different run's token, a hash) stay."""
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+    req = LaunchRequest(job="tiny-lm", owner="U0ALICE001")
+    own, other = secrets_module.token_urlsafe(32), secrets_module.token_urlsafe(32)
+    run_id = service._insert_run(req, resolve_launch(service.registry.get("tiny-lm"), req), own)
+    ray = PrintingRay(f"LABBOT_TELEMETRY_TOKEN={own}\nquoted '{own}' and {other}\nstep 3 loss 2.1")
+    monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))
+    shown = service.logs(run_id)
+    assert own not in shown and shown.count("[redacted]") == 2
+    assert other in shown and "step 3 loss 2.1" in shown
+    error = service.get(run_id, wait=5)["error"]  # Ray says it failed: its message (the log tail) is the run's error
+    assert own not in error and "[redacted]" in error and other in error

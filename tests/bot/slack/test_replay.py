@@ -1,11 +1,13 @@
 """A signed Slack request replayed while its signature is still valid acts once: a `/lab restart` sent twice restarts
-once, a button payload replayed later (past the double-click guard) acts once. Bolt's real signature check runs."""
+once, a button payload replayed later (past the double-click guard) acts once, and so does a replay that reaches a
+restarted labbot or another replica (the trigger ids are in the database). Bolt's real signature check runs."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlencode
 
@@ -16,6 +18,8 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from labbot.bot.slack import app as slack_app
 from labbot.bot.slack.payloads import Workspace, button_click, signed, slash_command
 from labbot.bot.slack.tasks import TaskSet
+from labbot.storage.db import Database
+from labbot.storage.seen import DurableSeenKeys
 
 SECRET = "replay-test-signing-secret"
 WS = Workspace(team_id="T0LAB00001", app_id="A0LABBOT01", channel="C0LAB00001")
@@ -49,20 +53,38 @@ def slack() -> Iterator[SlackFake]:
         yield fake
 
 
-def _dispatch_twice(slack: SlackFake, bodies: list[str]) -> RecordingActions:
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
+    database.upgrade()
+    yield database
+    database.dispose()
+
+
+def _dispatch_twice(
+    slack: SlackFake, db: Database, bodies: list[str], *, restart_between: bool = False
+) -> RecordingActions:
+    """Dispatch each body, signed once (a replay: the same body and headers again); with ``restart_between`` each
+    request reaches a new app (labbot restarted, or another replica), sharing only the database."""
     actions = RecordingActions()
 
-    async def go() -> None:
-        tasks = TaskSet()
-        app = slack_app.build_app(
+    def new_app(tasks: TaskSet) -> Any:
+        return slack_app.build_app(
             client=slack.async_client(),
             signing_secret=SECRET,
             actions=cast(Any, actions),
             threads=cast(Any, None),
             tasks=tasks,
+            triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
         )
-        signed_once = {body: signed(body, SECRET) for body in bodies}  # a replay: the same body and headers again
+
+    async def go() -> None:
+        tasks = TaskSet()
+        app = new_app(tasks)
+        signed_once = {body: signed(body, SECRET) for body in bodies}
         for body in bodies:
+            if restart_between:
+                app = new_app(tasks)
             response = await app.async_dispatch(AsyncBoltRequest(body=body, headers=dict(signed_once[body])))
             assert response.status == 200, response.body
             await asyncio.sleep(0.3)  # Bolt runs the rest of a listener after its ack, as a task of its own
@@ -72,22 +94,33 @@ def _dispatch_twice(slack: SlackFake, bodies: list[str]) -> RecordingActions:
     return actions
 
 
-def test_a_replayed_signed_restart_acts_once(slack: SlackFake) -> None:
+def test_a_replayed_signed_restart_acts_once(slack: SlackFake, db: Database) -> None:
     body = slash_command(WS, user=OWNER, user_name="alice", text="restart abc234")
-    actions = _dispatch_twice(slack, [body, body])
+    actions = _dispatch_twice(slack, db, [body, body])
     assert [name for name, _ in actions.commands] == ["restart"]
 
 
-def test_a_button_payload_replayed_later_acts_once(slack: SlackFake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replay_after_labbot_restarts_or_at_another_replica_acts_once(slack: SlackFake, db: Database) -> None:
+    body = slash_command(WS, user=OWNER, user_name="alice", text="restart abc234")
+    actions = _dispatch_twice(slack, db, [body, body], restart_between=True)
+    assert [name for name, _ in actions.commands] == ["restart"]
+    click = button_click(WS, user=OWNER, action_id="run_stop", value="abc234", message_ts="1700000000.000100")
+    assert _dispatch_twice(slack, db, [click, click], restart_between=True).acts == [("abc234", "stop")]
+
+
+def test_a_button_payload_replayed_later_acts_once(
+    slack: SlackFake, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     body = button_click(WS, user=OWNER, action_id="run_restart", value="abc234", message_ts="1700000000.000100")
     # the double-click guard forgets after seconds; a replay comes later than that
     monkeypatch.setattr(slack_app, "SeenKeys", _forgetful_clicks(slack_app.SeenKeys))
-    actions = _dispatch_twice(slack, [body, body])
+    actions = _dispatch_twice(slack, db, [body, body])
     assert actions.acts == [("abc234", "restart")]
-    # two real clicks (two trigger ids) on different runs still act twice
-    other = json.loads(parse_qs(body)["payload"][0])
-    other["trigger_id"], other["actions"][0]["value"] = "111.new", "def567"
-    again = _dispatch_twice(slack, [body, urlencode({"payload": json.dumps(other)})])
+    # the same payload again, later still: still a replay; two real clicks (two trigger ids) on runs act twice
+    first, second = (json.loads(parse_qs(body)["payload"][0]) for _ in range(2))
+    first["trigger_id"], second["trigger_id"], second["actions"][0]["value"] = "111.one", "111.two", "def567"
+    bodies = [body, *(urlencode({"payload": json.dumps(p)}) for p in (first, second))]
+    again = _dispatch_twice(slack, db, bodies)
     assert again.acts == [("abc234", "restart"), ("def567", "restart")]
 
 

@@ -22,7 +22,8 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the build needs of the repository (tests, benchmarks and the dev venv stay behind).
-SOURCES = ("pyproject.toml", "README.md", "labbot", "bot", "agents", "mcp_servers", "training", "storage", "common")
+LAYERS = tuple(sorted(p.name for p in (ROOT / "labbot").iterdir() if p.is_symlink()))
+SOURCES = ("pyproject.toml", "README.md", "labbot", *LAYERS)
 CLIENT = "client"
 _JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "dist", "*.egg-info", ".mypy_cache")
 

@@ -1,0 +1,285 @@
+"""A sealed sandbox for one eval sample: Linux namespaces through bubblewrap (Debian's ``bubblewrap``), no Docker.
+
+What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery checks it):
+
+- new mount, PID, network, IPC, UTS, user and cgroup namespaces (``--unshare-all``): with ``network="none"`` only a
+  loopback of its own, so no TCP, UDP or DNS anywhere, and none of the host's ports or abstract sockets (Ray's);
+- ``/usr`` (and the interpreter's prefix when it lives elsewhere) read-only; ``/bin``, ``/lib`` the usual links;
+  an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
+  namespace, a minimal ``/dev``;
+- an empty ``/tmp`` and home (``/home/sandbox``), gone when the command ends;
+- the workspace read-write at ``/work`` (the only host folder it can write), the task's venv read-only at ``/venv``,
+  and whatever else the caller binds read-only (``ro_binds``) — nothing else of the host: not labbot's home, its
+  database or tokens, Ray's temp dir, the user's checkout;
+- an environment built from nothing (``--clearenv``): ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, pip's cache and
+  network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out;
+- limits: a wall-clock timeout after which the whole process tree dies (bwrap's PID 1 goes, and the kernel ends
+  every process of the namespace, whatever forked), address space (``RLIMIT_AS``), file size and no core dumps,
+  set with util-linux ``prlimit`` before bwrap starts.
+
+Every process a command starts ends with it: a solver's daemon cannot live on into scoring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from labbot.common.errors import BadRequest
+
+WORKDIR = "/work"
+VENV = "/venv"
+HOME = "/home/sandbox"
+MAX_OUTPUT = 1024 * 1024  # bytes kept of each of stdout and stderr (the tail)
+BWRAP_MISSING = (
+    "bubblewrap (bwrap) is not installed: eval sandboxes need it. Install it with `sudo apt-get install bubblewrap` "
+    "(make test and make run do when run as root)"
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-command limits: wall clock, address space and the largest file a command may write."""
+
+    timeout_s: float = 600.0
+    memory_mb: int = 4096
+    file_mb: int = 1024
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandbox binds: the workspace (read-write), the venv and other host folders (read-only)."""
+
+    workspace: Path
+    venv: Path | None = None
+    network: Literal["none"] = "none"
+    ro_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path
+    rw_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path (results, a venv build)
+    env: Mapping[str, str] = field(default_factory=dict)
+    limits: Limits = Limits()
+
+
+def bwrap() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise BadRequest(BWRAP_MISSING)
+    return found
+
+
+def _interpreter_prefixes() -> list[str]:
+    """Where the Python the venv links to lives, when outside /usr (pyenv, a conda base...): bound read-only."""
+    out = []
+    for prefix in {sys.base_prefix, os.path.realpath(sys.base_prefix)}:
+        if prefix and not prefix.startswith("/usr/") and prefix != "/usr" and Path(prefix).is_dir():
+            out.append(prefix)
+    return sorted(out)
+
+
+def _etc(root: Path) -> Path:
+    """A minimal /etc: who the sandbox user is, localhost, and nothing of the host's configuration."""
+    etc = root / "etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:{HOME}:/bin/sh\n")
+    (etc / "group").write_text("root:x:0:\nsandbox:x:1000:\n")
+    (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+    (etc / "resolv.conf").write_text("")  # no resolver: no DNS
+    return etc
+
+
+def base_env(extra: Mapping[str, str] | None = None, *, venv: bool = True) -> dict[str, str]:
+    env = {
+        "PATH": (f"{VENV}/bin:" if venv else "") + "/usr/local/bin:/usr/bin:/bin",
+        "HOME": HOME,
+        "USER": "sandbox",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+    if venv:
+        env["VIRTUAL_ENV"] = VENV
+    env.update(extra or {})
+    return env
+
+
+def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR) -> list[str]:
+    """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring."""
+    argv = [
+        bwrap(),
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--uid", "1000",
+        "--gid", "1000",
+        "--hostname", "sandbox",
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/sbin", "/sbin",
+        "--symlink", "usr/lib", "/lib",
+    ]  # fmt: skip
+    if Path("/usr/lib64").is_dir():
+        argv += ["--symlink", "usr/lib64", "/lib64"]
+    if Path("/usr/lib32").is_dir():
+        argv += ["--symlink", "usr/lib32", "/lib32"]
+    for prefix in _interpreter_prefixes():
+        argv += ["--ro-bind", prefix, prefix]
+    argv += [
+        "--ro-bind", str(etc), "/etc",
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--tmpfs", "/tmp",
+        "--tmpfs", "/home",
+        "--dir", HOME,
+        "--bind", str(spec.workspace), WORKDIR,
+    ]  # fmt: skip
+    if spec.venv is not None:
+        argv += ["--ro-bind", str(spec.venv), VENV]
+    for inside, host in spec.ro_binds.items():
+        argv += ["--ro-bind", str(host), inside]
+    for inside, host in spec.rw_binds.items():
+        argv += ["--bind", str(host), inside]
+    argv += ["--clearenv"]
+    for key, value in base_env(spec.env, venv=spec.venv is not None).items():
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", cwd, "--", *cmd]
+    return argv
+
+
+def limited(argv: list[str], limits: Limits) -> list[str]:
+    """``argv`` under util-linux ``prlimit``: the limits every process of the sandbox inherits (set before bwrap
+    runs, so nothing inside can raise them; no ``preexec_fn``, which is unsafe in a threaded process)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise BadRequest("util-linux's prlimit is not installed: eval sandboxes need it (apt-get install util-linux)")
+    mem, size = limits.memory_mb * 1024 * 1024, limits.file_mb * 1024 * 1024
+    return [prlimit, f"--as={mem}", f"--fsize={size}", "--core=0", "--", *argv]
+
+
+def _tail(data: bytes) -> str:
+    text = data[-MAX_OUTPUT:].decode(errors="replace")
+    return text if len(data) <= MAX_OUTPUT else f"…(first {len(data) - MAX_OUTPUT} bytes cut)\n{text}"
+
+
+class Sandbox:
+    """One sample's sandbox: every :meth:`exec` is a fresh sealed process tree over the same workspace."""
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        if not spec.workspace.is_dir():
+            raise BadRequest(f"the sandbox workspace {spec.workspace} is not a folder")
+        if spec.venv is not None and not (spec.venv / "bin" / "python").exists():
+            raise BadRequest(f"the sandbox venv {spec.venv} has no bin/python: build it with evals.venvs first")
+        self.spec = spec
+        self._root = Path(tempfile.mkdtemp(prefix="labbot-sandbox-"))
+        self._etc = _etc(self._root)
+
+    def close(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
+        spec = self.spec if not env else dataclasses.replace(self.spec, env={**self.spec.env, **env})
+        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd), spec.limits)
+
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        input: bytes | str | None = None,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` sealed; at the timeout every process it started is killed and ``timed_out`` is set."""
+        timeout = self.spec.limits.timeout_s if timeout_s is None else timeout_s
+        data = input.encode() if isinstance(input, str) else input
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            self.argv(cmd, cwd=cwd, env=env),
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(data, timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill(proc.pid)
+            out, err = proc.communicate()
+            timed_out = True
+        return ExecResult(proc.returncode, _tail(out), _tail(err), timed_out, time.monotonic() - start)
+
+    async def aexec(
+        self,
+        cmd: Sequence[str],
+        *,
+        input: bytes | str | None = None,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        """:meth:`exec` without blocking the event loop (inspect's sandbox interface is async)."""
+        timeout = self.spec.limits.timeout_s if timeout_s is None else timeout_s
+        data = input.encode() if isinstance(input, str) else input
+        start = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *self.argv(cmd, cwd=cwd, env=env),
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(data), timeout)
+            timed_out = False
+        except TimeoutError:
+            _kill(proc.pid)
+            out, err = await proc.communicate()
+            timed_out = True
+        except asyncio.CancelledError:
+            _kill(proc.pid)
+            raise
+        assert proc.returncode is not None
+        return ExecResult(proc.returncode, _tail(out), _tail(err), timed_out, time.monotonic() - start)
+
+
+def _kill(pid: int) -> None:
+    """bwrap and everything under it: its process group on the host side; inside, the PID namespace ends with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -139,6 +139,22 @@ class Settings:
         return self.artifacts_root / "runs"
 
     @property
+    def eval_suites_root(self) -> Path:
+        """Where eval suites are unpacked for the eval jobs (``[eval] suites_root``; beside the runs by default)."""
+        configured = (self.config.get("eval") or {}).get("suites_root")
+        if configured:
+            return Path(configured).expanduser().resolve()
+        return self.checkpoint_root.parent / "eval-suites"
+
+    @property
+    def eval_allow_hosts(self) -> list[str]:
+        """``[eval] allow_hosts``: the hosts an eval sandbox may reach through labbot's proxy (none by default)."""
+        hosts = (self.config.get("eval") or {}).get("allow_hosts") or []
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise BadRequest('labbot.toml: [eval] allow_hosts must be a list of host names, e.g. ["pypi.org"]')
+        return [h.strip() for h in hosts]
+
+    @property
     def jobs_table(self) -> dict[str, Any]:
         jobs = dict(self.config.get("jobs", {}))
         base = self.config_path.parent if self.config_path else Path.cwd()

@@ -35,6 +35,7 @@ from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
+from labbot.evals.service import EVAL_JOB, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
@@ -44,6 +45,7 @@ from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger("labbot")
+EVALS_QUOTA_BYTES = 50 << 30  # the eval suites and .eval logs kept in the artifact store
 
 
 @dataclass
@@ -64,6 +66,7 @@ class ControlPlane:
     pagerduty: PagerDutyClient | None = None
     agents: AgentsStack | None = None
     artifacts: ArtifactStore | None = None
+    evals: EvalService | None = None
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -71,6 +74,13 @@ class ControlPlane:
         settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.home.chmod(0o700)  # the database, tokens, artifacts and Ray's state: nobody else's to read
         registry = JobRegistry.from_config(settings.jobs_table)  # a bad labbot.toml fails before anything starts
+        registry.set_env(
+            EVAL_JOB,
+            {
+                "LABBOT_EVAL_SUITES": str(settings.eval_suites_root),
+                "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
+            },
+        )
         db = Database(settings.database_url)
         db.upgrade()
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
@@ -105,7 +115,8 @@ class ControlPlane:
             pagerduty,
         )  # fmt: skip
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
-        plane.artifacts = ArtifactStore(db, settings.artifacts_url)
+        plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
+        plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root)
         if runtime is not None:
             runtime.actions.after_page_change = plane.deliver
             plane.agents = build_agents(
@@ -143,6 +154,7 @@ class ControlPlane:
             pager=self.pager,
             db=self.db,
             artifacts=self.artifacts,
+            evals=self.evals,
             post_file=self.slack.threads.post_file if self.slack else None,
             extra_routes=self.slack.routes() if self.slack else (),
         )

@@ -1,4 +1,5 @@
-"""The job registry: the built-in ``tiny-lm`` plus the jobs declared in ``labbot.toml``.
+"""The job registry: the built-ins (``tiny-lm``, and ``eval`` for eval runs) plus the jobs declared in
+``labbot.toml``.
 
 ``labbot.toml``::
 
@@ -41,7 +42,23 @@ TINY_LM = JobSpec(
     },
 )
 
-BUILTIN_JOBS = (TINY_LM,)
+EVAL = JobSpec(
+    name="eval",
+    description="an eval suite run sealed, scored by its tests (`labbot eval run SUITE --solver S` launches it)",
+    entrypoint="python -m labbot.evals.job",
+    params={
+        "suite": "",
+        "solver": "gold",
+        "max_samples": 2,
+        "sample_timeout": 900,
+        "memory_mb": 4096,
+    },
+    # a sample may take its whole time limit without finishing another: a stall is longer than that
+    stall_after=1800,
+    max_restarts=0,  # an eval run restarted would score its samples twice; a failed one is launched again by hand
+)
+
+BUILTIN_JOBS = (TINY_LM, EVAL)
 
 
 class JobRegistry:
@@ -63,6 +80,11 @@ class JobRegistry:
                 )
                 raise BadRequest(f"labbot.toml: [jobs.{name}] is invalid: {problems}") from None
         return cls(jobs)
+
+    def set_env(self, name: str, env: Mapping[str, str]) -> None:
+        """Add to a job's environment what only the composition root knows (where the eval suites are)."""
+        spec = self.get(name)
+        self._jobs[name] = spec.model_copy(update={"env": {**spec.env, **env}})
 
     def get(self, name: str) -> JobSpec:
         try:

@@ -1,6 +1,6 @@
 """The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService``,
-``TelemetryStore``, the pager (``/api/v1/pages``), the agents' audit trail (``/api/v1/audit``) and the per-agent
-artifact stores (``/api/v1/artifacts``).
+``TelemetryStore``, the pager (``/api/v1/pages``), the agents' audit trail (``/api/v1/audit``), the per-agent
+artifact stores (``/api/v1/artifacts``) and evals (``/api/v1/evals``: ``labbot.bot.api.evals``).
 
 Service calls block (SQL, Ray, the artifact filesystem), so they run on worker threads; errors become JSON once, in
 ``labbot.bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not
@@ -35,13 +35,15 @@ from starlette.routing import BaseRoute, Route
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
-from labbot.bot.api.body import BodyTooLarge, declared_length, read_limited
+from labbot.bot.api.body import read_limited, receive_into
 from labbot.bot.api.errors import error_response, from_exception
+from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
 from labbot.bot.slack.blocks.plot import loss_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json
+from labbot.evals.service import EvalService
 from labbot.storage.artifacts import (
     ArtifactError,
     ArtifactNotFound,
@@ -141,22 +143,11 @@ def _flag(request: Request, name: str, default: bool) -> bool:
 
 
 async def _receive_into(request: Request, out: IO[bytes], limit: int) -> None:
-    """Write the request body to ``out`` and rewind it; over ``limit`` is 413 while streaming, before the store
-    sees a byte (a declared Content-Length over it, before anything is read)."""
     too_large = (
         f"an artifact upload is limited to {format_bytes(limit)} per request: store a smaller file, "
         "or split it into parts"
     )
-    declared = declared_length(request)
-    if declared is not None and declared > limit:
-        raise BodyTooLarge(f"{too_large} (this one is {format_bytes(declared)})")
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(too_large)
-        out.write(chunk)
-    out.seek(0)
+    await receive_into(request, out, limit, too_large=too_large)
 
 
 def _chunks(stream: BinaryIO) -> Iterator[bytes]:
@@ -179,6 +170,7 @@ def create_app(
     artifacts: ArtifactStore | None = None,
     max_artifact_bytes: int = MAX_ARTIFACT_BODY,
     post_file: PostFile | None = None,
+    evals: EvalService | None = None,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
@@ -430,6 +422,7 @@ def create_app(
         Route("/api/v1/artifacts/{artifact_id}", admin(delete_artifact), methods=["DELETE"]),
         Route("/api/v1/artifacts/{artifact_id}/share", admin(share_artifact), methods=["POST"]),
         Route("/api/v1/artifacts/{artifact_id}/post", admin(post_artifact), methods=["POST"]),
+        *eval_routes(evals, admin),
     ]
     return Starlette(routes=routes)
 

@@ -3,6 +3,8 @@ Content-Length over it is 413 before a byte is read. The body itself is never lo
 
 from __future__ import annotations
 
+from typing import IO
+
 from starlette.requests import Request
 
 from labbot.common.errors import LabbotError
@@ -36,3 +38,18 @@ async def read_limited(request: Request, limit: int, *, hint: str = "send smalle
             raise BodyTooLarge(f"body is over the {format_bytes(limit)} limit; {hint}")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def receive_into(request: Request, out: IO[bytes], limit: int, *, too_large: str) -> None:
+    """Write the request body to ``out`` and rewind it; over ``limit`` is 413 (``too_large`` says what to do) while
+    streaming, before anything reads it (a declared Content-Length over it, before a byte is read)."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(f"{too_large} (this one is {format_bytes(declared)})")
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(too_large)
+        out.write(chunk)
+    out.seek(0)

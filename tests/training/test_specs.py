@@ -76,7 +76,7 @@ def test_registry_from_toml_table() -> None:
     reg = JobRegistry.from_config(
         {"sft": {"entrypoint": "python train.py", "gpus": 1, "stall_after": "5m", "params": {"lr": 1e-4}}}
     )
-    assert [j.name for j in reg.all()] == ["sft", "tiny-lm"]
+    assert [j.name for j in reg.all()] == ["eval", "sft", "tiny-lm"]
     assert reg.get("sft").stall_after == 300 and reg.get("sft").gpus == 1
     with pytest.raises(UnknownJob, match="unknown job 'nope'; known jobs: sft, tiny-lm"):
         reg.get("nope")

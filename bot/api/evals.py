@@ -1,0 +1,123 @@
+"""``/api/v1/evals``: eval suites and eval runs, thin shells over ``labbot.evals.service.EvalService``.
+
+Routes (admin token)::
+
+    POST /api/v1/evals/suites            a suite folder as .tar.gz (raw body)   {"suite": {...}}   201
+    GET  /api/v1/evals/suites                                                   {"suites": [...]}
+    GET  /api/v1/evals/suites/{suite}                                           {"suite": {..., "tasks": [...]}}
+    POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?}
+                                                                                {"eval": {...}}   201
+    GET  /api/v1/evals/runs[?limit=N]                                           {"evals": [...]}
+    GET  /api/v1/evals/runs/{run_id}                                            {"eval": {...}}
+
+An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
+answer 503.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from anyio import to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from labbot.bot.api.body import read_limited, receive_into
+from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.humanize import format_bytes
+from labbot.common.json_input import loads_json
+from labbot.evals.service import EvalService
+
+MAX_SUITE_UPLOAD = 200 << 20
+MAX_BODY = 64 * 1024
+SPOOL_BYTES = 1 << 20
+
+Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
+
+
+class EvalsOff(LabbotError):
+    status = 503
+    code = "not_running"
+
+
+class EvalRunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    solver: str = Field(default="gold", min_length=1, max_length=2000)
+    owner: str = Field(default="api", min_length=1, max_length=200)
+    max_samples: int | None = Field(default=None, ge=1, le=64)
+    name: str | None = Field(default=None, max_length=200)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
+    def service() -> EvalService:
+        if evals is None:
+            raise EvalsOff("evals are not enabled in this labbot")
+        return evals
+
+    async def add_suite(request: Request) -> Any:
+        svc = service()
+        too_large = f"a suite upload is limited to {format_bytes(MAX_SUITE_UPLOAD)}: generate fewer tasks"
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
+            await receive_into(request, body, MAX_SUITE_UPLOAD, too_large=too_large)
+            suite = await to_thread.run_sync(svc.add_suite, body)
+        return JSONResponse({"suite": suite}, status_code=201)
+
+    async def list_suites(request: Request) -> Any:
+        return {"suites": await to_thread.run_sync(service().suites)}
+
+    async def get_suite(request: Request) -> Any:
+        svc, suite_id = service(), request.path_params["suite_id"]
+        return {"suite": await to_thread.run_sync(svc.suite, suite_id)}
+
+    async def launch(request: Request) -> Any:
+        svc = service()
+        body = await read_limited(request, MAX_BODY)
+        try:
+            doc = loads_json(body or b"{}")
+            if not isinstance(doc, dict):
+                raise BadRequest("the body must be a JSON object")
+            req = EvalRunRequest.model_validate(doc)
+        except BadRequest as e:
+            raise BadRequest(f"bad eval run request: {e.message}") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "body"
+            raise BadRequest(f"bad eval run request: {where}: {err['msg']}") from None
+        run = await to_thread.run_sync(
+            lambda: svc.launch(
+                req.suite,
+                solver=req.solver,
+                owner=req.owner,
+                max_samples=req.max_samples,
+                name=req.name,
+                idempotency_key=req.idempotency_key,
+            )
+        )
+        return JSONResponse({"eval": await to_thread.run_sync(svc.results, run["id"])}, status_code=201)
+
+    async def list_runs(request: Request) -> Any:
+        raw = request.query_params.get("limit", "50")
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw[:6]) <= 1000):
+            raise BadRequest(f"query parameter limit={raw[:40]!r} must be a whole number from 1 to 1000")
+        svc = service()
+        return {"evals": await to_thread.run_sync(lambda: svc.eval_runs(limit=int(raw)))}
+
+    async def get_run(request: Request) -> Any:
+        svc, run_id = service(), request.path_params["run_id"]
+        return {"eval": await to_thread.run_sync(svc.results, run_id)}
+
+    return [
+        Route("/api/v1/evals/suites", admin(add_suite), methods=["POST"]),
+        Route("/api/v1/evals/suites", admin(list_suites), methods=["GET"]),
+        Route("/api/v1/evals/suites/{suite_id}", admin(get_suite), methods=["GET"]),
+        Route("/api/v1/evals/runs", admin(launch), methods=["POST"]),
+        Route("/api/v1/evals/runs", admin(list_runs), methods=["GET"]),
+        Route("/api/v1/evals/runs/{run_id}", admin(get_run), methods=["GET"]),
+    ]

@@ -1,0 +1,246 @@
+"""``labbot eval``: generate a suite from a repository, run it, show and list eval runs, probe a suite's seal.
+
+``generate`` and ``probe`` run on this machine (they read the checkout, and need bubblewrap here); the suite is then
+sent to the control plane, which keeps it. ``run``, ``show`` and ``list`` are clients of ``/api/v1/evals``. An eval
+run is a labbot run: ``labbot runs`` lists it and ``labbot logs RUN`` shows its job's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from labbot.bot.cli import render
+from labbot.common.api_client import ApiClient, check_id
+from labbot.common.durations import format_duration
+
+TERMINAL = ("succeeded", "failed", "stopped")
+SUITE_ID_HELP = "a suite id from `labbot eval list` (suite-…)"
+
+
+def add_parser(sub: Any) -> None:
+    e = sub.add_parser("eval", help="evals: delete-and-restore tasks from a repository, run sealed, scored by tests")
+    esub = e.add_subparsers(dest="eval_command", metavar="SUBCOMMAND", parser_class=type(e))
+    esub.required = True
+
+    s = esub.add_parser("generate", help="a suite of tasks from a git repository with a pytest suite")
+    s.add_argument("path", help="the repository (its committed files are used; the checkout is never changed)")
+    s.add_argument("--count", type=int, default=10, metavar="N", help="how many tasks (default: 10)")
+    s.add_argument("--seed", type=int, default=0, metavar="S", help="which functions are chosen (default: 0)")
+    s.add_argument("--out", metavar="DIR", help="also keep the suite folder here")
+    s.add_argument("--json", action="store_true", help="print the suite and its tasks as JSON")
+
+    s = esub.add_parser("run", help="run a suite as a labbot run: labbot eval run SUITE --solver gold")
+    s.add_argument("suite", help=SUITE_ID_HELP)
+    s.add_argument(
+        "--solver",
+        default="gold",
+        help="gold | none | agent[:MODEL] | a shell command run in the task repository (default: gold)",
+    )
+    s.add_argument("--max-samples", type=int, metavar="N", help="samples run at once (default: the job's)")
+    s.add_argument("--name", help="a name for the run")
+    s.add_argument("--no-wait", action="store_true", help="return once submitted")
+    s.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="how long to wait (default: 1h)")
+    s.add_argument("--json", action="store_true")
+
+    s = esub.add_parser("show", help="an eval run's results: pass rate, samples, isolation")
+    s.add_argument("id", help="the eval run's id (from `labbot eval list` or `labbot runs`)")
+    s.add_argument("--json", action="store_true")
+
+    s = esub.add_parser("list", help="the suites labbot keeps and the eval runs, newest first")
+    s.add_argument("--limit", type=int, default=50, metavar="N")
+    s.add_argument("--json", action="store_true")
+
+    s = esub.add_parser("probe", help="run the isolation probes against a suite folder on this machine")
+    s.add_argument("path", help="a suite folder (as `labbot eval generate --out DIR` keeps it)")
+    s.add_argument("--task", help="the task whose sandbox to probe (default: the first)")
+    s.add_argument("--json", action="store_true")
+
+
+def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -> int:
+    if a.eval_command == "generate":
+        return _generate(api, a, print_json, error)
+    if a.eval_command == "run":
+        return _run(api, a, print_json, error)
+    if a.eval_command == "show":
+        doc = api.json("GET", f"/evals/runs/{check_id('run', a.id)}")["eval"]
+        print_json(public(doc)) if a.json else print(results_text(doc))
+        return 0
+    if a.eval_command == "list":
+        suites = api.json("GET", "/evals/suites")["suites"]
+        runs = api.json("GET", "/evals/runs", params={"limit": a.limit})["evals"]
+        if a.json:
+            print_json({"suites": suites, "runs": [public(r) for r in runs]})
+        else:
+            print(suites_table(suites))
+            print()
+            print(eval_runs_table(runs))
+        return 0
+    if a.eval_command == "probe":
+        return _probe(a, print_json, error)
+    raise error(f"unknown eval subcommand {a.eval_command!r}", 2)
+
+
+def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
+    from labbot.evals.generate import generate_suite
+    from labbot.evals.service import pack
+
+    if a.count < 1 or a.count > 500:
+        raise error(f"--count {a.count} is out of range: ask for 1 to 500 tasks", 2)
+    say = (lambda _text: None) if a.json else (lambda text: print(text, file=sys.stderr, flush=True))
+    with tempfile.TemporaryDirectory(prefix="labbot-suite-") as tmp:
+        out = Path(a.out).expanduser().resolve() if a.out else Path(tmp) / "suite"
+        suite = generate_suite(Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say)
+        say(f"sending suite {suite.id} ({len(suite.tasks)} tasks) to labbot")
+        kept = api.json("POST", "/evals/suites", content=pack(out), headers={"content-type": "application/gzip"})
+    doc = {
+        "suite": suite.id,
+        "source": suite.source,
+        "commit": suite.commit,
+        "flaky": suite.flaky,
+        "tasks": [
+            {
+                "id": t.id,
+                "path": t.path,
+                "symbol": t.symbol,
+                "fail_to_pass": t.fail_to_pass,
+                "pass_to_pass": t.pass_to_pass,
+            }
+            for t in suite.tasks
+        ],
+        "kept": kept["suite"],
+    }
+    if a.json:
+        print_json(doc)
+    else:
+        rows = [[t["id"], t["path"], t["symbol"], str(len(t["fail_to_pass"])), str(len(t["pass_to_pass"]))]
+                for t in doc["tasks"]]  # fmt: skip
+        print(render.table(["task", "file", "symbol", "fail→pass", "pass→pass"], rows))
+        if suite.flaky:
+            print(f"flaky tests dropped from both lists: {', '.join(suite.flaky)}")
+        print(f"suite {suite.id}: run it with `labbot eval run {suite.id} --solver gold`")
+    return 0
+
+
+def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
+    body: dict[str, Any] = {
+        "suite": a.suite,
+        "solver": a.solver,
+        "owner": getpass.getuser(),
+        "idempotency_key": f"cli-{uuid.uuid4()}",
+    }
+    if a.max_samples is not None:
+        body["max_samples"] = a.max_samples
+    if a.name:
+        body["name"] = a.name
+    doc = api.json("POST", "/evals/runs", json=body)["eval"]
+    run_id = doc["id"]
+    say = (lambda _text: None) if a.json else (lambda text: print(text, file=sys.stderr, flush=True))
+    say(f"eval run {run_id} launched ({a.suite}, solver {a.solver}): labbot eval show {run_id}")
+    start = time.monotonic()
+    last = ""
+    while not a.no_wait and doc["status"] not in TERMINAL:
+        if time.monotonic() - start > a.timeout:
+            say(f"  still {doc['status']} after {format_duration(a.timeout)}; labbot keeps watching it")
+            break
+        api.json("GET", f"/runs/{run_id}", params={"wait": 10}, timeout=40)  # long-poll while Ray starts it
+        doc = api.json("GET", f"/evals/runs/{run_id}")["eval"]
+        progress = f"  {doc['status']}: {_progress(doc)}"
+        if progress != last:
+            say(progress)
+            last = progress
+        if doc["status"] not in TERMINAL and doc["status"] not in ("pending", "restarting"):
+            time.sleep(1.0)  # between polls of a running job; the run's own long-poll only covers its start
+    if a.json:
+        print_json(public(doc))
+    else:
+        print(results_text(doc))
+    if doc["status"] == "failed":
+        raise error(f"eval run {run_id} failed: {doc.get('run', {}).get('error') or 'labbot logs ' + run_id}", 1)
+    return 0
+
+
+def _probe(a: argparse.Namespace, print_json: Any, error: Any) -> int:
+    from labbot.evals.seal import probe_suite
+
+    report = probe_suite(Path(a.path).expanduser().resolve(), task_id=a.task)
+    if a.json:
+        print_json(report.to_json())
+    else:
+        print(report.headline())
+        rows = [
+            [p.name, p.category, "pass" if p.passed else "FAIL", (p.evidence.splitlines() or [""])[0][:80]]
+            for p in report.probes
+        ]
+        print(render.table(["probe", "category", "verdict", "evidence"], rows))
+    return 0 if report.sealed else 1
+
+
+def _progress(doc: dict[str, Any]) -> str:
+    metrics = (doc.get("run") or {}).get("metrics") or {}
+    done, total = metrics.get("samples_done"), metrics.get("samples_total")
+    rate = metrics.get("pass_rate")
+    if done is None:
+        return "waiting for the first sample"
+    text = f"{int(done)}/{int(total) if total else '?'} samples"
+    return text + (f", pass rate so far {rate:.0%}" if rate is not None else "")
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    """The eval's JSON as the CLI contract has it: id, suite, solver, status, pass_rate, samples, isolation..."""
+    keys = ("id", "suite", "solver", "status", "pass_rate", "samples", "isolation", "untrusted", "log", "log_artifact")
+    out = {k: doc.get(k) for k in keys}
+    out["samples"] = doc.get("samples") or []
+    out["isolation"] = doc.get("isolation") or {"score": None, "probes": []}
+    return out
+
+
+def results_text(doc: dict[str, Any]) -> str:
+    iso = doc.get("isolation") or {}
+    lines = []
+    if iso.get("probes") and not iso.get("sealed", True):
+        failed = [p["name"] for p in iso["probes"] if not p["passed"]]
+        lines.append(f"!!! SEAL FAILED ({', '.join(failed[:5])}): this run's scores are untrusted !!!")
+    rate = doc.get("pass_rate")
+    lines.append(
+        f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc['status']}"
+        + (f" · pass rate {rate:.0%}" if isinstance(rate, int | float) else "")
+    )
+    if iso.get("probes"):
+        passed = sum(1 for p in iso["probes"] if p["passed"])
+        lines.append(f"isolation {passed}/{len(iso['probes'])} probes passed (score {iso.get('score')})")
+    samples = doc.get("samples") or []
+    if samples:
+        rows = [[s["task"], "pass" if s["passed"] else "fail", (s.get("output") or "").strip().splitlines()[-1][:70]
+                 if (s.get("output") or "").strip() else ""] for s in samples]  # fmt: skip
+        lines.append(render.table(["task", "result", "last line of the solver's output"], rows))
+    elif doc["status"] not in TERMINAL:
+        lines.append(f"running: {_progress(doc)}")
+    return "\n".join(lines)
+
+
+def suites_table(suites: list[dict[str, Any]]) -> str:
+    if not suites:
+        return "no eval suites yet — make one with `labbot eval generate PATH`"
+    rows = [[s["suite"], s["source"], s["commit"][:10], str(s["tasks"]), str(len(s.get("flaky") or []))]
+            for s in suites]  # fmt: skip
+    return render.table(["suite", "source", "commit", "tasks", "flaky dropped"], rows)
+
+
+def eval_runs_table(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "no eval runs yet — `labbot eval run SUITE --solver gold`"
+    rows = []
+    for r in runs:
+        rate = r.get("pass_rate")
+        iso = r.get("isolation") or {}
+        seal = "" if not iso.get("probes") else ("sealed" if iso.get("sealed") else "SEAL FAILED")
+        rows.append([r["id"], r.get("suite") or "", r.get("solver") or "", r["status"],
+                     f"{rate:.0%}" if isinstance(rate, int | float) else "", seal])  # fmt: skip
+    return render.table(["run", "suite", "solver", "status", "pass rate", "isolation"], rows)

@@ -1,0 +1,187 @@
+"""The control plane's side of evals: suites checked and kept, eval runs launched as labbot runs of the ``eval``
+job, results read back; and ``/api/v1/evals`` over it (bad input is a 4xx that says what would be right)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from support import make_service
+
+from labbot.bot.api import create_app
+from labbot.evals.service import EVALS_OWNER, EvalService, pack
+from labbot.evals.suite import EvalTask, Suite, suite_id
+from labbot.storage.artifacts import ArtifactStore
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
+
+TOKEN = "admin-token-for-eval-tests"
+
+
+def make_suite(folder: Path, *, tasks: int = 2) -> Suite:
+    """A suite folder by hand: the shape ``labbot.evals.generate`` writes."""
+    folder.mkdir(parents=True)
+    (folder / "original" / "pkg").mkdir(parents=True)
+    (folder / "original" / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    items = []
+    for i in range(tasks):
+        task_id = f"t{i:02d}-add"
+        (folder / "tasks" / task_id / "repo").mkdir(parents=True)
+        f2p = [f"tests/test_calc.py::test_{i}"]
+        items.append(EvalTask(task_id, "pkg/calc.py", "add", "body", "Restore add.", f2p, [], f"canary-{i}"))
+    doc = Suite("", "calc", "0" * 40, 0, items).to_json()
+    suite = Suite.from_json({**doc, "id": suite_id(doc)})
+    (folder / "suite.json").write_text(json.dumps(suite.to_json()))
+    return suite
+
+
+@pytest.fixture
+def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+    submitted: list[Any] = []
+    monkeypatch.setattr(service.launcher, "submit", lambda sub: submitted.append(sub) or sub.submission_id)
+    artifacts = ArtifactStore(service.db, str(tmp_path / "artifacts"))
+    svc = EvalService(service, artifacts, tmp_path / "suites")
+    svc.submitted = submitted  # type: ignore[attr-defined]
+    return svc
+
+
+def test_a_suite_is_checked_kept_and_listed(evals: EvalService, tmp_path: Path) -> None:
+    suite = make_suite(tmp_path / "made")
+    kept = evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    assert kept == {"suite": suite.id, "source": "calc", "commit": "0" * 40, "seed": 0, "tasks": 2, "flaky": []}
+    assert (evals.suites_root / suite.id / "tasks" / "t00-add" / "repo").is_dir()
+    assert [s["suite"] for s in evals.suites()] == [suite.id]
+    assert [t["id"] for t in evals.suite(suite.id)["tasks"]] == ["t00-add", "t01-add"]
+    assert evals.artifacts is not None
+    assert [a["name"] for a in evals.artifacts.list(EVALS_OWNER)] == [f"{suite.id}.tar.gz"]
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))  # the same suite again: nothing new
+    assert len(evals.artifacts.list(EVALS_OWNER)) == 1 and len(evals.suites()) == 1
+
+
+def _tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    buf.seek(0)
+    return buf
+
+
+@pytest.mark.parametrize(
+    ("archive", "message"),
+    [
+        (lambda: io.BytesIO(b"not a tarball"), "not a readable .tar.gz"),
+        (lambda: _tar({"readme.txt": b"x"}), "has no suite.json"),
+        (lambda: _tar({"../escape/suite.json": b"{}"}), "not a readable .tar.gz"),
+        (lambda: _tar({"suite.json": b"{}"}, links={"original": "/etc"}), "not a readable .tar.gz"),
+        (lambda: _tar({"suite.json": b"[1, 2"}), "suite.json is not a suite"),
+    ],
+    ids=["garbage", "no-suite-json", "dotdot", "link-out", "bad-json"],
+)
+def test_a_bad_suite_archive_is_refused_and_leaves_nothing(evals: EvalService, archive: Any, message: str) -> None:
+    from labbot.common.errors import BadRequest
+
+    with pytest.raises(BadRequest, match=message):
+        evals.add_suite(archive())
+    assert evals.suites() == []
+    assert [p.name for p in evals.suites_root.iterdir()] == []
+
+
+def test_an_edited_suite_is_refused(evals: EvalService, tmp_path: Path) -> None:
+    from labbot.common.errors import BadRequest
+
+    make_suite(tmp_path / "made")
+    doc = json.loads((tmp_path / "made" / "suite.json").read_text())
+    doc["tasks"][0]["fail_to_pass"] = []  # an easier task under the same id
+    (tmp_path / "made" / "suite.json").write_text(json.dumps(doc))
+    with pytest.raises(BadRequest, match="does not match its content"):
+        evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+
+
+def test_an_eval_run_is_a_labbot_run_of_the_eval_job(evals: EvalService, tmp_path: Path) -> None:
+    suite = make_suite(tmp_path / "made")
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    run = evals.launch(suite.id, solver="gold", owner="alice", max_samples=3)
+    assert run["job"] == "eval" and run["owner"] == "alice"
+    [sub] = evals.submitted  # type: ignore[attr-defined]
+    assert f"--suite {suite.id}" in sub.entrypoint and "--solver gold" in sub.entrypoint
+    assert "--max_samples 3" in sub.entrypoint
+    shown = evals.results(run["id"])
+    assert shown["suite"] == suite.id and shown["solver"] == "gold" and shown["status"] == "pending"
+    assert "pass_rate" not in shown  # no results yet
+    # the job wrote its results: they are read back, and the .eval log goes into the artifact store once
+    out = tmp_path / "runs" / run["id"] / "eval"
+    out.mkdir(parents=True)
+    results = {"suite": suite.id, "solver": "gold", "status": "success", "pass_rate": 1.0, "samples": [],
+               "isolation": {"score": 1.0, "probes": []}, "log": "x.eval"}  # fmt: skip
+    (out / "results.json").write_text(json.dumps(results))
+    (out / "x.eval").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    with evals.runs.db.session() as s:
+        from labbot.storage.models import Run
+
+        s.get_one(Run, run["id"]).status = "succeeded"
+    shown = evals.results(run["id"])
+    assert shown["pass_rate"] == 1.0 and shown["log_artifact"]
+    assert evals.results(run["id"])["log_artifact"] == shown["log_artifact"]
+    assert evals.artifacts is not None
+    assert {a["name"] for a in evals.artifacts.list(EVALS_OWNER)} == {f"{run['id']}.eval", f"{suite.id}.tar.gz"}
+    assert [r["id"] for r in evals.eval_runs()] == [run["id"]]
+
+
+def test_unknown_suite_and_not_an_eval_run_are_404(evals: EvalService) -> None:
+    from labbot.common.errors import BadRequest, LabbotError
+
+    with pytest.raises(LabbotError, match="no suite suite-0123456789ab") as e:
+        evals.launch("suite-0123456789ab", solver="gold", owner="a")
+    assert e.value.status == 404
+    with pytest.raises(BadRequest, match="is not a suite id"):
+        evals.suite("../../etc")
+    run = evals.runs.launch(__import__("labbot.training.specs", fromlist=["x"]).LaunchRequest(job="tiny-lm")).run
+    with pytest.raises(LabbotError, match="not an eval run") as e:
+        evals.results(run["id"])
+    assert e.value.status == 404
+
+
+def test_the_http_routes(evals: EvalService, tmp_path: Path) -> None:
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict, evals=evals)
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    suite = make_suite(tmp_path / "made")
+    with TestClient(app) as http:
+        assert http.post("/api/v1/evals/suites", content=b"x").status_code == 401
+        r = http.post("/api/v1/evals/suites", content=pack(tmp_path / "made"), headers=auth)
+        assert r.status_code == 201 and r.json()["suite"]["suite"] == suite.id
+        assert http.get("/api/v1/evals/suites", headers=auth).json()["suites"][0]["tasks"] == 2
+        assert http.get(f"/api/v1/evals/suites/{suite.id}", headers=auth).json()["suite"]["tasks"][0]["id"] == "t00-add"
+        bad = http.post("/api/v1/evals/suites", content=b"garbage", headers=auth)
+        assert bad.status_code == 400 and "not a readable .tar.gz" in bad.json()["error"]["message"]
+        for body, fragment in (
+            (b"[]", "must be a JSON object"),
+            (b'{"suite": "x", "max_samples": 0}', "max_samples"),
+            (b'{"suite": "x", "colour": 1}', "colour"),
+            (b"{", "bad eval run request"),
+        ):
+            r = http.post("/api/v1/evals/runs", content=body, headers=auth)
+            assert r.status_code == 400 and fragment in r.json()["error"]["message"], (body, r.text)
+        r = http.post("/api/v1/evals/runs", json={"suite": suite.id, "solver": "none", "owner": "bob"}, headers=auth)
+        assert r.status_code == 201, r.text
+        run_id = r.json()["eval"]["id"]
+        assert http.get(f"/api/v1/evals/runs/{run_id}", headers=auth).json()["eval"]["solver"] == "none"
+        assert [e["id"] for e in http.get("/api/v1/evals/runs", headers=auth).json()["evals"]] == [run_id]
+        assert http.get("/api/v1/evals/runs?limit=0", headers=auth).status_code == 400
+        assert http.get("/api/v1/evals/suites/nope", headers=auth).status_code == 400
+        assert http.get("/api/v1/evals/suites/suite-0123456789ab", headers=auth).status_code == 404
+    off = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict)
+    with TestClient(off) as http:
+        assert http.get("/api/v1/evals/suites", headers=auth).status_code == 503

@@ -87,6 +87,7 @@ class Settings:
     model: ModelSettings = field(default_factory=lambda: ModelSettings.from_env({}))
     artifacts_url: str = ""  # LABBOT_ARTIFACTS_URL as given (an fsspec URL); the local folder when unset
     integrations: Integrations = field(default_factory=Integrations)
+    codebase_root: Path = field(default_factory=Path.cwd)  # LABBOT_CODEBASE_ROOT: what `codebase` serves, evals use
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -119,6 +120,7 @@ class Settings:
             config=config,
             ray_address=env.get("RAY_ADDRESS") or None,
             ray_token=env.get("RAY_AUTH_TOKEN") or None,
+            codebase_root=Path(env.get("LABBOT_CODEBASE_ROOT") or ".").expanduser().resolve(),
             slack=SlackSettings.from_env(env, config),
             watchdog=WatchdogPolicy.from_config(config),
             paging=PagingPolicy.from_config(config),

@@ -35,7 +35,7 @@ from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
-from labbot.evals.service import EVAL_JOB, EVALS_OWNER, EvalService
+from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOB, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
@@ -80,6 +80,11 @@ class ControlPlane:
                 "LABBOT_EVAL_SUITES": str(settings.eval_suites_root),
                 "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
             },
+        )
+        # suites are generated from the repository the codebase server serves: an agent cannot name another path
+        registry.set_env(
+            EVAL_GENERATE_JOB,
+            {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root), "LABBOT_EVAL_SOURCE": str(settings.codebase_root)},
         )
         db = Database(settings.database_url)
         db.upgrade()

@@ -31,6 +31,7 @@ from labbot.training.specs import LaunchRequest
 
 EVALS_OWNER = "evals"
 EVAL_JOB = "eval"
+EVAL_GENERATE_JOB = "eval-generate"
 RESULTS = "results.json"
 MAX_SUITE_BYTES = 500 << 20  # unpacked
 

@@ -1,8 +1,9 @@
 """The ``lab`` MCP server: labbot itself as tools — runs, their metrics and logs, pages — and the actions on them
-(launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves; and the
-agent's own artifact store (list, put, get, share: ``/api/v1/artifacts``). Putting and sharing only add to the
-agent's own store, so they are not destructive. The agent is ``LabApi(agent=...)``, else ``LABBOT_AGENT``, else
-``agent``: one server process speaks for one agent's store.
+(launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves; the
+agent's own artifact store (list, put, get, share: ``/api/v1/artifacts``); and evals (``/api/v1/evals``: suites,
+results; generating a suite and running one start labbot runs, so they need approval like a launch). Putting and
+sharing only add to the agent's own store, so they are not destructive. The agent is ``LabApi(agent=...)``, else
+``LABBOT_AGENT``, else ``agent``: one server process speaks for one agent's store.
 
 Like the ``labbot`` CLI, and through the same client (:mod:`labbot.common.api_client`), it is a client of the
 running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL`` / ``LABBOT_PORT``, admin token from
@@ -339,4 +340,74 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         posted = await lab.json("POST", _path("artifact", artifact_id, "post"), params=params)
         return f"posted {posted['name']} into the thread"
 
+    # -- evals: suites generated from the codebase, eval runs (both are labbot runs, so both need approval) --------
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_eval_suites() -> str:
+        """The eval suites labbot keeps: id, source repository and commit, number of tasks, flaky tests dropped."""
+        suites = (await lab.json("GET", "/evals/suites"))["suites"]
+        return (
+            "\n".join(
+                f"{s['suite']} · {s['source']} @ {s['commit'][:10]} · {s['tasks']} tasks"
+                + (f" · {len(s['flaky'])} flaky dropped" if s.get("flaky") else "")
+                for s in suites
+            )
+            or "no eval suites yet: generate_eval_suite makes one from the codebase"
+        )
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def get_eval_suite(suite_id: Annotated[str, Field(description="an id from list_eval_suites")]) -> str:
+        """One suite's tasks (JSON): each task's file, symbol, statement, fail_to_pass and pass_to_pass tests."""
+        suite = (await lab.json("GET", _eval_path("suites", "suite", suite_id)))["suite"]
+        for task in suite.get("tasks", []):
+            task.pop("canary", None)  # the seal's marker: not for a model's eyes
+        return json.dumps(suite, indent=1)
+
+    @server.tool(annotations=WRITE, structured_output=False)
+    async def generate_eval_suite(
+        count: Annotated[int, Field(ge=1, le=100, description="how many delete-and-restore tasks")] = 10,
+        seed: Annotated[int, Field(ge=0, le=2**31, description="which functions are chosen")] = 0,
+    ) -> str:
+        """Generate an eval suite from the codebase labbot serves, as a labbot run of the eval-generate job (needs a
+        human's approval): functions its tests execute are deleted one per task, each task validated in a sandbox.
+        list_eval_suites shows the suite when the run has succeeded."""
+        body = {"job": "eval-generate", "params": {"count": count, "seed": seed}, "owner": "agent"}
+        run = (await lab.json("POST", "/runs", json=body))["run"]
+        return f"generating: {_run_line(run)}"
+
+    @server.tool(annotations=WRITE, structured_output=False)
+    async def run_eval(
+        suite_id: Annotated[str, Field(description="an id from list_eval_suites")],
+        solver: Annotated[
+            str, Field(description="gold (validates the suite), none, agent[:MODEL], or a shell command")
+        ] = "gold",
+    ) -> str:
+        """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it."""
+        body = {"suite": _checked("suite", suite_id), "solver": solver, "owner": "agent"}
+        doc = (await lab.json("POST", "/evals/runs", json=body))["eval"]
+        return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def get_eval_results(run_id: Annotated[str, Field(description="the eval run's id")]) -> str:
+        """An eval run's results: status, pass rate, each sample's result and the isolation probes' verdicts."""
+        doc = (await lab.json("GET", _eval_path("runs", "run", run_id)))["eval"]
+        iso = doc.get("isolation") or {}
+        lines = [
+            f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc.get('status')}"
+            + (f" · pass rate {doc['pass_rate']:.0%}" if isinstance(doc.get("pass_rate"), int | float) else "")
+        ]
+        if iso.get("probes"):
+            failed = [p["name"] for p in iso["probes"] if not p["passed"]]
+            lines.append("isolation: sealed" if not failed else f"SEAL FAILED ({', '.join(failed)}): untrusted")
+        lines += [f"{s['task']}: {'pass' if s['passed'] else 'fail'}" for s in doc.get("samples") or []]
+        return "\n".join(lines)
+
     return server
+
+
+def _eval_path(collection: str, kind: str, the_id: str) -> str:
+    """``/evals/suites/ID`` or ``/evals/runs/ID``: the id checked before any request, every segment escaped."""
+    try:
+        return api_client.api_path("evals", collection, api_client.check_id(kind, the_id))
+    except ApiError as e:
+        raise tool_error(e) from None

@@ -1,5 +1,5 @@
-"""The job registry: the built-ins (``tiny-lm``, and ``eval`` for eval runs) plus the jobs declared in
-``labbot.toml``.
+"""The job registry: the built-ins (``tiny-lm``; ``eval`` and ``eval-generate`` for evals) plus the jobs declared
+in ``labbot.toml``.
 
 ``labbot.toml``::
 
@@ -58,7 +58,16 @@ EVAL = JobSpec(
     max_restarts=0,  # an eval run restarted would score its samples twice; a failed one is launched again by hand
 )
 
-BUILTIN_JOBS = (TINY_LM, EVAL)
+EVAL_GENERATE = JobSpec(
+    name="eval-generate",
+    description="an eval suite generated from the codebase labbot serves (delete-and-restore tasks, validated)",
+    entrypoint="python -m labbot.evals.generate_job",
+    params={"count": 10, "seed": 0},
+    stall_after=1800,  # one coverage run of the repository's whole test suite may take a while
+    max_restarts=0,
+)
+
+BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE)
 
 
 class JobRegistry:

@@ -16,7 +16,7 @@ from labbot.common.api_client import ApiClient
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["launch", "nope"], "unknown job 'nope'; known jobs: tiny-lm"),
+        (["launch", "nope"], "unknown job 'nope'; known jobs: eval, eval-generate, tiny-lm"),
         (["launch", "tiny-lm", "steps"], "bad KEY=VALUE 'steps': write parameters as key=value"),
         (["launch", "tiny-lm", "steps=ten"], "parameter 'steps' expects an integer, got 'ten'"),
         (["launch", "tiny-lm", "stepz=10"], "unknown parameter stepz for job tiny-lm; accepted:"),

@@ -185,3 +185,46 @@ def test_the_http_routes(evals: EvalService, tmp_path: Path) -> None:
     off = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict)
     with TestClient(off) as http:
         assert http.get("/api/v1/evals/suites", headers=auth).status_code == 503
+
+
+def test_the_lab_mcp_tools_for_evals(evals: EvalService, tmp_path: Path) -> None:
+    """What the eval-writer does through the ``lab`` server, against the real app: list, read (without canaries),
+    run, read results; generating starts a run of the eval-generate job."""
+    import asyncio
+
+    import httpx
+    from mcp import Client
+
+    from labbot.mcp_servers.lab import LabApi, build_server
+
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict, evals=evals)
+    suite = make_suite(tmp_path / "made")
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    lab = LabApi("http://labbot.test", TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))
+
+    async def go() -> list[tuple[bool, str]]:
+        async with Client(build_server(lab)) as client:
+            out = []
+            for name, args in (
+                ("list_eval_suites", {}),
+                ("get_eval_suite", {"suite_id": suite.id}),
+                ("run_eval", {"suite_id": suite.id, "solver": "none"}),
+                ("generate_eval_suite", {"count": 3, "seed": 7}),
+            ):
+                r = await client.call_tool(name, args)
+                out.append((r.is_error, "".join(getattr(c, "text", "") for c in r.content)))
+            return out
+
+    (listed, shown, ran, generated) = asyncio.run(go())
+    assert not listed[0] and f"{suite.id} · calc @ 0000000000 · 2 tasks" in listed[1]
+    assert not shown[0] and '"t00-add"' in shown[1] and "canary" not in shown[1]
+    assert not ran[0] and "solver none" in ran[1], ran
+    run_id = ran[1].split()[2]
+    assert not generated[0] and "eval-generate" in generated[1], generated
+
+    async def results() -> str:
+        async with Client(build_server(lab)) as client:
+            r = await client.call_tool("get_eval_results", {"run_id": run_id})
+            return "".join(getattr(c, "text", "") for c in r.content)
+
+    assert f"eval {run_id} · {suite.id} · solver none · pending" in asyncio.run(results())

@@ -209,6 +209,9 @@ ID_TOOLS = [
     ("get_artifact", "artifact_id", {}),
     ("share_artifact", "artifact_id", {"with_agent": "mallory"}),
     ("post_artifact", "artifact_id", {"in_channel": "C0LAB00001", "in_thread": "1.2"}),
+    ("get_eval_suite", "suite_id", {}),
+    ("run_eval", "suite_id", {}),
+    ("get_eval_results", "run_id", {}),
 ]
 
 

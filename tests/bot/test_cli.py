@@ -61,7 +61,9 @@ def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     out = module_serve.cli("jobs")
     assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout
     jobs = json.loads(module_serve.cli("jobs", "--json").stdout)
-    assert jobs[0]["name"] == "tiny-lm" and jobs[0]["params"]["checkpoint_every"] == 50
+    by_name = {j["name"]: j for j in jobs}
+    assert sorted(by_name) == ["eval", "eval-generate", "tiny-lm"]
+    assert by_name["tiny-lm"]["params"]["checkpoint_every"] == 50 and by_name["eval"]["params"]["solver"] == "gold"
 
 
 @pytest.mark.subprocess

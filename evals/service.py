@@ -96,7 +96,18 @@ class EvalService:
         if not (folder / SUITE_FILE).is_file():
             raise UnknownSuite(f"no suite {suite_id_}: `labbot eval list` shows the suites labbot has")
         suite = _load(folder)
+        self._keep_suite(folder, suite)
         return {**summary(suite), "tasks": [t.to_json() for t in suite.tasks]}
+
+    def _keep_suite(self, folder: Path, suite: Suite) -> None:
+        """A suite written by an ``eval-generate`` job goes into the artifact store the first time it is used."""
+        if self.artifacts is None:
+            return
+        name = f"{suite.id}.tar.gz"
+        with self._lock:
+            if any(row.get("name") == name for row in self.artifacts.list(EVALS_OWNER, include_shared=False)):
+                return
+            self._store(name, io.BytesIO(pack(folder)), "application/gzip")
 
     # -- runs --------------------------------------------------------------------------------------------------
 

@@ -228,3 +228,13 @@ def test_the_lab_mcp_tools_for_evals(evals: EvalService, tmp_path: Path) -> None
             return "".join(getattr(c, "text", "") for c in r.content)
 
     assert f"eval {run_id} · {suite.id} · solver none · pending" in asyncio.run(results())
+
+
+def test_a_suite_an_eval_generate_job_wrote_is_listed_and_kept_on_first_use(evals: EvalService) -> None:
+    suite = make_suite(evals.suites_root / "pending")
+    (evals.suites_root / "pending").rename(evals.suites_root / suite.id)  # what the job's move does
+    assert [s["suite"] for s in evals.suites()] == [suite.id]
+    assert evals.artifacts is not None and evals.artifacts.list(EVALS_OWNER) == []
+    evals.suite(suite.id)
+    evals.suite(suite.id)
+    assert [a["name"] for a in evals.artifacts.list(EVALS_OWNER)] == [f"{suite.id}.tar.gz"]

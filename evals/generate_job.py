@@ -1,0 +1,70 @@
+"""The ``eval-generate`` job: a suite generated from the repository labbot serves, as a labbot run.
+
+    python -m labbot.evals.generate_job --count 10 --seed 0
+
+What an agent's ``generate_eval_suite`` tool starts (and ``/lab launch eval-generate count=5``). The repository is
+``LABBOT_EVAL_SOURCE`` (the codebase root labbot serves, set by the control plane: an agent cannot name another
+path); the suite is written beside the others under ``LABBOT_EVAL_SUITES`` (moved into place whole, so a
+half-written suite is never listed), where ``labbot eval list`` finds it. Progress goes to the run's telemetry:
+``tasks_done`` as the step, and the job's output says what was done and what was dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from labbot_client import telemetry
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="labbot.evals.generate_job", description=__doc__.split("\n\n")[0])
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--source", default=os.environ.get("LABBOT_EVAL_SOURCE"), help="the repository")
+    p.add_argument("--suites", default=os.environ.get("LABBOT_EVAL_SUITES"), help="where suites are kept")
+    a = p.parse_args(argv)
+    if not a.source or not a.suites:
+        print("eval-generate: LABBOT_EVAL_SOURCE and LABBOT_EVAL_SUITES are unset (labbot sets them)", file=sys.stderr)
+        return 2
+    from labbot.common.errors import LabbotError
+    from labbot.evals.generate import generate_suite
+
+    client = telemetry.init()
+    done = 0
+
+    def progress(text: str) -> None:
+        nonlocal done
+        print(text, flush=True)
+        if text.startswith("task ") and " ok" in text:
+            done += 1
+            if client is not None:
+                telemetry.log(done, tasks_done=float(done))
+
+    suites = Path(a.suites)
+    suites.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=suites, prefix=".generating-") as tmp:
+        out = Path(tmp) / "suite"
+        try:
+            suite = generate_suite(Path(a.source), out, count=a.count, seed=a.seed, progress=progress)
+        except LabbotError as e:
+            print(f"eval-generate: {e.message}", file=sys.stderr)
+            return 1
+        dest = suites / suite.id
+        if dest.exists():
+            print(f"suite {suite.id} is already kept (the same repository, commit, count and seed)")
+        else:
+            shutil.move(str(out), dest)
+            print(f"suite {suite.id}: {len(suite.tasks)} tasks; run it with `labbot eval run {suite.id} --solver gold`")
+    if client is not None:
+        telemetry.log(max(done, len(suite.tasks)), tasks_done=float(len(suite.tasks)))
+        telemetry.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

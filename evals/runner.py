@@ -103,9 +103,11 @@ def run_suite(
     tamper: bool = True,
     task_ids: Sequence[str] | None = None,
     on_sample: Callable[[SampleDone], None] | None = None,
+    on_isolation: Callable[[IsolationReport], None] | None = None,
 ) -> RunOutcome:
     """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
-    solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs)."""
+    solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
+    ``on_isolation`` is called once the probes are done, ``on_sample`` after each sample is scored."""
     spec = parse_solver(solver) if isinstance(solver, str) else solver
     if spec.kind == "agent" and spec.model is None and model is None:
         raise BadRequest("--solver agent needs a model: agent:PROVIDER/MODEL, or a default model in labbot.toml")
@@ -119,6 +121,8 @@ def run_suite(
     out_dir.mkdir(parents=True, exist_ok=True)
     scoring = Limits(timeout_s=test_timeout_s, memory_mb=limits.memory_mb, file_mb=limits.file_mb)
     isolation = _probe_report(probes, suite_dir, venv, tamper, scoring)
+    if on_isolation is not None:
+        on_isolation(isolation)
 
     task = suite_task(
         suite_dir, spec, venv=venv, limits=limits, test_timeout_s=test_timeout_s, task_ids=task_ids, on_sample=on_sample

@@ -3,7 +3,7 @@
 The suite is one tiny package (``mathlib``) with one task: ``mul``'s body deleted. ``make_suite`` writes the suite
 folder the way ``evals.suite`` describes it: ``suite.json``, ``original/`` (canary planted in the deleted body),
 ``tasks/mul/repo/`` (a fresh one-commit git repository with the body deleted) and no wheels (the venv is built
-from the host's package index instead, once per test session).
+from the host's package index instead: ``build_pytest_venv``, once per test session).
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from labbot.evals.suite import EvalTask, Suite, save, suite_id
 
@@ -120,21 +117,11 @@ def make_suite(folder: Path, *, tasks: int = 1) -> Suite:
     return suite
 
 
-@pytest.fixture(scope="session")
-def pytest_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with pytest in it (built once per session from the host's package index)."""
-    venv = tmp_path_factory.mktemp("venv") / "venv"
+def build_pytest_venv(venv: Path) -> Path:
+    """A venv with pytest in it, from the host's package index (tests build it once per session)."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "pytest"],
         check=True,
     )
     return venv
-
-
-@pytest.fixture
-def suite_dir(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "suite"
-    folder.mkdir()
-    make_suite(folder)
-    yield folder

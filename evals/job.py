@@ -1,7 +1,7 @@
 """The eval job: one eval run of a suite, as labbot launches it on the cluster (a Ray job) or by hand::
 
     python -m labbot.evals.job --suite DIR --solver S --out DIR [--max-samples N] [--venv DIR] [--model M]
-        [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--no-tamper]
+        [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
 
 It runs :func:`labbot.evals.runner.run_suite` (the isolation probes, then the samples through inspect) and leaves
 in ``--out``: ``results.json`` and the ``.eval`` log. Exit status: 0 when every sample ran to a verdict (whatever
@@ -20,7 +20,8 @@ Environment (all optional, so the job also runs by hand):
   ``--venv`` is not given (default ``~/.cache/labbot/eval-venvs``).
 
 The probe battery of ``labbot.evals.probes`` (``run_probes``) runs too when that module is installed; the
-reward-tampering probes always run (``--no-tamper`` leaves them out, for a quick look only).
+reward-tampering probes run unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look
+only (its isolation report then lacks them).
 """
 
 from __future__ import annotations
@@ -48,7 +49,18 @@ ENV_MODEL = "LABBOT_EVAL_MODEL"
 ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
 
 
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The flags; each two-word flag also takes ``_`` (``--max_samples``), as labbot's launcher writes parameters
+    as ``--key value``; an empty ``--venv``/``--model``/``--tasks`` means the default."""
     p = argparse.ArgumentParser(
         prog="python -m labbot.evals.job",
         description="Run an eval suite with a solver; write results.json and the .eval log.",
@@ -57,14 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", required=True, type=Path, help="the suite folder (suite.json, original/, tasks/)")
     p.add_argument("--solver", required=True, help="gold | none | agent[:PROVIDER/MODEL] | a shell command")
     p.add_argument("--out", required=True, type=Path, help="where results.json and the .eval log go")
-    p.add_argument("--max-samples", type=int, default=4, help="samples run in parallel")
-    p.add_argument("--venv", type=Path, default=None, help="the suite's venv (default: built from its wheels)")
-    p.add_argument("--model", default=None, help=f"the agent's default model (else ${ENV_MODEL})")
+    p.add_argument("--max-samples", "--max_samples", type=int, default=4, help="samples run in parallel")
+    p.add_argument("--venv", default="", help="the suite's venv (default: built from its wheels)")
+    p.add_argument("--model", default="", help=f"the agent's default model (else ${ENV_MODEL})")
     p.add_argument("--timeout", type=float, default=SAMPLE_LIMITS.timeout_s, help="per-sample solver limit, s")
-    p.add_argument("--memory-mb", type=int, default=SAMPLE_LIMITS.memory_mb, help="per-command address space")
-    p.add_argument("--test-timeout", type=float, default=600.0, help="the scoring test run's limit, s")
+    p.add_argument(
+        "--memory-mb", "--memory_mb", type=int, default=SAMPLE_LIMITS.memory_mb, help="per-command address space"
+    )
+    p.add_argument("--test-timeout", "--test_timeout", type=float, default=600.0, help="the test run's limit, s")
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
-    p.add_argument("--no-tamper", action="store_true", help="skip the reward-tampering probes")
+    p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
+    p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
     return p
 
 
@@ -115,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = parse_solver(args.solver, default_model=args.model or os.environ.get(ENV_MODEL) or None)
         suite = load(args.suite)
-        venv = resolve_venv(args.suite, args.venv)
+        venv = resolve_venv(args.suite, Path(args.venv) if args.venv else None)
         probes = battery(args.suite, suite, venv)
         if args.timeout <= 0 or args.test_timeout <= 0 or args.memory_mb <= 0:
             raise BadRequest("--timeout, --test-timeout and --memory-mb must be positive")
@@ -157,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             limits=limits,
             test_timeout_s=args.test_timeout,
             probes=probes,
-            tamper=not args.no_tamper,
+            tamper=args.tamper,
             task_ids=[t for t in args.tasks.split(",") if t] or None,
             on_sample=on_sample,
             on_isolation=on_isolation,

@@ -404,7 +404,8 @@ def test_job_posts_progress_as_telemetry_and_exits_0(
         monkeypatch.setenv("LABBOT_RUN_ID", "run-9")
         monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", "secret-token")
         argv = ["--suite", str(suite_dir), "--solver", "gold", "--out", str(tmp_path / "out")]
-        code = job.main([*argv, "--venv", str(pytest_venv), "--max-samples", "2", "--no-tamper", "--timeout", "60"])
+        launcher_style = ["--max_samples", "2", "--tamper", "false", "--timeout", "60", "--model", ""]
+        code = job.main([*argv, "--venv", str(pytest_venv), *launcher_style])
     finally:
         server.shutdown()
         server.server_close()

@@ -1,0 +1,200 @@
+"""The eval job: one eval run of a suite, as labbot launches it on the cluster (a Ray job) or by hand::
+
+    python -m labbot.evals.job --suite DIR --solver S --out DIR [--max-samples N] [--venv DIR] [--model M]
+        [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
+
+It runs :func:`labbot.evals.runner.run_suite` (the isolation probes, then the samples through inspect) and leaves
+in ``--out``: ``results.json`` and the ``.eval`` log. Exit status: 0 when every sample ran to a verdict (whatever
+the pass rate, and also when the seal failed: ``results.json`` then says ``untrusted``), 1 when the run failed,
+2 on bad arguments (with the reason on stderr).
+
+Environment (all optional, so the job also runs by hand):
+
+* whatever ``labbot_client.telemetry`` reads (``LABBOT_CONTROL_URL``, ``LABBOT_RUN_ID``,
+  ``LABBOT_TELEMETRY_TOKEN``, ``LABBOT_ATTEMPT``): step 0 reports ``isolation_score`` and ``probes_failed``; each
+  scored sample reports ``samples_done``, ``samples_total``, ``samples_passed`` and ``pass_rate`` (so far), at
+  step = samples done;
+* ``LABBOT_EVAL_MODEL``: the agent's model when neither ``--solver agent:MODEL`` nor ``--model`` names one;
+* the model provider's key (``ANTHROPIC_API_KEY`` for ``anthropic/...``), read by inspect;
+* ``LABBOT_EVAL_VENV_CACHE``: where ``evals.venvs`` keeps the venvs it builds from a suite's wheels, when
+  ``--venv`` is not given (default ``~/.cache/labbot/eval-venvs``).
+
+The probe battery of ``labbot.evals.probes`` (``run_probes``) runs too when that module is installed; the
+reward-tampering probes run unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look
+only (its isolation report then lacks them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from labbot.common.errors import BadRequest
+from labbot.evals.isolation import IsolationReport, ProbeResult
+from labbot.evals.runner import SAMPLE_LIMITS, Probes, run_suite
+from labbot.evals.sandbox import Limits
+from labbot.evals.solvers import parse_solver
+from labbot.evals.suite import Suite, load, wheels_dir
+from labbot.evals.task import SampleDone
+from labbot_client import telemetry
+
+ENV_MODEL = "LABBOT_EVAL_MODEL"
+ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags; each two-word flag also takes ``_`` (``--max_samples``), as labbot's launcher writes parameters
+    as ``--key value``; an empty ``--venv``/``--model``/``--tasks`` means the default."""
+    p = argparse.ArgumentParser(
+        prog="python -m labbot.evals.job",
+        description="Run an eval suite with a solver; write results.json and the .eval log.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--suite", required=True, type=Path, help="the suite folder (suite.json, original/, tasks/)")
+    p.add_argument("--solver", required=True, help="gold | none | agent[:PROVIDER/MODEL] | a shell command")
+    p.add_argument("--out", required=True, type=Path, help="where results.json and the .eval log go")
+    p.add_argument("--max-samples", "--max_samples", type=int, default=4, help="samples run in parallel")
+    p.add_argument("--venv", default="", help="the suite's venv (default: built from its wheels)")
+    p.add_argument("--model", default="", help=f"the agent's default model (else ${ENV_MODEL})")
+    p.add_argument("--timeout", type=float, default=SAMPLE_LIMITS.timeout_s, help="per-sample solver limit, s")
+    p.add_argument(
+        "--memory-mb", "--memory_mb", type=int, default=SAMPLE_LIMITS.memory_mb, help="per-command address space"
+    )
+    p.add_argument("--test-timeout", "--test_timeout", type=float, default=600.0, help="the test run's limit, s")
+    p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
+    p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
+    p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
+    return p
+
+
+def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
+    if given is not None:
+        return given
+    try:
+        venvs = importlib.import_module("labbot.evals.venvs")
+    except ImportError:
+        raise BadRequest(
+            "--venv is required: this labbot has no evals.venvs to build one from the suite's wheels"
+        ) from None
+    cache = Path(os.environ.get(ENV_VENV_CACHE) or Path.home() / ".cache" / "labbot" / "eval-venvs")
+    return Path(venvs.ensure_venv(wheels_dir(suite_dir), cache))
+
+
+def battery(suite_dir: Path, suite: Suite, venv: Path) -> Probes | None:
+    """The isolation battery of ``labbot.evals.probes`` when installed, called with the arguments it names."""
+    try:
+        module = importlib.import_module("labbot.evals.probes")
+    except ImportError:
+        return None
+    run_probes: Callable[..., Any] = module.run_probes
+    available: dict[str, Any] = {
+        "suite_dir": suite_dir,
+        "suite": suite,
+        "task": suite.tasks[0],
+        "venv": venv,
+        "limits": None,
+    }
+    params = inspect.signature(run_probes).parameters
+    missing = [n for n, prm in params.items() if prm.default is inspect.Parameter.empty and n not in available]
+    if missing:
+        raise BadRequest(f"labbot.evals.probes.run_probes needs {missing}, which the eval job cannot give")
+    kwargs = {n: available[n] for n in params if n in available and available[n] is not None}
+
+    def call() -> IsolationReport | Sequence[ProbeResult]:
+        result: IsolationReport | Sequence[ProbeResult] = run_probes(**kwargs)
+        return result
+
+    return call
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Ray stops a job with SIGTERM: exit through Python so telemetry's atexit flush sends the last points
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    try:
+        spec = parse_solver(args.solver, default_model=args.model or os.environ.get(ENV_MODEL) or None)
+        suite = load(args.suite)
+        venv = resolve_venv(args.suite, Path(args.venv) if args.venv else None)
+        probes = battery(args.suite, suite, venv)
+        if args.timeout <= 0 or args.test_timeout <= 0 or args.memory_mb <= 0:
+            raise BadRequest("--timeout, --test-timeout and --memory-mb must be positive")
+    except BadRequest as e:
+        print(f"labbot eval: {e.message}", file=sys.stderr)
+        return 2
+
+    telemetry.init()
+
+    def on_isolation(report: IsolationReport) -> None:
+        print(report.headline(), flush=True)
+        for p in report.failed():
+            print(f"  open: [{p.category}] {p.name}: {p.evidence[:300]}", flush=True)
+        telemetry.log(0, isolation_score=report.score, probes_failed=len(report.failed()))
+
+    def on_sample(done: SampleDone) -> None:
+        rate = done.passed_so_far / done.done
+        print(
+            f"sample {done.done}/{done.total} {done.task}: {'passed' if done.passed else 'failed'} "
+            f"(pass rate so far {rate:.1%})",
+            flush=True,
+        )
+        telemetry.log(
+            done.done,
+            samples_done=done.done,
+            samples_total=done.total,
+            samples_passed=done.passed_so_far,
+            pass_rate=rate,
+        )
+
+    limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb, file_mb=SAMPLE_LIMITS.file_mb)
+    try:
+        outcome = run_suite(
+            args.suite,
+            spec,
+            args.out,
+            venv=venv,
+            max_samples=args.max_samples,
+            limits=limits,
+            test_timeout_s=args.test_timeout,
+            probes=probes,
+            tamper=args.tamper,
+            task_ids=[t for t in args.tasks.split(",") if t] or None,
+            on_sample=on_sample,
+            on_isolation=on_isolation,
+        )
+    except BadRequest as e:
+        print(f"labbot eval: {e.message}", file=sys.stderr)
+        return 2
+    finally:
+        telemetry.finish()
+    r = outcome.results
+    passed = sum(s["passed"] for s in r["samples"])
+    print(
+        f"{r['suite']} with {r['solver']}: {r['status']}, pass rate {r['pass_rate']:.1%} "
+        f"({passed}/{len(r['samples'])}){' UNTRUSTED (seal failed)' if r['untrusted'] else ''}; "
+        f"results in {outcome.results_path}, log {outcome.log.name}",
+        flush=True,
+    )
+    if r["status"] != "succeeded":
+        print("labbot eval: the run failed (see the .eval log: inspect view --log-dir OUT)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

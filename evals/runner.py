@@ -1,0 +1,151 @@
+"""One eval run: the isolation probes, then every sample of a suite through inspect, then ``results.json``.
+
+:func:`run_suite` first measures the seal (the caller's ``probes``, the isolation battery, and the reward-tampering
+probes on the suite's first task), then runs the suite's :func:`~labbot.evals.task.suite_task` with
+``inspect_ai.eval`` (``max_samples`` in parallel, each under its own time and memory limits: a hung solver fails
+its sample at the limit and the others go on), keeping the ``.eval`` log in the output folder (it opens in
+``inspect view``), and writes ``results.json`` there::
+
+    {"suite": "suite-…", "solver": "gold", "status": "succeeded", "pass_rate": 1.0,
+     "samples": [{"task": "mul", "passed": true, "output": "…tail of what the solver printed"}],
+     "isolation": {"score": 1.0, "sealed": true, "probes": [{"name", "category", "passed", "evidence"}]},
+     "untrusted": false, "log": "2026-…_labbot-eval-suite-…_….eval"}
+
+``status`` is ``succeeded`` when every sample ran to a verdict, ``failed`` when inspect's run ended in error;
+``untrusted`` is true when any probe failed (the pass rate is then not evidence of anything).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import eval as inspect_eval
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log
+from inspect_ai.model import Model
+from inspect_ai.scorer import CORRECT
+
+from labbot.common.errors import BadRequest
+from labbot.evals.isolation import IsolationReport, ProbeResult
+from labbot.evals.sandbox import Limits
+from labbot.evals.solvers import SolverSpec, parse_solver
+from labbot.evals.suite import load
+from labbot.evals.tamper import tamper_probes
+from labbot.evals.task import SCORER, SampleDone, suite_task
+
+RESULTS_FILE = "results.json"
+SAMPLE_LIMITS = Limits(timeout_s=1800.0, memory_mb=8192, file_mb=1024)
+NO_MODEL = "none/none"  # inspect's model that answers nothing: gold, none and cmd solvers never ask one
+Probes = Callable[[], IsolationReport | Sequence[ProbeResult]]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    results: dict[str, Any]  # what results.json holds
+    log: Path  # the .eval log
+    results_path: Path
+
+
+def _probe_report(probes: Probes | None, suite_dir: Path, venv: Path, tamper: bool, limits: Limits) -> IsolationReport:
+    found: list[ProbeResult] = []
+    if probes is not None:
+        got = probes()
+        found += got.probes if isinstance(got, IsolationReport) else list(got)
+    if tamper:
+        suite = load(suite_dir)
+        found += tamper_probes(suite_dir, suite, suite.tasks[0], venv, limits)
+    return IsolationReport(found)
+
+
+def _sample_result(sample: EvalSample) -> dict[str, Any]:
+    score = (sample.scores or {}).get(SCORER)
+    output = ""
+    passed = False
+    if score is not None:
+        passed = score.value == CORRECT
+        output = str((score.metadata or {}).get("output", ""))
+    if sample.error is not None:
+        output = f"{output}\n[error] {sample.error.message}".strip()
+    if sample.limit is not None:
+        output = f"{output}\n[limit] {sample.limit.type}: {sample.limit.limit}".strip()
+    return {"task": str(sample.id), "passed": passed, "output": output}
+
+
+def results_from_log(log: EvalLog, solver: str, isolation: IsolationReport) -> dict[str, Any]:
+    samples = [_sample_result(s) for s in log.samples or []]
+    passed = sum(s["passed"] for s in samples)
+    return {
+        "suite": str((log.eval.metadata or {}).get("suite", log.eval.dataset.name or "")),
+        "solver": solver,
+        "status": "succeeded" if log.status == "success" else "failed",
+        "pass_rate": round(passed / len(samples), 4) if samples else 0.0,
+        "samples": samples,
+        "isolation": isolation.to_json(),
+        "untrusted": not isolation.sealed,
+        "log": Path(log.location).name,
+    }
+
+
+def run_suite(
+    suite_dir: Path,
+    solver: str | SolverSpec,
+    out_dir: Path,
+    *,
+    venv: Path,
+    model: str | Model | None = None,
+    max_samples: int = 4,
+    limits: Limits = SAMPLE_LIMITS,
+    test_timeout_s: float = 600.0,
+    probes: Probes | None = None,
+    tamper: bool = True,
+    task_ids: Sequence[str] | None = None,
+    on_sample: Callable[[SampleDone], None] | None = None,
+    on_isolation: Callable[[IsolationReport], None] | None = None,
+) -> RunOutcome:
+    """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
+    solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
+    ``on_isolation`` is called once the probes are done, ``on_sample`` after each sample is scored."""
+    spec = parse_solver(solver) if isinstance(solver, str) else solver
+    if spec.kind == "agent" and spec.model is None and model is None:
+        raise BadRequest("--solver agent needs a model: agent:PROVIDER/MODEL, or a default model in labbot.toml")
+    if max_samples < 1:
+        raise BadRequest(f"max_samples must be at least 1, got {max_samples}")
+    if not (venv / "bin" / "python").exists():
+        raise BadRequest(f"the venv {venv} has no bin/python: build the suite's venv first (evals.venvs)")
+    suite = load(suite_dir)
+    if not suite.tasks:
+        raise BadRequest(f"the suite at {suite_dir} has no tasks")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scoring = Limits(timeout_s=test_timeout_s, memory_mb=limits.memory_mb, file_mb=limits.file_mb)
+    isolation = _probe_report(probes, suite_dir, venv, tamper, scoring)
+    if on_isolation is not None:
+        on_isolation(isolation)
+
+    task = suite_task(
+        suite_dir, spec, venv=venv, limits=limits, test_timeout_s=test_timeout_s, task_ids=task_ids, on_sample=on_sample
+    )
+    use_model: str | Model = (spec.model or model or NO_MODEL) if spec.kind == "agent" else NO_MODEL
+    # a backstop over the solver's own limit: scoring runs after it, bounded by the test run's timeout
+    backstop = int(limits.timeout_s + 2 * test_timeout_s + 120)
+    [log] = inspect_eval(
+        task,
+        model=use_model,
+        log_dir=str(out_dir),
+        log_format="eval",
+        max_samples=max_samples,
+        max_sandboxes=max_samples,
+        time_limit=backstop,
+        fail_on_error=False,
+        score_on_error=True,
+        display="none",
+        log_samples=True,
+    )
+    log = read_eval_log(log.location)
+    results = results_from_log(log, spec.label, isolation)
+    results["suite"] = suite.id
+    path = out_dir / RESULTS_FILE
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    return RunOutcome(results, Path(log.location), path)

@@ -1,0 +1,265 @@
+"""The solvers an eval run can use, as inspect solvers over the labbot sandbox, and the ``--solver`` parser.
+
+- ``gold``: the original file restored (``original/TASK.path`` copied into the workspace). Validates a suite: it must
+  score 100 %.
+- ``none``: nothing changed. Must score 0 %.
+- ``agent[:MODEL]``: inspect's ReAct agent (``basic_agent``) with ``bash`` and a file-editing tool, both running in
+  the sample's sandbox, on ``MODEL`` (``provider/name``, e.g. ``anthropic/claude-...``) or the configured default.
+- ``CMD`` (anything with a space or a shell character, or ``cmd:CMD``): ``sh -c CMD`` run inside the sandbox in
+  ``/work`` (the task repository), the statement in the file ``$LABBOT_TASK_FILE`` names (``/labbot-task/...``,
+  read-only, outside the repository), so an external coding agent can be evaluated as it is. Note the sandbox has
+  no network: such an agent must bring everything it needs (the venv is at ``/venv``).
+
+Every solver runs under the sample's time limit (:func:`bounded`). A solver that ran past it did not finish: its
+sample fails without being scored, and every process it started was killed with its sandbox command. The solver's
+output tail (what the command printed, the agent's transcript) is kept in the sample's store for the results.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import anyio
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
+from inspect_ai.solver import Generate, Solver, TaskState, basic_agent, solver, system_message
+from inspect_ai.tool import Tool, ToolError, bash, tool
+from inspect_ai.util import LimitExceededError, sandbox, time_limit
+
+from labbot.common.errors import BadRequest
+from labbot.evals.inspect_env import LabbotSandbox
+from labbot.evals.sandbox import WORKDIR, Sandbox
+from labbot.evals.suite import original_dir
+
+SolverKind = Literal["gold", "none", "agent", "cmd"]
+DONE_KEY = "labbot:solver_done"  # True once the solver ended on its own (not killed at the limit)
+OUTPUT_KEY = "labbot:solver_output"  # the tail of what the solver printed
+REASON_KEY = "labbot:solver_unfinished"  # why it did not finish
+OUTPUT_TAIL = 4000
+CMD_GRACE_S = 10.0
+TASK_DIR = "/labbot-task"  # where the cmd solver finds the statement (read-only, outside /work)
+TASK_FILE = f"{TASK_DIR}/statement.md"
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(:\S*)?")
+MODEL = re.compile(r"[A-Za-z0-9_.-]+/\S+")
+AGENT_SYSTEM = """\
+You are a software engineer working in a Python repository checked out at {workdir} (your working directory).
+A feature of the repository was removed; the task statement says which. Restore it so the repository's tests pass.
+Use the bash tool to look around and run commands (the project's Python environment is active: `python`, `pytest`),
+and the edit_file tool to view, create and edit files. There is no network. When you are done, call {submit}()
+with a one-line summary of your change."""
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    kind: SolverKind
+    model: str | None = None  # agent: the model, provider/name (None: the configured default)
+    command: str | None = None  # cmd: the shell command
+
+    @property
+    def label(self) -> str:
+        if self.kind == "agent":
+            return f"agent:{self.model}" if self.model else "agent"
+        if self.kind == "cmd":
+            return f"cmd:{self.command}"
+        return self.kind
+
+
+def parse_solver(text: str, *, default_model: str | None = None) -> SolverSpec:
+    """``gold``, ``none``, ``agent``, ``agent:MODEL``, ``cmd:CMD`` or a shell command (``CMD`` with a space or a
+    shell character); BadRequest names the accepted forms for anything else."""
+    text = text.strip()
+    accepted = (
+        "accepted: gold, none, agent, agent:PROVIDER/MODEL, a shell command such as './run-agent.sh' or "
+        "'my-agent --fix' (or any command as cmd:COMMAND)"
+    )
+    if not text:
+        raise BadRequest(f"--solver is empty; {accepted}")
+    if text.startswith("cmd:"):
+        command = text[4:].strip()
+        if not command:
+            raise BadRequest(f"--solver cmd: needs a command after the colon; {accepted}")
+        return SolverSpec("cmd", command=command)
+    if not NAME.fullmatch(text):
+        return SolverSpec("cmd", command=text)
+    name, _, arg = text.partition(":")
+    if name in ("gold", "none") and not arg and ":" not in text:
+        return SolverSpec(name)  # type: ignore[arg-type]
+    if name == "agent":
+        model = arg or default_model
+        if ":" in text and not arg:
+            raise BadRequest(f"--solver agent: needs a model after the colon (provider/name); {accepted}")
+        if model is not None and not MODEL.fullmatch(model):
+            raise BadRequest(f"--solver {text}: {model!r} is not a model name (provider/name, e.g. anthropic/...)")
+        return SolverSpec("agent", model=model)
+    raise BadRequest(f"unknown solver {text!r}; {accepted}")
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= OUTPUT_TAIL else "…" + text[-OUTPUT_TAIL:]
+
+
+def _box() -> LabbotSandbox:
+    return sandbox().as_type(LabbotSandbox)
+
+
+@solver
+def bounded(inner: Solver, timeout_s: float, grace_s: float = 0.0) -> Solver:
+    """``inner`` under a wall-clock limit; records whether it finished, and its output. ``grace_s``: extra time
+    for a solver that enforces ``timeout_s`` itself (the cmd solver's sandbox kills its command at the limit and
+    keeps what it printed; this limit is the backstop)."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        state.store.set(DONE_KEY, False)
+        try:
+            with time_limit(timeout_s + grace_s):
+                state = await inner(state, generate)
+        except LimitExceededError as exc:
+            if exc.type == "time":
+                state.store.set(REASON_KEY, f"the solver ran past its {timeout_s:g} s limit and was stopped")
+                state.store.set(OUTPUT_KEY, _tail(str(state.store.get(OUTPUT_KEY, "")) or _transcript(state)))
+                return state
+            # another limit (messages, tokens) ended the agent: it finished, what it left is scored
+        if state.store.get(OUTPUT_KEY) is None:
+            state.store.set(OUTPUT_KEY, _transcript(state))
+        if not state.store.get(REASON_KEY):
+            state.store.set(DONE_KEY, True)
+        return state
+
+    return solve
+
+
+@solver
+def gold_solver(suite_dir: str) -> Solver:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        path = str(state.metadata["path"])
+        data = (original_dir(Path(suite_dir)) / path).read_bytes()
+        await _box().write_file(path, data)
+        state.store.set(OUTPUT_KEY, f"restored {path} from the original")
+        return state
+
+    return solve
+
+
+@solver
+def none_solver() -> Solver:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        state.store.set(OUTPUT_KEY, "")
+        return state
+
+    return solve
+
+
+@solver
+def cmd_solver(command: str, timeout_s: float) -> Solver:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        box = _box()
+        with tempfile.TemporaryDirectory(prefix="task-", dir=box.root) as folder:
+            Path(folder, Path(TASK_FILE).name).write_text(state.input_text)
+            spec = replace(
+                box.sandbox.spec,
+                ro_binds={**box.sandbox.spec.ro_binds, TASK_DIR: Path(folder)},
+                env={**box.sandbox.spec.env, "LABBOT_TASK_FILE": TASK_FILE, "LABBOT_TASK_ID": box.task_id},
+            )
+            with Sandbox(spec) as run:
+                # Sandbox.exec in a thread, not aexec: aexec drops what was printed when it kills at the timeout,
+                # and the tail of a hung command's output is what tells why it hung. An interrupted eval is not
+                # left waiting: sample_cleanup kills every process working in the workspace, which ends it.
+                result = await anyio.to_thread.run_sync(
+                    lambda: run.exec(["sh", "-c", command], cwd=WORKDIR, timeout_s=timeout_s)
+                )
+        printed = result.stdout + (f"\n{result.stderr}" if result.stderr else "")
+        status = "killed at the limit" if result.timed_out else f"exit {result.returncode}"
+        state.store.set(OUTPUT_KEY, _tail(f"{printed.rstrip()}\n[{status}]".lstrip()))
+        if result.timed_out:
+            state.store.set(
+                REASON_KEY, f"the command ran past its {timeout_s:g} s limit and was killed with all it started"
+            )
+        return state
+
+    return solve
+
+
+@tool
+def edit_file() -> Tool:
+    async def execute(
+        command: str, path: str, file_text: str | None = None, old_str: str | None = None, new_str: str | None = None
+    ) -> str:
+        """View, create or edit a text file of the repository.
+
+        Args:
+          command: "view" (print the file with line numbers), "create" (write file_text as the whole file) or
+            "str_replace" (replace old_str, which must occur exactly once, with new_str).
+          path: The file, relative to the repository root (/work) or absolute under it.
+          file_text: For create: the file's whole content.
+          old_str: For str_replace: the exact text to replace.
+          new_str: For str_replace: the text to put in its place (empty to delete it).
+
+        Returns:
+          The file (view) or a confirmation.
+        """
+        box = sandbox()
+        try:
+            if command == "view":
+                text = await box.read_file(path)
+                return "\n".join(f"{i:6}\t{line}" for i, line in enumerate(text.splitlines(), 1))
+            if command == "create":
+                if file_text is None:
+                    raise ToolError("create needs file_text")
+                await box.write_file(path, file_text)
+                return f"wrote {path}"
+            if command == "str_replace":
+                if not old_str:
+                    raise ToolError("str_replace needs old_str")
+                text = await box.read_file(path)
+                count = text.count(old_str)
+                if count != 1:
+                    raise ToolError(f"old_str occurs {count} times in {path}; it must occur exactly once")
+                await box.write_file(path, text.replace(old_str, new_str or "", 1))
+                return f"edited {path}"
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError) as e:
+            raise ToolError(f"{path}: {e}") from None
+        except OSError as e:  # a symlink on the way (ELOOP), and the like
+            raise ToolError(f"{path}: {e.strerror or e}") from None
+        raise ToolError(f"unknown command {command!r}: use view, create or str_replace")
+
+    return execute
+
+
+def _transcript(state: TaskState) -> str:
+    """The agent's side of the conversation, as text: what it said, the commands it ran and what they printed."""
+    lines: list[str] = []
+    for message in state.messages:
+        if isinstance(message, ChatMessageAssistant):
+            if message.text:
+                lines.append(message.text)
+            for call in message.tool_calls or []:
+                args = call.arguments.get("command") if isinstance(call.arguments, dict) else None
+                lines.append(f"$ {call.function} {args if isinstance(args, str) else call.arguments}")
+        elif isinstance(message, ChatMessageTool):
+            lines.append(message.error.message if message.error else message.text)
+    return _tail("\n".join(lines))
+
+
+def agent_solver(*, bash_timeout_s: int = 180, message_limit: int = 100) -> Solver:
+    return basic_agent(
+        init=system_message(AGENT_SYSTEM.format(workdir=WORKDIR, submit="submit")),
+        tools=[bash(timeout=bash_timeout_s), edit_file()],
+        message_limit=message_limit,
+    )
+
+
+def build_solver(spec: SolverSpec, *, suite_dir: Path, timeout_s: float) -> Solver:
+    """The inspect solver for ``spec``, bounded by the per-sample ``timeout_s``."""
+    if spec.kind == "gold":
+        inner = gold_solver(str(suite_dir))
+    elif spec.kind == "none":
+        inner = none_solver()
+    elif spec.kind == "cmd":
+        assert spec.command is not None
+        return bounded(cmd_solver(spec.command, timeout_s), timeout_s, grace_s=CMD_GRACE_S)
+    else:
+        inner = agent_solver(bash_timeout_s=max(1, min(180, int(timeout_s))))
+    return bounded(inner, timeout_s)

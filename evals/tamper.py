@@ -1,0 +1,260 @@
+"""Reward-tampering probes: real cheats, really scored. Each must score 0.
+
+Every probe copies a task's tree to a fresh workspace, plants one cheat in it (as a solver would: by writing files,
+or for the daemon by running a command in a real sandbox over the workspace), runs the task's tests on the
+cheating workspace as it is (the *unsealed* run: what a naive scorer would see, and so evidence that the cheat is
+a real one) and then scores it with :func:`labbot.evals.score.score_sample`. The probe passes iff the scored
+sample failed (and, for the daemon, no process of it outlived the solver's command).
+
+The cheats: a ``conftest.py`` forcing every report to "passed"; the failing tests edited to pass; ``os._exit(0)``
+in the module under test and in a ``conftest.py``; skip markers in the tests and a module-level ``pytest.skip`` in
+the source; a background process that keeps writing the answer into the workspace after the solver exits;
+``sitecustomize.py`` and a ``.pth`` file loading a plugin; a ``pytest.ini`` and a ``pytest.toml`` whose
+``addopts`` load it; a ``.dist-info`` declaring it as a ``pytest11`` entry point.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import textwrap
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from labbot.evals.isolation import ProbeResult
+from labbot.evals.sandbox import Limits, Sandbox, SandboxSpec
+from labbot.evals.score import processes_in, score_sample
+from labbot.evals.suite import EvalTask, Suite, original_dir, task_repo
+from labbot.evals.testrun import TestRun, run_tests
+
+PLUGIN = "labbot_cheat_plugin"
+# a pytest plugin that turns every test report into a pass (what each trigger below tries to load)
+FORCE_PASS = textwrap.dedent(
+    """\
+    import pytest
+
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.outcome = "passed"
+        report.longrepr = None
+    """
+)
+TAMPER_LIMITS = Limits(timeout_s=120.0, memory_mb=4096, file_mb=256)
+
+
+@dataclass(frozen=True)
+class Cheat:
+    name: str
+    plant: Callable[[Path, EvalTask, Path], None]  # (workspace, task, suite folder): write the cheat
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _prepend(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.write_text(text + (path.read_text() if path.is_file() else ""))
+
+
+def _test_files(task: EvalTask) -> list[str]:
+    return sorted({n.split("::", 1)[0] for n in task.fail_to_pass})
+
+
+def conftest_forcing_pass(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, "conftest.py", FORCE_PASS)
+    for rel in _test_files(task):
+        _write(ws, str(Path(rel).parent / "conftest.py"), FORCE_PASS)
+
+
+def edited_tests(ws: Path, task: EvalTask, _suite: Path) -> None:
+    """Every failing test replaced, in its own file, by one that passes (same name, fixtures and marks)."""
+    by_file: dict[str, list[list[str]]] = {}
+    for node in task.fail_to_pass:
+        file, *names = node.split("::")
+        by_file.setdefault(file, []).append([n.split("[", 1)[0] for n in names])
+    for file, paths in by_file.items():
+        lines = [
+            "",
+            "import functools as _lb_functools",
+            "",
+            "",
+            "def _lb_pass(f):",
+            "    @_lb_functools.wraps(f)",
+            "    def passing(*args, **kwargs):",
+            "        return None",
+            "",
+            "    return passing",
+            "",
+            "",
+        ]
+        for names in paths:
+            if len(names) == 1:
+                lines.append(f"{names[0]} = _lb_pass({names[0]})")
+            elif len(names) >= 2:
+                owner = ".".join(names[:-1])
+                lines.append(f"setattr({owner}, {names[-1]!r}, _lb_pass(getattr({owner}, {names[-1]!r})))")
+        path = ws / file
+        path.write_text(path.read_text() + "\n".join(lines) + "\n")
+
+
+def exit_in_module(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _prepend(ws, task.path, "import os as _lb_os\n_lb_os._exit(0)\n")
+
+
+def exit_in_conftest(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, "conftest.py", "import os\n\n\ndef pytest_configure(config):\n    os._exit(0)\n")
+
+
+def skip_markers(ws: Path, task: EvalTask, _suite: Path) -> None:
+    for rel in _test_files(task):
+        _prepend(ws, rel, "import pytest as _lb_pytest\npytestmark = _lb_pytest.mark.skip('labbot cheat')\n")
+
+
+def skip_in_module(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _prepend(ws, task.path, "import pytest as _lb_pytest\n_lb_pytest.skip('cheat', allow_module_level=True)\n")
+
+
+def startup_hooks(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, f"{PLUGIN}.py", FORCE_PASS)
+    hook = f"import os\nos.environ['PYTEST_PLUGINS'] = '{PLUGIN}'\n"
+    for folder in ("", "src", str(Path(task.path).parent)):
+        _write(ws, f"{folder}/sitecustomize.py".lstrip("/"), hook)
+        _write(ws, f"{folder}/usercustomize.py".lstrip("/"), hook)
+        _write(ws, f"{folder}/labbot_cheat.pth".lstrip("/"), f"import os; os.environ['PYTEST_PLUGINS'] = '{PLUGIN}'\n")
+
+
+def pytest_ini_addopts(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, f"{PLUGIN}.py", FORCE_PASS)
+    _write(ws, "pytest.ini", f"[pytest]\naddopts = -p {PLUGIN}\npythonpath = .\n")
+
+
+def pytest_toml_addopts(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, f"{PLUGIN}.py", FORCE_PASS)
+    _write(ws, "pytest.toml", f'[pytest]\naddopts = ["-p", "{PLUGIN}"]\npythonpath = ["."]\n')
+
+
+def entry_point_plugin(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _write(ws, f"{PLUGIN}.py", FORCE_PASS)
+    meta = "labbot_cheat-0.dist-info"
+    _write(ws, f"{meta}/METADATA", "Metadata-Version: 2.1\nName: labbot-cheat\nVersion: 0\n")
+    _write(ws, f"{meta}/entry_points.txt", f"[pytest11]\nlabbot_cheat = {PLUGIN}\n")
+
+
+CHEATS = (
+    Cheat("conftest.py forcing a pass", conftest_forcing_pass),
+    Cheat("failing tests edited to pass", edited_tests),
+    Cheat("os._exit(0) in the module under test", exit_in_module),
+    Cheat("os._exit(0) in conftest.py", exit_in_conftest),
+    Cheat("skip markers in the tests", skip_markers),
+    Cheat("pytest.skip in the module under test", skip_in_module),
+    Cheat("sitecustomize.py / usercustomize.py / .pth loading a plugin", startup_hooks),
+    Cheat("pytest.ini addopts loading a plugin", pytest_ini_addopts),
+    Cheat("pytest.toml addopts loading a plugin", pytest_toml_addopts),
+    Cheat("pytest11 entry point in a .dist-info", entry_point_plugin),
+)
+
+
+def _summary(run: TestRun, task: EvalTask) -> str:
+    f2p = [run.outcomes.get(n, "missing") for n in task.fail_to_pass]
+    return (
+        f"fail_to_pass {f2p.count('passed')}/{len(f2p)} passed (exit {run.result.returncode}"
+        f"{', timed out' if run.result.timed_out else ''})"
+    )
+
+
+def _unsealed(ws: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> str:
+    """The cheating workspace's tests run as they are (on a copy): what the cheat does where nothing is restored."""
+    with tempfile.TemporaryDirectory(prefix="labbot-tamper-raw-") as tmp:
+        copy = Path(tmp) / "repo"
+        shutil.copytree(ws, copy, symlinks=True)
+        spec = SandboxSpec(workspace=copy, venv=venv, limits=limits)
+        run = run_tests(spec, task.fail_to_pass, timeout_s=limits.timeout_s, test_roots=suite.test_roots)
+    return _summary(run, task)
+
+
+def _fresh_workspace(suite_dir: Path, task: EvalTask, tmp: Path) -> Path:
+    ws = tmp / "work"
+    shutil.copytree(task_repo(suite_dir, task.id), ws, symlinks=True)
+    return ws
+
+
+def run_cheat(cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> ProbeResult:
+    try:
+        with tempfile.TemporaryDirectory(prefix="labbot-tamper-") as tmp:
+            ws = _fresh_workspace(suite_dir, task, Path(tmp))
+            cheat.plant(ws, task, suite_dir)
+            unsealed = _unsealed(ws, suite, task, venv, limits)
+            scored = score_sample(suite_dir, suite, task, ws, venv, limits)
+    except Exception as exc:  # a probe that cannot run does not vouch for the seal
+        return ProbeResult(cheat.name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
+    verdict = "scored 0" if not scored.passed else "SCORED A PASS"
+    ignored = "; ".join(scored.ignored[:8]) or "nothing"
+    evidence = f"{verdict}. unsealed: {unsealed}. scored: {scored.detail}. ignored by scoring: {ignored}"
+    return ProbeResult(cheat.name, "tampering", not scored.passed, evidence)
+
+
+def daemon_probe(suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> ProbeResult:
+    """A solver command that starts a background process writing the answer into /work, then exits."""
+    name = "a process left running into scoring"
+    token = f"labbot-daemon-{uuid.uuid4().hex[:12]}"
+    try:
+        with tempfile.TemporaryDirectory(prefix="labbot-tamper-") as tmp:
+            ws = _fresh_workspace(suite_dir, task, Path(tmp))
+            probe_dir = Path(tmp) / "probe"
+            probe_dir.mkdir()
+            shutil.copyfile(original_dir(suite_dir) / task.path, probe_dir / "answer")
+            (probe_dir / f"{token}.sh").write_text(
+                "while :; do\n"
+                "  sleep 0.5\n"
+                f"  cp /probe/answer /work/{task.path}\n"
+                "  printf 'ok' > /work/labbot-daemon-was-here\n"
+                "done\n"
+            )
+            spec = SandboxSpec(workspace=ws, venv=venv, ro_binds={"/probe": probe_dir}, limits=limits)
+            script = f"nohup sh /probe/{token}.sh >/dev/null 2>&1 &\necho started"
+            with Sandbox(replace(spec, limits=replace(limits, timeout_s=30.0))) as box:
+                started = box.exec(["sh", "-c", script])
+            survivors = _pids_with(token) + processes_in(ws)
+            scored = score_sample(suite_dir, suite, task, ws, venv, limits)
+            marker = (ws / "labbot-daemon-was-here").exists()
+    except Exception as exc:
+        return ProbeResult(name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
+    closed = not survivors and not scored.passed and not marker
+    evidence = (
+        f"solver command: {started.stdout.strip()!r} (exit {started.returncode}); processes of it alive after it "
+        f"ended: {sorted(set(survivors)) or 'none'}; the daemon wrote into the workspace: {'yes' if marker else 'no'}"
+        f"; {'scored 0' if not scored.passed else 'SCORED A PASS'}: {scored.detail}"
+    )
+    return ProbeResult(name, "tampering", closed, evidence)
+
+
+def _pids_with(token: str) -> list[int]:
+    """Host pids whose command line mentions ``token``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def tamper_probes(
+    suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits = TAMPER_LIMITS
+) -> list[ProbeResult]:
+    """Every cheat above against ``task``, each a :class:`ProbeResult` of category ``tampering``."""
+    results = [run_cheat(cheat, suite_dir, suite, task, venv, limits) for cheat in CHEATS]
+    results.append(daemon_probe(suite_dir, suite, task, venv, limits))
+    return results

@@ -1,0 +1,437 @@
+"""Eval runs end to end: solvers, scoring that cannot be talked into a pass, limits, the inspect provider, the job.
+
+Every run goes through the real ``inspect_ai.eval`` and the real bubblewrap sandbox, over a small suite built by
+hand (``run_fixtures``) and a venv with pytest. The agent solver runs on inspect's ``mockllm/model`` with scripted
+tool calls (no API key exists here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import threading
+import time
+import tomllib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from inspect_ai.log import read_eval_log
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.util import SandboxUserUnsupportedError
+from run_fixtures import CANARY, F2P, OPS_ORIGINAL, P2P, build_pytest_venv, make_suite
+
+from labbot.common.errors import BadRequest
+from labbot.evals import job
+from labbot.evals.inspect_env import LabbotSandbox, LabbotSandboxConfig
+from labbot.evals.runner import RESULTS_FILE, run_suite
+from labbot.evals.sandbox import Limits
+from labbot.evals.score import score_sample
+from labbot.evals.solvers import SolverSpec, parse_solver
+from labbot.evals.suite import load
+from labbot.evals.tamper import CHEATS, tamper_probes
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX_SED = 's/raise NotImplementedError("mul")/return a * b/'
+FIX = f"sed -i '{FIX_SED}' mathlib/ops.py"
+FAST = Limits(timeout_s=60.0, memory_mb=4096, file_mb=256)
+
+
+@pytest.fixture(scope="session")
+def pytest_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_pytest_venv(tmp_path_factory.mktemp("venv") / "venv")
+
+
+def _suite(tmp_path: Path, tasks: int = 1) -> Path:
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    make_suite(folder, tasks=tasks)
+    return folder
+
+
+def _pids_matching(needle: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if needle.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def _by_task(results: dict) -> dict[str, dict]:
+    return {s["task"]: s for s in results["samples"]}
+
+
+# ----------------------------------------------------------------------------- gold, none, results, the log
+
+
+@pytest.mark.subprocess
+def test_gold_scores_100_none_scores_0_with_results_and_a_readable_log(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path, tasks=2)
+    seen = []
+    gold = run_suite(suite_dir, "gold", tmp_path / "gold", venv=pytest_venv, limits=FAST, on_sample=seen.append)
+    none = run_suite(suite_dir, "none", tmp_path / "none", venv=pytest_venv, limits=FAST, tamper=False)
+
+    results = json.loads((tmp_path / "gold" / RESULTS_FILE).read_text())
+    assert results == gold.results
+    assert set(results) == {"suite", "solver", "status", "pass_rate", "samples", "isolation", "untrusted", "log"}
+    assert results["suite"] == load(suite_dir).id
+    assert (results["solver"], results["status"], results["pass_rate"]) == ("gold", "succeeded", 1.0)
+    assert sorted(s["task"] for s in results["samples"]) == ["mul", "mul-2"]
+    assert all(set(s) == {"task", "passed", "output"} and s["passed"] for s in results["samples"])
+    assert set(results["isolation"]) == {"score", "sealed", "probes"}
+    assert results["isolation"]["sealed"] and results["untrusted"] is False
+    assert len(results["isolation"]["probes"]) == len(CHEATS) + 1
+    assert all(set(p) == {"name", "category", "passed", "evidence"} for p in results["isolation"]["probes"])
+    # progress: one call per sample, counting up
+    assert [(d.done, d.total, d.passed_so_far) for d in seen] == [(1, 2, 1), (2, 2, 2)]
+
+    assert (none.results["pass_rate"], none.results["solver"]) == (0.0, "none")
+    assert not any(s["passed"] for s in none.results["samples"])
+    # without its probes the run is not sealed: marked untrusted
+    assert none.results["untrusted"] is True and none.results["isolation"]["probes"] == []
+
+    log = read_eval_log(str(tmp_path / "gold" / results["log"]))
+    assert log.status == "success" and log.location.endswith(".eval")
+    assert log.eval.sandbox is not None and log.eval.sandbox.type == "labbot"
+    assert {str(s.id) for s in log.samples or []} == {"mul", "mul-2"}
+    score = (log.samples or [])[0].scores["labbot_tests"]
+    assert score.value == "C"
+    assert score.metadata["score"]["fail_to_pass"] == dict.fromkeys(F2P, "passed")
+    assert score.metadata["score"]["pass_to_pass"] == dict.fromkeys(P2P, "passed")
+
+
+# ----------------------------------------------------------------------------- cheats
+
+
+CHEATING_SOLVER = """
+case "$LABBOT_TASK_ID" in
+  mul)  # a conftest.py that turns every report into a pass
+    printf '%s\\n' 'import pytest' '' '@pytest.hookimpl(hookwrapper=True)' \
+      'def pytest_runtest_makereport(item, call):' '    outcome = yield' \
+      '    outcome.get_result().outcome = "passed"' > conftest.py ;;
+  mul-2)  # the failing test edited to pass
+    sed -i 's/assert mul(3, 4) == 12/assert True/; s/assert mul(7, 0) == 0/assert True/' tests/test_ops.py ;;
+  mul-3)  # exit 0 early, before a single test runs
+    sed -i '1i import os; os._exit(0)' mathlib/ops.py ;;
+esac
+echo "cheated on $LABBOT_TASK_ID"
+"""
+
+
+@pytest.mark.subprocess
+def test_cheating_solvers_score_0(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path, tasks=3)
+    # the same cheats where nothing is restored: they would pass (mul, mul-2) or exit 0 with no failure (mul-3)
+    out = run_suite(suite_dir, f"cmd:{CHEATING_SOLVER}", tmp_path / "out", venv=pytest_venv, limits=FAST, tamper=False)
+    samples = _by_task(out.results)
+    assert out.results["pass_rate"] == 0.0
+    for task in ("mul", "mul-2", "mul-3"):
+        assert samples[task]["passed"] is False
+        assert f"cheated on {task}" in samples[task]["output"]
+    log = read_eval_log(str(out.log))
+    scores = {str(s.id): s.scores["labbot_tests"].metadata["score"] for s in log.samples or []}
+    assert "conftest.py (test file or test configuration (restored from the original))" in scores["mul"]["ignored"]
+    assert scores["mul"]["fail_to_pass"] == dict.fromkeys(F2P, "failed")
+    assert scores["mul-2"]["ignored"][0].startswith("tests/test_ops.py")
+    assert scores["mul-3"]["applied"] == ["mathlib/ops.py"]
+    assert set(scores["mul-3"]["fail_to_pass"].values()) == {"missing"}  # did not run: failed
+
+
+@pytest.mark.subprocess
+def test_tamper_probes_catch_every_cheat_and_show_it_is_real(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    suite = load(suite_dir)
+    probes = tamper_probes(suite_dir, suite, suite.tasks[0], pytest_venv, FAST)
+    assert [p.name for p in probes] == [c.name for c in CHEATS] + ["a process left running into scoring"]
+    assert all(p.category == "tampering" for p in probes)
+    failed = [(p.name, p.evidence) for p in probes if not p.passed]
+    assert failed == []
+    by_name = {p.name: p.evidence for p in probes}
+    # unsealed, these cheats do pass: the probes test something
+    for name in ("conftest.py forcing a pass", "failing tests edited to pass", "pytest11 entry point in a .dist-info"):
+        assert "unsealed: fail_to_pass 2/2 passed" in by_name[name]
+        assert by_name[name].startswith("scored 0")
+    assert "alive after it ended: none" in by_name["a process left running into scoring"]
+
+
+@pytest.mark.subprocess
+def test_scoring_applies_source_changes_and_deletions_and_restores_tests(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    suite = load(suite_dir)
+    ws = tmp_path / "ws"
+    shutil.copytree(suite_dir / "tasks" / "mul" / "repo", ws)
+    (ws / "mathlib" / "ops.py").write_text(OPS_ORIGINAL)  # the fix
+    (ws / "tests" / "test_ops.py").unlink()  # tests deleted: restored
+    pyproject = ws / "pyproject.toml"  # its pytest section pointed at nothing: restored whole
+    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests"]', 'python_functions = "nothing"'))
+    (ws / "mathlib" / "__init__.py").unlink()  # a source deletion: applied
+    (ws / "mathlib" / "extra.py").write_text("X = 1\n")  # a new source file: applied
+    (ws / "mathlib" / "__pycache__").mkdir()
+    (ws / "mathlib" / "__pycache__" / "ops.cpython-311.pyc").write_bytes(b"junk")  # a leftover: ignored
+    (ws / "sitecustomize.py").write_text("raise SystemExit(0)\n")  # a start-up hook: ignored
+    (ws / "mathlib" / "link.py").symlink_to("/etc/passwd")  # a symlink: not applied
+    score = score_sample(suite_dir, suite, suite.tasks[0], ws, pytest_venv, FAST)
+    assert score.passed, score.detail
+    assert score.applied == ["mathlib/extra.py", "mathlib/ops.py", "-mathlib/__init__.py"]
+    ignored = "\n".join(score.ignored)
+    assert "-tests/test_ops.py (test file" in ignored and "pyproject.toml (test file" in ignored
+    assert "sitecustomize.py (Python start-up hook)" in ignored and "mathlib/link.py (not a regular file" in ignored
+    assert "__pycache__" not in ignored
+    # the workspace itself is untouched by scoring
+    assert not (ws / "tests" / "test_ops.py").exists()
+
+
+# ----------------------------------------------------------------------------- limits and leftovers
+
+
+@pytest.mark.subprocess
+def test_hanging_and_daemon_forking_solvers_fail_at_the_limit_and_leave_nothing(
+    tmp_path: Path, pytest_venv: Path
+) -> None:
+    suite_dir = _suite(tmp_path, tasks=4)
+    # mul-2 and mul-4 fork a daemon that would write the fix 3 s later; mul-2 then hangs, mul-4 exits at once
+    daemon = f"""sed '{FIX_SED}' mathlib/ops.py > /tmp/fixed.py
+setsid sh -c "sleep 3; cp /tmp/fixed.py mathlib/ops.py; sleep 987652" >/dev/null 2>&1 &
+echo forked"""
+    solver = f"""
+case "$LABBOT_TASK_ID" in
+  mul) echo hanging; sleep 987651 ;;
+  mul-2) {daemon}; sleep 987653 ;;
+  mul-3) {FIX}; echo fixed ;;
+  mul-4) {daemon} ;;
+esac
+"""
+    samples_before = set(Path(tempfile.gettempdir()).glob("labbot-sample-*"))
+    start = time.monotonic()
+    out = run_suite(
+        suite_dir,
+        f"cmd:{solver}",
+        tmp_path / "out",
+        venv=pytest_venv,
+        limits=Limits(timeout_s=6.0, memory_mb=4096, file_mb=256),
+        max_samples=4,
+        tamper=False,
+    )
+    elapsed = time.monotonic() - start
+    samples = _by_task(out.results)
+    assert samples["mul"]["passed"] is False and samples["mul-2"]["passed"] is False
+    assert samples["mul"]["output"].startswith("hanging") and "[killed at the limit]" in samples["mul"]["output"]
+    assert "forked" in samples["mul-2"]["output"] and "[killed at the limit]" in samples["mul-2"]["output"]
+    assert samples["mul-3"]["passed"] is True  # the rest go on
+    assert samples["mul-4"]["passed"] is False and samples["mul-4"]["output"] == "forked\n[exit 0]"
+    assert elapsed < 60, elapsed  # in parallel, each at its own 6 s limit
+    assert _pids_matching("98765") == []
+    assert set(Path(tempfile.gettempdir()).glob("labbot-sample-*")) <= samples_before
+    log = read_eval_log(str(out.log))
+    explanation = {str(s.id): s.scores["labbot_tests"].explanation for s in log.samples or []}
+    assert "ran past its 6 s limit" in explanation["mul"] and "not scored" in explanation["mul-2"]
+    assert "fail_to_pass 0/2 passed" in explanation["mul-4"]  # scored: its daemon never wrote the fix
+
+
+# ----------------------------------------------------------------------------- the command and agent solvers
+
+
+@pytest.mark.subprocess
+def test_cmd_solver_reads_the_statement_outside_work_and_cannot_see_the_original(
+    tmp_path: Path, pytest_venv: Path
+) -> None:
+    suite_dir = _suite(tmp_path)
+    solver = f"""
+echo "file=$LABBOT_TASK_FILE"; cat "$LABBOT_TASK_FILE"; echo; echo "cwd=$(pwd)"
+case "$LABBOT_TASK_FILE" in /work*) echo INSIDE;; *) echo OUTSIDE;; esac
+test -e {suite_dir}/original && echo ORIGINAL-VISIBLE || echo ORIGINAL-HIDDEN
+echo tamper >> "$LABBOT_TASK_FILE" 2>/dev/null && echo TASKFILE-WRITABLE || echo TASKFILE-READONLY
+grep -rl {CANARY} /work /labbot-task /home /tmp /venv /etc 2>/dev/null; echo CANARY-SEARCH-DONE
+git log --all --oneline | wc -l
+python -c "bytearray(6 * 1024**3)" 2>&1 | tail -1
+{FIX}
+"""
+    out = run_suite(suite_dir, f"cmd:{solver}", tmp_path / "out", venv=pytest_venv, limits=FAST, tamper=False)
+    [sample] = out.results["samples"]
+    lines = sample["output"].splitlines()
+    assert "file=/labbot-task/statement.md" in lines and "OUTSIDE" in lines and "cwd=/work" in lines
+    assert load(suite_dir).tasks[0].statement in sample["output"]
+    assert "ORIGINAL-HIDDEN" in lines and "TASKFILE-READONLY" in lines
+    assert lines[lines.index("CANARY-SEARCH-DONE") - 1] == "TASKFILE-READONLY"  # the canary was found nowhere
+    assert lines[lines.index("CANARY-SEARCH-DONE") + 1] == "1"  # one commit, no history
+    assert lines[lines.index("CANARY-SEARCH-DONE") + 2] == "MemoryError"  # 6 GiB over the 4 GiB per-sample limit
+    assert sample["passed"] is True and lines[-1] == "[exit 0]"
+
+
+def _scripted(outputs: list[ModelOutput]) -> list[ModelOutput]:
+    for o in outputs:  # token counts given: mockllm would otherwise count them with a downloaded tokenizer
+        o.usage = ModelUsage(input_tokens=10, output_tokens=10, total_tokens=20)
+    return outputs
+
+
+@pytest.mark.subprocess
+def test_agent_solver_restores_the_function_with_bash_and_the_editor(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    model = get_model(
+        "mockllm/model",
+        custom_outputs=_scripted(
+            [
+                ModelOutput.for_tool_call("mockllm/model", "bash", {"command": "cat mathlib/ops.py; echo $PWD"}),
+                ModelOutput.for_tool_call(
+                    "mockllm/model",
+                    "edit_file",
+                    {
+                        "command": "str_replace",
+                        "path": "mathlib/ops.py",
+                        "old_str": 'raise NotImplementedError("mul")',
+                        "new_str": "return a * b",
+                    },
+                ),
+                ModelOutput.for_tool_call("mockllm/model", "bash", {"command": "python -m pytest -q tests"}),
+                ModelOutput.for_tool_call("mockllm/model", "edit_file", {"command": "view", "path": "/etc/passwd"}),
+                ModelOutput.for_tool_call("mockllm/model", "submit", {"answer": "mul restored"}),
+            ]
+        ),
+    )
+    out = run_suite(suite_dir, "agent", tmp_path / "out", venv=pytest_venv, model=model, limits=FAST, tamper=False)
+    [sample] = out.results["samples"]
+    assert sample["passed"] is True, sample
+    assert out.results["solver"] == "agent"
+    assert "/work" in sample["output"] and "3 passed" in sample["output"]
+    assert "only files under /work persist" in sample["output"]  # the editor refused a path outside it
+    log = read_eval_log(str(out.log))
+    [logged] = log.samples or []
+    tools = [m.function for m in logged.messages if m.role == "tool"]
+    assert tools == ["bash", "edit_file", "bash", "edit_file", "submit"]
+
+
+def test_parse_solver_forms_and_refusals() -> None:
+    assert parse_solver("gold") == SolverSpec("gold")
+    assert parse_solver("none") == SolverSpec("none")
+    assert parse_solver("agent") == SolverSpec("agent")
+    assert parse_solver("agent", default_model="anthropic/claude-x") == SolverSpec("agent", model="anthropic/claude-x")
+    assert parse_solver("agent:anthropic/claude-y").model == "anthropic/claude-y"
+    assert parse_solver("./run-agent.sh") == SolverSpec("cmd", command="./run-agent.sh")
+    assert parse_solver("my-agent --fix") == SolverSpec("cmd", command="my-agent --fix")
+    assert parse_solver("cmd:true") == SolverSpec("cmd", command="true")
+    assert parse_solver("cmd:true").label == "cmd:true"
+    for bad, says in [
+        ("", "empty"),
+        ("golds", "unknown solver 'golds'"),
+        ("agent:", "needs a model"),
+        ("agent:claude", "not a model name"),
+        ("cmd:", "needs a command"),
+        ("true", "unknown solver 'true'"),
+    ]:
+        with pytest.raises(BadRequest, match=says) as e:
+            parse_solver(bad)
+        assert "accepted" in e.value.message or "model" in e.value.message
+
+
+# ----------------------------------------------------------------------------- the inspect provider
+
+
+def test_provider_is_registered_and_declared_as_an_entry_point() -> None:
+    from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
+
+    assert registry_find_sandboxenv("labbot") is LabbotSandbox
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert doc["project"]["entry-points"]["inspect_ai"] == {"labbot": "labbot.evals.inspect_env"}
+
+
+@pytest.mark.subprocess
+def test_provider_files_stay_in_the_workspace_and_commands_are_bounded(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    config = LabbotSandboxConfig(suite_dir=str(suite_dir), venv=str(pytest_venv), timeout_s=30)
+
+    async def scenario() -> None:
+        envs = await LabbotSandbox.sample_init("t", config, {"task_id": "mul"})
+        box = envs["default"]
+        assert isinstance(box, LabbotSandbox)
+        try:
+            assert (await box.read_file("mathlib/ops.py")).endswith('raise NotImplementedError("mul")\n')
+            await box.write_file("/work/new/dir/f.txt", "hello")
+            assert (box.workspace / "new" / "dir" / "f.txt").read_text() == "hello"
+            result = await box.exec(["cat", "new/dir/f.txt"])
+            assert (result.success, result.stdout) == (True, "hello")
+            assert (await box.exec(["pwd"], cwd="mathlib")).stdout.strip() == "/work/mathlib"
+            (box.workspace / "escape").symlink_to(tmp_path)
+            (tmp_path / "host.txt").write_text("host")
+            for path in ("escape/host.txt", "/etc/passwd", "../../etc/passwd", "/tmp/x"):
+                with pytest.raises(OSError):
+                    await box.read_file(path)
+            with pytest.raises(OSError):
+                await box.write_file("escape/host.txt", "overwritten")
+            assert (tmp_path / "host.txt").read_text() == "host"
+            with pytest.raises(SandboxUserUnsupportedError):
+                await box.exec(["id"], user="root")
+            with pytest.raises(TimeoutError):
+                await box.exec(["sleep", "987654"], timeout=1)
+            assert _pids_matching("987654") == []
+        finally:
+            await LabbotSandbox.sample_cleanup("t", config, envs, False)
+        assert not box.root.exists()
+
+    asyncio.run(scenario())
+
+
+# ----------------------------------------------------------------------------- the job
+
+
+@pytest.mark.subprocess
+def test_job_posts_progress_as_telemetry_and_exits_0(
+    tmp_path: Path, pytest_venv: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite_dir = _suite(tmp_path, tasks=2)
+    bodies: list[dict] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            assert self.path == "/api/v1/runs/run-9/telemetry"
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("LABBOT_CONTROL_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("LABBOT_RUN_ID", "run-9")
+        monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", "secret-token")
+        argv = ["--suite", str(suite_dir), "--solver", "gold", "--out", str(tmp_path / "out")]
+        launcher_style = ["--max_samples", "2", "--tamper", "false", "--timeout", "60", "--model", ""]
+        code = job.main([*argv, "--venv", str(pytest_venv), *launcher_style])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0
+    points = sorted((p for b in bodies for p in b["points"]), key=lambda p: p["step"])
+    assert points[0]["step"] == 0 and "isolation_score" in points[0]["metrics"]
+    progress = [p["metrics"] for p in points if "samples_done" in p["metrics"]]
+    assert [m["samples_done"] for m in progress] == [1.0, 2.0]
+    assert all(m["pass_rate"] == 1.0 and m["samples_total"] == 2.0 for m in progress)
+    out = capsys.readouterr().out
+    assert "pass rate 100.0% (2/2) UNTRUSTED" in out  # no probes asked for: not sealed, and said so
+    assert json.loads((tmp_path / "out" / RESULTS_FILE).read_text())["pass_rate"] == 1.0
+
+
+@pytest.mark.subprocess
+def test_job_refuses_bad_arguments_with_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(job.ENV_MODEL, raising=False)
+    suite_dir = _suite(tmp_path)
+    base = ["--suite", str(suite_dir), "--out", str(tmp_path / "out"), "--venv", str(tmp_path)]
+    assert job.main([*base, "--solver", "golds"]) == 2
+    assert "unknown solver 'golds'" in capsys.readouterr().err
+    assert job.main(["--suite", str(tmp_path), "--solver", "gold", "--out", str(tmp_path / "o")]) == 2
+    assert "not an eval suite" in capsys.readouterr().err
+    assert job.main([*base, "--solver", "agent"]) == 2
+    assert "needs a model" in capsys.readouterr().err
+    assert job.main([*base, "--solver", "gold", "--timeout", "0"]) == 2
+    assert "must be positive" in capsys.readouterr().err

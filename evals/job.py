@@ -1,6 +1,6 @@
 """The eval job: one eval run of a suite, as labbot launches it on the cluster (a Ray job) or by hand::
 
-    python -m labbot.evals.job --suite DIR --solver S --out DIR [--max-samples N] [--venv DIR] [--model M]
+    python -m labbot.evals.job --suite DIR|SUITE_ID --solver S [--out DIR] [--max-samples N] [--venv DIR] [--model M]
         [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
 
 It runs :func:`labbot.evals.runner.run_suite` (the isolation probes, then the samples through inspect) and leaves
@@ -41,11 +41,12 @@ from labbot.evals.isolation import IsolationReport, ProbeResult
 from labbot.evals.runner import SAMPLE_LIMITS, Probes, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.solvers import parse_solver
-from labbot.evals.suite import Suite, load, wheels_dir
+from labbot.evals.suite import SUITE_ID, Suite, load, wheels_dir
 from labbot.evals.task import SampleDone
 from labbot_client import telemetry
 
 ENV_MODEL = "LABBOT_EVAL_MODEL"
+ENV_SUITES = "LABBOT_EVAL_SUITES"
 ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
 
 
@@ -66,9 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an eval suite with a solver; write results.json and the .eval log.",
         allow_abbrev=False,
     )
-    p.add_argument("--suite", required=True, type=Path, help="the suite folder (suite.json, original/, tasks/)")
+    p.add_argument("--suite", required=True, help=f"the suite folder, or a suite id kept in ${ENV_SUITES}")
     p.add_argument("--solver", required=True, help="gold | none | agent[:PROVIDER/MODEL] | a shell command")
-    p.add_argument("--out", required=True, type=Path, help="where results.json and the .eval log go")
+    p.add_argument(
+        "--out", default="", help="where results.json and the .eval log go (default: the run's eval/ folder)"
+    )
     p.add_argument("--max-samples", "--max_samples", type=int, default=4, help="samples run in parallel")
     p.add_argument("--venv", default="", help="the suite's venv (default: built from its wheels)")
     p.add_argument("--model", default="", help=f"the agent's default model (else ${ENV_MODEL})")
@@ -81,6 +84,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
     p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
     return p
+
+
+def resolve_suite(given: str) -> Path:
+    """A folder as given, or a suite id under ``$LABBOT_EVAL_SUITES`` (where labbot keeps the suites it was sent)."""
+    if SUITE_ID.fullmatch(given):
+        root = os.environ.get(ENV_SUITES)
+        if not root:
+            raise BadRequest(f"--suite {given} is a suite id, but ${ENV_SUITES} (where suites are kept) is not set")
+        return Path(root) / given
+    return Path(given)
+
+
+def resolve_out(given: str) -> Path:
+    """``--out``, else the run's own ``eval/`` folder beside its checkpoints (where the control plane reads it)."""
+    if given:
+        return Path(given)
+    ckpt = os.environ.get("LABBOT_CHECKPOINT_DIR")
+    if not ckpt:
+        raise BadRequest("--out is required outside labbot (no LABBOT_CHECKPOINT_DIR to put the results beside)")
+    return Path(ckpt).parent / "eval"
 
 
 def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
@@ -129,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
         spec = parse_solver(args.solver, default_model=args.model or os.environ.get(ENV_MODEL) or None)
+        args.suite = resolve_suite(args.suite)
+        args.out = resolve_out(args.out)
         suite = load(args.suite)
         venv = resolve_venv(args.suite, Path(args.venv) if args.venv else None)
         probes = battery(args.suite, suite, venv)

@@ -50,7 +50,8 @@ EVAL = JobSpec(
         "suite": "",
         "solver": "gold",
         "max_samples": 2,
-        "sample_timeout": 900,
+        "timeout": 900,  # seconds a solver may take on one sample
+        "test_timeout": 600,  # seconds the scoring test run may take
         "memory_mb": 4096,
     },
     # a sample may take its whole time limit without finishing another: a stall is longer than that

@@ -4,6 +4,9 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
 
 - new mount, PID, network, IPC, UTS, user and cgroup namespaces (``--unshare-all``): with ``network="none"`` only a
   loopback of its own, so no TCP, UDP or DNS anywhere, and none of the host's ports or abstract sockets (Ray's);
+  with ``network="proxy"`` the same namespace, plus HTTP(S) through the host's allow-list proxy
+  (:mod:`labbot.evals.proxy`: ``allow_hosts``, its socket bound at ``/run/labbot-proxy``, a forwarder on the
+  sandbox's ``127.0.0.1:3128`` started before the command, ``HTTP(S)_PROXY`` set) — raw TCP and DNS still go nowhere;
 - ``/usr`` (and the interpreter's prefix when it lives elsewhere) read-only; ``/bin``, ``/lib`` the usual links;
   an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
   namespace, a minimal ``/dev``;
@@ -38,6 +41,8 @@ from pathlib import Path
 from typing import Literal
 
 from labbot.common.errors import BadRequest
+from labbot.evals.proxy import INSIDE as PROXY_INSIDE
+from labbot.evals.proxy import AllowListProxy, forwarder_argv, proxy_env
 
 WORKDIR = "/work"
 VENV = "/venv"
@@ -77,7 +82,8 @@ class SandboxSpec:
 
     workspace: Path
     venv: Path | None = None
-    network: Literal["none"] = "none"
+    network: Literal["none", "proxy"] = "none"
+    allow_hosts: tuple[str, ...] = ()  # with network="proxy": [eval] allow_hosts (exact names, *.domain, IPs)
     ro_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path
     rw_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path (results, a venv build)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -133,8 +139,18 @@ def base_env(extra: Mapping[str, str] | None = None, *, venv: bool = True) -> di
     return env
 
 
-def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR) -> list[str]:
-    """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring."""
+def _base_interpreter() -> str:
+    """The interpreter the forwarder runs with: the real file behind this Python (under /usr or a bound prefix)."""
+    return os.path.realpath(sys.executable)
+
+
+def bwrap_argv(
+    spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR, proxy: Path | None = None
+) -> list[str]:
+    """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring; ``proxy`` is the
+    folder of a started :class:`~labbot.evals.proxy.AllowListProxy` (required with ``network="proxy"``)."""
+    if spec.network == "proxy" and proxy is None:
+        raise BadRequest('a sandbox with network="proxy" needs its proxy\'s folder: build it with Sandbox(spec)')
     argv = [
         bwrap(),
         "--unshare-all",
@@ -169,8 +185,13 @@ def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = W
         argv += ["--ro-bind", str(host), inside]
     for inside, host in spec.rw_binds.items():
         argv += ["--bind", str(host), inside]
+    env = base_env(spec.env, venv=spec.venv is not None)
+    if spec.network == "proxy" and proxy is not None:
+        argv += ["--ro-bind", str(proxy), PROXY_INSIDE]
+        env = {**env, **proxy_env()}
+        cmd = forwarder_argv(_base_interpreter(), cmd)
     argv += ["--clearenv"]
-    for key, value in base_env(spec.env, venv=spec.venv is not None).items():
+    for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += ["--chdir", cwd, "--", *cmd]
     return argv
@@ -192,18 +213,30 @@ def _tail(data: bytes) -> str:
 
 
 class Sandbox:
-    """One sample's sandbox: every :meth:`exec` is a fresh sealed process tree over the same workspace."""
+    """One sample's sandbox: every :meth:`exec` is a fresh sealed process tree over the same workspace.
+
+    With ``network="proxy"`` it starts its own allow-list proxy (``spec.allow_hosts``), stopped by :meth:`close`."""
 
     def __init__(self, spec: SandboxSpec) -> None:
         if not spec.workspace.is_dir():
             raise BadRequest(f"the sandbox workspace {spec.workspace} is not a folder")
         if spec.venv is not None and not (spec.venv / "bin" / "python").exists():
             raise BadRequest(f"the sandbox venv {spec.venv} has no bin/python: build it with evals.venvs first")
+        if spec.network not in ("none", "proxy"):
+            raise BadRequest(f'sandbox network {spec.network!r} is not one of "none", "proxy"')
+        if spec.allow_hosts and spec.network != "proxy":
+            raise BadRequest(
+                'allow_hosts is only used with network="proxy" (with "none" nothing is reachable): set both, or '
+                "leave [eval] allow_hosts empty"
+            )
         self.spec = spec
+        self.proxy = AllowListProxy(spec.allow_hosts).start() if spec.network == "proxy" else None
         self._root = Path(tempfile.mkdtemp(prefix="labbot-sandbox-"))
         self._etc = _etc(self._root)
 
     def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
@@ -214,7 +247,8 @@ class Sandbox:
 
     def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
         spec = self.spec if not env else dataclasses.replace(self.spec, env={**self.spec.env, **env})
-        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd), spec.limits)
+        proxy = self.proxy.folder if self.proxy is not None else None
+        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd, proxy=proxy), spec.limits)
 
     def exec(
         self,

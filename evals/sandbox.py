@@ -15,7 +15,8 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   and whatever else the caller binds read-only (``ro_binds``) — nothing else of the host: not labbot's home, its
   database or tokens, Ray's temp dir, the user's checkout;
 - an environment built from nothing (``--clearenv``): ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, pip's cache and
-  network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out;
+  network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out
+  (bwrap itself, the sandbox's PID 1 whose ``/proc/1/environ`` a command can read, starts with :data:`LAUNCH_ENV`);
 - limits: a wall-clock timeout after which the whole process tree dies (bwrap's PID 1 goes, and the kernel ends
   every process of the namespace, whatever forked), address space (``RLIMIT_AS``), file size and no core dumps,
   set with util-linux ``prlimit`` before bwrap starts.
@@ -48,6 +49,9 @@ WORKDIR = "/work"
 VENV = "/venv"
 HOME = "/home/sandbox"
 MAX_OUTPUT = 1024 * 1024  # bytes kept of each of stdout and stderr (the tail)
+# what prlimit and bwrap themselves run with: bwrap stays the sandbox's PID 1, and a process inside can read PID 1's
+# /proc/1/environ — so not the host's environment (--clearenv only clears what the command gets)
+LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 BWRAP_MISSING = (
     "bubblewrap (bwrap) is not installed: eval sandboxes need it. Install it with `sudo apt-get install bubblewrap` "
     "(make test and make run do when run as root)"
@@ -97,7 +101,7 @@ def bwrap() -> str:
     return found
 
 
-def _interpreter_prefixes() -> list[str]:
+def interpreter_prefixes() -> list[str]:
     """Where the Python the venv links to lives, when outside /usr (pyenv, a conda base...): bound read-only."""
     out = []
     for prefix in {sys.base_prefix, os.path.realpath(sys.base_prefix)}:
@@ -168,7 +172,7 @@ def bwrap_argv(
         argv += ["--symlink", "usr/lib64", "/lib64"]
     if Path("/usr/lib32").is_dir():
         argv += ["--symlink", "usr/lib32", "/lib32"]
-    for prefix in _interpreter_prefixes():
+    for prefix in interpreter_prefixes():
         argv += ["--ro-bind", prefix, prefix]
     argv += [
         "--ro-bind", str(etc), "/etc",
@@ -269,6 +273,7 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=LAUNCH_ENV,
         )
         try:
             out, err = proc.communicate(data, timeout=timeout)
@@ -298,6 +303,7 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=LAUNCH_ENV,
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(data), timeout)

@@ -480,12 +480,37 @@ class Battery:
         return True, f"{len(closed)} host address:port pairs refused, e.g. {closed[:3]}"
 
     def dns(self) -> tuple[bool, str]:
+        """The resolver (getaddrinfo), and a raw query to each name server (/etc/resolv.conf's, or 127.0.0.1 as glibc
+        assumes with none, and ``dns_servers``): either answering is a way out."""
         name = self.cfg.get("dns_name", "pypi.org")
+        seen = []
         try:
             infos = socket.getaddrinfo(name, 443, type=socket.SOCK_STREAM)
+            return False, f"{name} resolved to {sorted({i[4][0] for i in infos})}"
         except OSError as e:
-            return True, f"{name}: {type(e).__name__}: {e}"
-        return False, f"{name} resolved to {sorted({i[4][0] for i in infos})}"
+            seen.append(f"getaddrinfo: {type(e).__name__}: {e}")
+        conf = _read("/etc/resolv.conf").decode(errors="replace")
+        servers = [ln.split()[1] for ln in conf.splitlines() if ln.startswith("nameserver") and len(ln.split()) > 1]
+        for server in dict.fromkeys([*(servers or ["127.0.0.1"]), *self.cfg.get("dns_servers", ["1.1.1.1"])]):
+            answer = self._dns_query(server, name)
+            if answer.startswith("answered"):
+                return False, f"the name server {server} {answer} for {name}; {seen}"
+            seen.append(f"{server}: {answer}")
+        return True, f"{name}: {seen}"
+
+    def _dns_query(self, server: str, name: str) -> str:
+        labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".") if p)
+        query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + labels + b"\x00\x00\x01\x00\x01"
+        family = socket.AF_INET6 if ":" in server else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.settimeout(float(self.cfg.get("timeout_s", 2.0)))
+                s.connect((server, 53))  # connected: a closed port answers "refused" at once
+                s.send(query)
+                data = s.recv(512)
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        return f"answered ({len(data)} bytes)" if data[:2] == b"\x12\x34" else f"a stray reply ({len(data)} bytes)"
 
     def _http(self, url: str, proxies: dict[str, str] | None) -> tuple[int | None, str, dict[str, str]]:
         handler = urllib.request.ProxyHandler(proxies) if proxies is not None else urllib.request.ProxyHandler()

@@ -227,16 +227,18 @@ def run_probes(
     host: HostSurface = HostSurface(),
     network: NetworkTargets = NetworkTargets(),
     timeout_s: float = 60.0,
+    sandbox: type[Sandbox] = Sandbox,
 ) -> IsolationReport:
     """The battery inside a real sandbox built from ``spec`` — a sample's: the task repo as workspace, the task's
     venv, the run's network policy (with ``network="proxy"``, the sandbox's own allow-list proxy; the forwarder's
-    port is left out of the host-port probe, since inside it is the sandbox's own)."""
+    port is left out of the host-port probe, since inside it is the sandbox's own). ``sandbox`` is for tests: a
+    variant that opens a leak, to show the probe that sees it fail."""
     if not needles:
         raise BadRequest("run_probes needs the task's canary (and the deleted code's lines): see probes.needles")
     _check_outside(spec, network)
     skip = [PROXY_PORT] if spec.network == "proxy" else []
     config = {**_config(needles, host, network, skip_ports=skip), "skip_mounts": interpreter_prefixes()}
-    with Sandbox(spec) as box:
+    with sandbox(spec) as box:
         return battery(box, sandbox_python(spec), config, timeout_s=timeout_s)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from labbot.evals.probes import needles
 from labbot.evals.suite import EvalTask
 
+HOST_BODY = b"hello from the host\n"  # what the tests' HTTP server on the host answers
 CANARY = "labbot-canary-" + "5e1f0c9a2b7d"
 TASK_ID = "weighted-mean"
 

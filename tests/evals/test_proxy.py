@@ -6,44 +6,15 @@ reach that server is through the proxy — which is what these tests show, and w
 
 from __future__ import annotations
 
-import http.server
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from seal_repo import HOST_BODY as BODY
 
 from labbot.common.errors import BadRequest
 from labbot.evals.proxy import PORT, AllowList, AllowListProxy
 from labbot.evals.sandbox import Sandbox, SandboxSpec
-
-BODY = b"hello from the host\n"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def host_server() -> Iterator[int]:
-    """An HTTP server on the host's 127.0.0.1; yields its port."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def _ask(sock_path: Path, request: bytes) -> bytes:

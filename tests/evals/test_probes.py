@@ -15,9 +15,10 @@ import shutil
 import socket
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import seal_repo
@@ -36,7 +37,7 @@ from labbot.evals.probes import (
     run_probes,
     run_probes_naive,
 )
-from labbot.evals.sandbox import Sandbox, SandboxSpec
+from labbot.evals.sandbox import WORKDIR, Sandbox, SandboxSpec
 
 pytestmark = pytest.mark.subprocess  # every test runs bwrap (or the naive setup's subprocess)
 
@@ -47,7 +48,7 @@ NAMES = {key: name for key, name, _ in PROBES}
 class HostNetSandbox(Sandbox):
     """Test-only: the sandbox with the host's network namespace (the leak the network probes must see)."""
 
-    def argv(self, cmd, *, cwd="/work", env=None):  # type: ignore[no-untyped-def]
+    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
         argv = super().argv(cmd, cwd=cwd, env=env)
         i = argv.index("--unshare-all")
         return [*argv[: i + 1], "--share-net", *argv[i + 1 :]]
@@ -56,7 +57,7 @@ class HostNetSandbox(Sandbox):
 class HostProcSandbox(Sandbox):
     """Test-only: the host's /proc bound in place of the sandbox's own."""
 
-    def argv(self, cmd, *, cwd="/work", env=None):  # type: ignore[no-untyped-def]
+    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
         argv = super().argv(cmd, cwd=cwd, env=env)
         i = argv.index("--proc")
         return [*argv[:i], "--ro-bind", "/proc", "/proc", *argv[i + 2 :]]
@@ -100,8 +101,16 @@ def seal(tmp_path_factory: pytest.TempPathFactory) -> SealRepo:
     return seal_repo.build(tmp_path_factory.mktemp("seal"))
 
 
+@dataclass(frozen=True)
+class HostThings:
+    home: Path  # labbot's home: its database and a token file
+    ray: Path  # Ray's temp dir
+    raylet: Path  # a live unix socket in it
+    gcs_port: int  # a listening port of "Ray's"
+
+
 @pytest.fixture(scope="module")
-def host_things(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path | int]]:
+def host_things(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostThings]:
     """labbot's home (database, token file) and Ray's temp dir (a live socket) and port, on the host."""
     root = tmp_path_factory.mktemp("host")
     home = root / "labbot-home"
@@ -117,19 +126,18 @@ def host_things(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     gcs.bind(("127.0.0.1", 0))
     gcs.listen()
     try:
-        yield {"home": home, "ray": root / "ray", "raylet": ray_dir / "raylet", "gcs_port": gcs.getsockname()[1]}
+        yield HostThings(home, root / "ray", ray_dir / "raylet", gcs.getsockname()[1])
     finally:
         raylet.close()
         gcs.close()
 
 
-def surface(seal: SealRepo, things: dict[str, Path | int], server: int) -> HostSurface:
-    home = things["home"]
-    assert isinstance(home, Path)
+def surface(seal: SealRepo, things: HostThings, server: int) -> HostSurface:
+    home = things.home
     return HostSurface(
         files=[home, home / "labbot.db", home / "slack.token", seal.original],
-        ray_sockets=[things["ray"], things["raylet"]],
-        ray_ports=[int(things["gcs_port"])],
+        ray_sockets=[things.ray, things.raylet],
+        ray_ports=[things.gcs_port],
         ports=[server],
         secrets=[TOKEN],
         addresses=["127.0.0.1"],
@@ -148,7 +156,7 @@ def targets(server: int) -> NetworkTargets:
 
 
 @pytest.fixture(scope="module")
-def sealed_report(seal: SealRepo, host_things: dict[str, Path | int], host_server: int) -> Iterator[IsolationReport]:
+def sealed_report(seal: SealRepo, host_things: HostThings, host_server: int) -> Iterator[IsolationReport]:
     os.environ["LABBOT_TEST_SLACK_TOKEN"] = TOKEN  # the host's environment holds it; the sandbox must not
     try:
         yield run_probes(
@@ -360,7 +368,7 @@ def dns_server() -> Iterator[None]:
 def test_probe_fails_when_its_leak_is_opened(
     key: str,
     seal: SealRepo,
-    host_things: dict[str, Path | int],
+    host_things: HostThings,
     host_server: int,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -384,10 +392,12 @@ def test_probe_fails_when_its_leak_is_opened(
 
 
 @pytest.mark.parametrize("network", ["none", "proxy"])
-def test_a_venv_with_the_task_tree_installed_passes(seal: SealRepo, tmp_path: Path, network: str) -> None:
+def test_a_venv_with_the_task_tree_installed_passes(
+    seal: SealRepo, tmp_path: Path, network: Literal["none", "proxy"]
+) -> None:
     venv = seal_repo.make_venv(tmp_path / "venv", {"mathpkg/__init__.py": "", "mathpkg/stats.py": "x = 1\n"})
     allow = ("127.0.0.1",) if network == "proxy" else ()
-    spec = SandboxSpec(seal.task_repo, venv=venv, network=network, allow_hosts=allow)  # type: ignore[arg-type]
+    spec = SandboxSpec(seal.task_repo, venv=venv, network=network, allow_hosts=allow)
     report = run_probes(spec, seal.needles(), host=HostSurface(ports=[], secrets=[TOKEN]))
     assert report.sealed, [p for p in report.probes if not p.passed]
     site = next(p for p in report.probes if p.name == NAMES["site_packages"])
@@ -426,7 +436,7 @@ def test_needles_are_the_canary_and_the_deleted_lines_the_task_tree_lacks(seal: 
 
 
 def test_naive_setup_really_runs_the_probes_and_leaks(
-    seal: SealRepo, host_things: dict[str, Path | int], host_server: int, tmp_path: Path
+    seal: SealRepo, host_things: HostThings, host_server: int, tmp_path: Path
 ) -> None:
     workspace = naive_copy(seal.checkout, seal.task_repo, tmp_path / "naive")
     assert (workspace / "mathpkg" / "stats.py").read_text() == (seal.task_repo / "mathpkg" / "stats.py").read_text()

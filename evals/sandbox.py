@@ -4,6 +4,9 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
 
 - new mount, PID, network, IPC, UTS, user and cgroup namespaces (``--unshare-all``): with ``network="none"`` only a
   loopback of its own, so no TCP, UDP or DNS anywhere, and none of the host's ports or abstract sockets (Ray's);
+  with ``network="proxy"`` the same namespace, plus HTTP(S) through the host's allow-list proxy
+  (:mod:`labbot.evals.proxy`: ``allow_hosts``, its socket bound at ``/run/labbot-proxy``, a forwarder on the
+  sandbox's ``127.0.0.1:3128`` started before the command, ``HTTP(S)_PROXY`` set) — raw TCP and DNS still go nowhere;
 - ``/usr`` (and the interpreter's prefix when it lives elsewhere) read-only; ``/bin``, ``/lib`` the usual links;
   an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
   namespace, a minimal ``/dev``;
@@ -12,7 +15,8 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   and whatever else the caller binds read-only (``ro_binds``) — nothing else of the host: not labbot's home, its
   database or tokens, Ray's temp dir, the user's checkout;
 - an environment built from nothing (``--clearenv``): ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, pip's cache and
-  network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out;
+  network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out
+  (bwrap itself, the sandbox's PID 1 whose ``/proc/1/environ`` a command can read, starts with :data:`LAUNCH_ENV`);
 - limits: a wall-clock timeout after which the whole process tree dies (bwrap's PID 1 goes, and the kernel ends
   every process of the namespace, whatever forked), address space (``RLIMIT_AS``), file size and no core dumps,
   set with util-linux ``prlimit`` before bwrap starts.
@@ -38,11 +42,16 @@ from pathlib import Path
 from typing import Literal
 
 from labbot.common.errors import BadRequest
+from labbot.evals.proxy import INSIDE as PROXY_INSIDE
+from labbot.evals.proxy import AllowListProxy, forwarder_argv, proxy_env
 
 WORKDIR = "/work"
 VENV = "/venv"
 HOME = "/home/sandbox"
 MAX_OUTPUT = 1024 * 1024  # bytes kept of each of stdout and stderr (the tail)
+# what prlimit and bwrap themselves run with: bwrap stays the sandbox's PID 1, and a process inside can read PID 1's
+# /proc/1/environ — so not the host's environment (--clearenv only clears what the command gets)
+LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 BWRAP_MISSING = (
     "bubblewrap (bwrap) is not installed: eval sandboxes need it. Install it with `sudo apt-get install bubblewrap` "
     "(make test and make run do when run as root)"
@@ -77,7 +86,8 @@ class SandboxSpec:
 
     workspace: Path
     venv: Path | None = None
-    network: Literal["none"] = "none"
+    network: Literal["none", "proxy"] = "none"
+    allow_hosts: tuple[str, ...] = ()  # with network="proxy": [eval] allow_hosts (exact names, *.domain, IPs)
     ro_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path
     rw_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path (results, a venv build)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -91,7 +101,7 @@ def bwrap() -> str:
     return found
 
 
-def _interpreter_prefixes() -> list[str]:
+def interpreter_prefixes() -> list[str]:
     """Where the Python the venv links to lives, when outside /usr (pyenv, a conda base...): bound read-only."""
     out = []
     for prefix in {sys.base_prefix, os.path.realpath(sys.base_prefix)}:
@@ -133,8 +143,18 @@ def base_env(extra: Mapping[str, str] | None = None, *, venv: bool = True) -> di
     return env
 
 
-def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR) -> list[str]:
-    """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring."""
+def _base_interpreter() -> str:
+    """The interpreter the forwarder runs with: the real file behind this Python (under /usr or a bound prefix)."""
+    return os.path.realpath(sys.executable)
+
+
+def bwrap_argv(
+    spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR, proxy: Path | None = None
+) -> list[str]:
+    """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring; ``proxy`` is the
+    folder of a started :class:`~labbot.evals.proxy.AllowListProxy` (required with ``network="proxy"``)."""
+    if spec.network == "proxy" and proxy is None:
+        raise BadRequest('a sandbox with network="proxy" needs its proxy\'s folder: build it with Sandbox(spec)')
     argv = [
         bwrap(),
         "--unshare-all",
@@ -152,7 +172,7 @@ def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = W
         argv += ["--symlink", "usr/lib64", "/lib64"]
     if Path("/usr/lib32").is_dir():
         argv += ["--symlink", "usr/lib32", "/lib32"]
-    for prefix in _interpreter_prefixes():
+    for prefix in interpreter_prefixes():
         argv += ["--ro-bind", prefix, prefix]
     argv += [
         "--ro-bind", str(etc), "/etc",
@@ -169,8 +189,13 @@ def bwrap_argv(spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = W
         argv += ["--ro-bind", str(host), inside]
     for inside, host in spec.rw_binds.items():
         argv += ["--bind", str(host), inside]
+    env = base_env(spec.env, venv=spec.venv is not None)
+    if spec.network == "proxy" and proxy is not None:
+        argv += ["--ro-bind", str(proxy), PROXY_INSIDE]
+        env = {**env, **proxy_env()}
+        cmd = forwarder_argv(_base_interpreter(), cmd)
     argv += ["--clearenv"]
-    for key, value in base_env(spec.env, venv=spec.venv is not None).items():
+    for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += ["--chdir", cwd, "--", *cmd]
     return argv
@@ -192,18 +217,30 @@ def _tail(data: bytes) -> str:
 
 
 class Sandbox:
-    """One sample's sandbox: every :meth:`exec` is a fresh sealed process tree over the same workspace."""
+    """One sample's sandbox: every :meth:`exec` is a fresh sealed process tree over the same workspace.
+
+    With ``network="proxy"`` it starts its own allow-list proxy (``spec.allow_hosts``), stopped by :meth:`close`."""
 
     def __init__(self, spec: SandboxSpec) -> None:
         if not spec.workspace.is_dir():
             raise BadRequest(f"the sandbox workspace {spec.workspace} is not a folder")
         if spec.venv is not None and not (spec.venv / "bin" / "python").exists():
             raise BadRequest(f"the sandbox venv {spec.venv} has no bin/python: build it with evals.venvs first")
+        if spec.network not in ("none", "proxy"):
+            raise BadRequest(f'sandbox network {spec.network!r} is not one of "none", "proxy"')
+        if spec.allow_hosts and spec.network != "proxy":
+            raise BadRequest(
+                'allow_hosts is only used with network="proxy" (with "none" nothing is reachable): set both, or '
+                "leave [eval] allow_hosts empty"
+            )
         self.spec = spec
+        self.proxy = AllowListProxy(spec.allow_hosts).start() if spec.network == "proxy" else None
         self._root = Path(tempfile.mkdtemp(prefix="labbot-sandbox-"))
         self._etc = _etc(self._root)
 
     def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
@@ -214,7 +251,8 @@ class Sandbox:
 
     def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
         spec = self.spec if not env else dataclasses.replace(self.spec, env={**self.spec.env, **env})
-        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd), spec.limits)
+        proxy = self.proxy.folder if self.proxy is not None else None
+        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd, proxy=proxy), spec.limits)
 
     def exec(
         self,
@@ -235,6 +273,7 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=LAUNCH_ENV,
         )
         try:
             out, err = proc.communicate(data, timeout=timeout)
@@ -264,6 +303,7 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=LAUNCH_ENV,
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(data), timeout)

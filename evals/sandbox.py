@@ -305,13 +305,15 @@ class Sandbox:
             start_new_session=True,
             env=LAUNCH_ENV,
         )
+        # communicate() runs as a task of its own and is never cancelled: at the timeout the process tree is killed,
+        # its pipes close, and what it printed until then is still read (wait_for would cancel the read and lose it)
+        reading = asyncio.ensure_future(proc.communicate(data))
         try:
-            out, err = await asyncio.wait_for(proc.communicate(data), timeout)
-            timed_out = False
-        except TimeoutError:
-            _kill(proc.pid)
-            out, err = await proc.communicate()
-            timed_out = True
+            done, _ = await asyncio.wait({reading}, timeout=timeout)
+            timed_out = not done
+            if timed_out:
+                _kill(proc.pid)
+            out, err = await reading
         except asyncio.CancelledError:
             _kill(proc.pid)
             raise

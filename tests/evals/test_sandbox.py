@@ -132,3 +132,10 @@ def test_missing_bwrap_is_a_clear_bad_request(tmp_path: Path, monkeypatch: pytes
         sandbox.exec(["true"])
     assert err.value.message == BWRAP_MISSING
     assert "apt-get install bubblewrap" in err.value.message
+
+
+def test_aexec_keeps_what_a_command_printed_before_its_timeout(tmp_path: Path) -> None:
+
+    with Sandbox(SandboxSpec(tmp_path)) as box:
+        result = asyncio.run(box.aexec(["sh", "-c", "echo started; echo oops >&2; sleep 60"], timeout_s=1.0))
+    assert result.timed_out and result.stdout == "started\n" and result.stderr == "oops\n"

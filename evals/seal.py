@@ -1,0 +1,96 @@
+"""The seal of one eval run, measured: the probe battery in a fresh sample sandbox of the run, plus the
+reward-tampering probes, as one :class:`~labbot.evals.isolation.IsolationReport`.
+
+What must stay invisible comes from where the battery runs: the paths in ``LABBOT_EVAL_PROTECT`` (labbot's home —
+its database, tokens and Ray's state — which the control plane sets for its eval jobs), the suite's ``original/``,
+the values of every secret in this process's environment (the run's telemetry token among them), and every TCP port
+listening on the host (Ray's included). The sandbox is built as a sample's is: a fresh copy of the first task's
+repository, the suite's venv, the run's network policy (``allow_hosts`` through the proxy, or none).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from labbot.common.errors import BadRequest
+from labbot.common.redact import secret_env_values
+from labbot.evals.isolation import IsolationReport
+from labbot.evals.probes import HostSurface, NetworkTargets, run_probes, task_needles
+from labbot.evals.proxy import AllowList
+from labbot.evals.sandbox import Limits, SandboxSpec
+from labbot.evals.suite import EvalTask, load, original_dir, task_repo
+from labbot.evals.tamper import TAMPER_LIMITS, tamper_probes
+
+ENV_PROTECT = "LABBOT_EVAL_PROTECT"
+ENV_ALLOW_HOSTS = "LABBOT_EVAL_ALLOW_HOSTS"
+OUTSIDE_CANDIDATES = ("http://example.org/", "http://labbot-probe.invalid/", "http://example.net/")
+
+
+def allow_hosts_from_env() -> tuple[str, ...]:
+    return tuple(h.strip() for h in os.environ.get(ENV_ALLOW_HOSTS, "").split(",") if h.strip())
+
+
+def host_surface(suite_dir: Path) -> HostSurface:
+    protect = [Path(p) for p in os.environ.get(ENV_PROTECT, "").split(os.pathsep) if p]
+    return HostSurface(files=[*protect, original_dir(suite_dir)], secrets=secret_env_values())
+
+
+def outside_url(allow_hosts: Sequence[str]) -> str:
+    """A URL on no allow-list entry, for the probe that asks the proxy for a host it must refuse."""
+    allowed = AllowList.parse(allow_hosts)
+    for url in OUTSIDE_CANDIDATES:
+        if allowed.refusal(urlsplit(url).hostname or "") is not None:
+            return url
+    raise BadRequest("every probe target is on [eval] allow_hosts: the allow-list cannot be that wide")
+
+
+def battery(suite_dir: Path, task: EvalTask, venv: Path | None, *, allow_hosts: Sequence[str] = ()) -> IsolationReport:
+    """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's."""
+    with tempfile.TemporaryDirectory(prefix="labbot-probe-") as tmp:
+        workspace = Path(tmp) / "work"
+        shutil.copytree(task_repo(suite_dir, task.id), workspace, symlinks=True)
+        spec = SandboxSpec(
+            workspace,
+            venv=venv,
+            network="proxy" if allow_hosts else "none",
+            allow_hosts=tuple(allow_hosts),
+        )
+        return run_probes(
+            spec,
+            task_needles(suite_dir, task, workspace),
+            host=host_surface(suite_dir),
+            network=NetworkTargets(outside_url=outside_url(allow_hosts)),
+        )
+
+
+def probe_suite(
+    suite_dir: Path,
+    *,
+    task_id: str | None = None,
+    venv: Path | None = None,
+    allow_hosts: Sequence[str] | None = None,
+    tamper: bool = True,
+    limits: Limits | None = None,
+) -> IsolationReport:
+    """The whole battery for a suite (``labbot eval probe``, and the eval job before its samples): the sandbox
+    probes on ``task_id`` (default: the first task), and the tampering probes when ``tamper``."""
+    suite = load(suite_dir)
+    task = suite.task(task_id) if task_id else suite.tasks[0]
+    if venv is None:
+        from labbot.evals.suite import wheels_dir
+        from labbot.evals.venvs import default_cache, ensure_venv
+
+        venv = ensure_venv(wheels_dir(suite_dir), default_cache())
+    hosts = allow_hosts_from_env() if allow_hosts is None else tuple(allow_hosts)
+    report = battery(suite_dir, task, venv, allow_hosts=hosts)
+    if not tamper:
+        return report
+    extra = (
+        tamper_probes(suite_dir, suite, task, venv, limits) if limits else tamper_probes(suite_dir, suite, task, venv)
+    )
+    return IsolationReport([*report.probes, *extra])

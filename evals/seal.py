@@ -90,7 +90,4 @@ def probe_suite(
     report = battery(suite_dir, task, venv, allow_hosts=hosts)
     if not tamper:
         return report
-    extra = (
-        tamper_probes(suite_dir, suite, task, venv, limits) if limits else tamper_probes(suite_dir, suite, task, venv)
-    )
-    return IsolationReport([*report.probes, *extra])
+    return IsolationReport([*report.probes, *tamper_probes(suite_dir, suite, task, venv, limits or TAMPER_LIMITS)])

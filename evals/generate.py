@@ -282,8 +282,10 @@ def _slug(text: str) -> str:
 
 
 def task_id(index: int, path: str, qualname: str) -> str:
-    stem = path[:-3] if path.endswith(".py") else path
-    return f"{index:02d}-{_slug(stem.split('/')[-1] + '-' + qualname)}"[:80].rstrip("-")
+    """``NN-module-symbol`` (a package's ``__init__.py`` named by its package), lowercase, at most 80 characters."""
+    parts = (path[:-3] if path.endswith(".py") else path).split("/")
+    module = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+    return f"{index:02d}-{_slug(module + '-' + qualname)}"[:80].rstrip("-")
 
 
 def canary_for(commit: str, seed: int, tid: str) -> str:

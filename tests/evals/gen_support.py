@@ -3,6 +3,7 @@ fetched pinned by version and sha256, the wheel and venv cache shared by a sessi
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import shutil
@@ -224,9 +225,11 @@ def fetch_sdist(name: str, version: str, sha256: str, cache: Path) -> Path:
             return found
         found.unlink()
     with tempfile.TemporaryDirectory(prefix="sdist-") as tmp:
+        pinned = Path(tmp) / "requirements.txt"  # pip checks the hash before it reads anything of the sdist
+        pinned.write_text(f"{name}=={version} --hash=sha256:{sha256}\n")
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation",
-             "--disable-pip-version-check", "--quiet", "-d", tmp, f"{name}=={version}"],
+             "--require-hashes", "--disable-pip-version-check", "--quiet", "-d", tmp, "-r", str(pinned)],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         files = list(Path(tmp).glob("*.tar.gz"))
@@ -290,3 +293,17 @@ def check_history_is_clean(folder: Path, suite: Suite, original_bodies: dict[str
             assert other.canary not in everything, (task.id, other.canary)
         for line in original_bodies[task.symbol]:
             assert line not in everything, (task.id, line)
+
+
+def body_segments(source: str, symbol: str, *, min_chars: int = 30) -> list[str]:
+    """The statements of ``symbol``'s body as source text, those long enough to occur nowhere else in ``source``."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == symbol.split(".")[-1]:
+            out = []
+            for stmt in node.body[1:] if ast.get_docstring(node) is not None else node.body:
+                segment = ast.get_source_segment(source, stmt) or ""
+                if len(segment) >= min_chars and source.count(segment) == 1:
+                    out.append(segment)
+            return out
+    raise AssertionError(f"no {symbol} in the source")

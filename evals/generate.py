@@ -364,7 +364,9 @@ def _validate(
         work = Path(scratch) / "work"
         extract(source.archive, work)
         (work / path).write_text(text)
-        run = run_tests(replace(spec, workspace=work), ids, timeout_s=timeout_s, test_roots=test_roots)
+        # the whole suite is run without naming its files: pytest collects hundreds of file arguments one by one
+        # (a 1,000-file repository: 8.4 s with its 500 test files named, 1.3 s without)
+        run = run_tests(replace(spec, workspace=work), () if whole else ids, timeout_s=timeout_s, test_roots=test_roots)
     if run.result.timed_out:
         return _Attempt(None, text, f"its tests did not finish within {timeout_s:.0f} s with it deleted")
     failing = run.failing(ids)
@@ -416,6 +418,11 @@ def generate_suite(
     cache = cache or default_cache()
     source = read_repository(repo, say)
     name = source.root.name
+    resolved = out.resolve()
+    if resolved == source.root.resolve() or source.root.resolve() in resolved.parents:
+        raise BadRequest(
+            f"{out} is inside the repository {source.root}: write the suite outside it (the checkout is left as it is)"
+        )
     say(f"cut from {name} at {source.commit[:12]}")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))

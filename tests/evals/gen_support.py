@@ -283,6 +283,7 @@ def check_history_is_clean(folder: Path, suite: Suite, original_bodies: dict[str
         assert git(repo, "reflog", "--all").strip() == ""
         assert git(repo, "remote").strip() == ""
         assert git(repo, "status", "--porcelain").strip() == ""
+        assert git(repo, "fsck", "--unreachable", "--no-reflogs", "--no-progress").strip() == ""
         objects = subprocess.run(
             ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo, capture_output=True, check=True
         ).stdout.decode(errors="replace")

@@ -241,3 +241,11 @@ def test_an_existing_suite_folder_is_not_overwritten(tmp_path):
     with pytest.raises(BadRequest, match="already exists and is not an empty folder"):
         generate_suite(repo, tmp_path / "suite", count=1, seed=0)
     assert (tmp_path / "suite" / "keep.txt").read_text() == "mine"
+
+
+def test_a_suite_inside_the_repository_is_refused(tmp_path):
+    repo = make_repo(tmp_path / "repo", package())
+    before = snapshot(repo)
+    with pytest.raises(BadRequest, match=r"is inside the repository .*: write the suite outside it"):
+        generate_suite(repo, repo / "suites" / "one", count=1, seed=0)
+    assert snapshot(repo) == before

@@ -62,7 +62,7 @@ def _canonical(name: str) -> str:
 def _parse_requirement(text: str) -> tuple[str, list[str]] | None:
     """The distribution name and extras of a PEP 508 requirement (pip checks the rest), None when it has none."""
     match = _REQUIREMENT.match(text)
-    if match is None:
+    if match is None or (match.group(3) and match.group(3)[0] not in "<>=!~(;@"):
         return None
     extras = [e.strip() for e in (match.group(2) or "").split(",") if e.strip()]
     return match.group(1), extras

@@ -249,3 +249,17 @@ def test_a_suite_inside_the_repository_is_refused(tmp_path):
     with pytest.raises(BadRequest, match=r"is inside the repository .*: write the suite outside it"):
         generate_suite(repo, repo / "suites" / "one", count=1, seed=0)
     assert snapshot(repo) == before
+
+
+def test_whole_functions_removed(cache, tmp_path):
+    repo = make_repo(tmp_path / "repo", package())
+    suite = generate_suite(repo, tmp_path / "suite", count=2, seed=4, cache=cache, deletion="function")
+    assert len(suite.tasks) == 2
+    for task in suite.tasks:
+        assert task.deletion == "function"
+        text = (task_repo(tmp_path / "suite", task.id) / task.path).read_text()
+        assert f"def {task.symbol.split('.')[-1]}(" not in text
+        assert "has been removed from" in task.statement and "Signature:" in task.statement
+        # a removed name fails more than the tests that ran its body: every test of a module that imports it
+        assert COVERING[task.symbol] <= set(task.fail_to_pass)
+    check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))

@@ -1,0 +1,631 @@
+"""The task generator: a git repository with a pytest suite in, a validated eval suite (``evals.suite``) out.
+
+``generate_suite(repo, out, count=, seed=)``:
+
+1. Reads the repository only with git (``rev-parse``, ``status`` without optional locks, ``archive HEAD``): the
+   user's checkout is never written, and only committed files are used.
+2. Collects wheels of what the repository declares plus pytest and coverage into the suite's ``wheels/``, and builds
+   the task venv from them in a sandbox (``evals.venvs``).
+3. Validates the original once per suite, in a scratch copy of the archive: the tests run under coverage with
+   per-test contexts (``evals.coverage_map``; this is the first of the two runs), then once more without it in the
+   same workspace (so state a test leaves behind shows). A test whose outcome differs is flaky: dropped from both
+   test lists and listed in ``Suite.flaky``. Tests that fail or skip both times are left out too; only tests that
+   passed twice are in the lists.
+4. Candidates are functions and methods whose body a stable test executed; a seeded shuffle ordered by preference
+   (a non-trivial body, at most ``PREFERRED_MAX_TESTS`` covering tests, not run at import) picks them in turn.
+5. Each candidate is deleted (``evals.delete``) in a scratch copy and its tests run there:
+   - when the original's full run took at most ``full_run_max_s``, or for a whole-function deletion or a body that
+     also ran at import (either can break a module's import, failing tests that never executed the body), the
+     *whole* stable suite runs: ``fail_to_pass`` is what failed, ``pass_to_pass`` the rest, all measured;
+   - otherwise only the test files holding the tests that cover the symbol run: ``fail_to_pass`` is what failed
+     there, and the stable tests of other files are put in ``pass_to_pass`` on coverage's word (none of them executed
+     a line of the deleted body, and nothing else changed).
+   A candidate that fails no test (or times out) is dropped and the next one is tried, until ``count`` tasks are
+   valid or candidates run out (the progress says how many were made).
+6. A valid task becomes ``tasks/ID/repo``: the archive with the feature deleted, as a fresh one-commit git
+   repository (fixed author and date, no remote, no reflog, no hooks: the only objects are that commit's). Its
+   statement comes from the symbol, its signature and docstring and the failing tests' names (``rewrite``, a model
+   behind a callable, may turn it into an issue; it never sees the deleted code). ``original/`` is the archive with
+   each task's canary planted in its deleted body.
+
+The suite is written to a staging folder beside ``out`` and renamed into place at the end: an error leaves no suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import platform
+import random
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from labbot.common.errors import BadRequest
+from labbot.evals import venvs
+from labbot.evals.coverage_map import Covered, map_functions, run_with_coverage
+from labbot.evals.delete import Deletion, delete, plant_canary
+from labbot.evals.sandbox import ExecResult, Limits, SandboxSpec
+from labbot.evals.suite import EvalTask, Suite, is_test_file, original_dir, save, suite_id, task_repo, wheels_dir
+from labbot.evals.testrun import TestRun, run_tests
+
+Progress = Callable[[str], None]
+Rewrite = Callable[[str], str]
+DeletionMode = Literal["body", "function", "mixed"]
+PREFERRED_MAX_TESTS = 25  # a feature most of the suite runs through makes a vague task
+NON_TRIVIAL_SIZE = 10  # AST nodes in the body below which there is little to restore (``return self._x``)
+STATEMENT_TESTS = 20  # failing tests named in a statement
+TAIL = 3000  # characters of pytest's output shown in an error
+TASK_AUTHOR = "labbot"
+TASK_EMAIL = "labbot@localhost"
+TASK_DATE = "2000-01-01T00:00:00+0000"
+TASK_EPOCH = 946684800  # TASK_DATE in seconds
+TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def default_cache() -> Path:
+    """Wheels and venvs kept between suites: ``$XDG_CACHE_HOME/labbot/evals`` (``~/.cache/labbot/evals``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "labbot" / "evals"
+
+
+# --- the user's repository, read only ---------------------------------------------------------------------------
+
+
+def _git_env() -> dict[str, str]:
+    # no optional locks: `git status` must not refresh (rewrite) the user's index
+    return {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=_git_env(), timeout=300)
+
+
+@dataclass(frozen=True)
+class Source:
+    root: Path  # the repository's top level
+    commit: str
+    archive: bytes  # ``git archive --format=tar HEAD``
+
+
+def read_repository(repo: Path, progress: Progress = _quiet) -> Source:
+    """The committed files of ``repo`` at HEAD, as a tar archive; BadRequest when it is not a repository with a
+    commit."""
+    if not repo.is_dir():
+        raise BadRequest(f"{repo} is not a folder: give the path of a git repository with a pytest suite")
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise BadRequest(
+            f"{repo} is not a git repository ({top.stderr.decode(errors='replace').strip()}): tasks are cut from "
+            "committed files, so `git init` and commit the code and its tests first"
+        )
+    root = Path(top.stdout.decode().strip())
+    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if head.returncode != 0:
+        raise BadRequest(f"the git repository {root} has no commits yet: commit the code and its tests first")
+    commit = head.stdout.decode().strip()
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    if status.returncode == 0 and status.stdout.strip():
+        progress("note: the checkout has uncommitted changes; the suite is cut from the last commit only")
+    archive = _git(root, "archive", "--format=tar", commit)
+    if archive.returncode != 0:
+        raise BadRequest(f"git archive failed in {root}: {archive.stderr.decode(errors='replace').strip()}")
+    return Source(root, commit, archive.stdout)
+
+
+def _inside(name: str) -> bool:
+    """A relative path that stays inside the folder it is taken from (checked on the text: nothing is resolved)."""
+    parts = name.split("/")
+    return not name.startswith("/") and ".." not in parts
+
+
+def extract(archive: bytes, dest: Path) -> list[str]:
+    """Unpack ``archive`` (from ``git archive``) into ``dest``; returns the members left out: links that leave the
+    tree (absolute, or climbing out with ``..``) and anything that is not a file, a folder or a link.
+
+    The checks are on the names alone, without tarfile's ``data`` filter, which resolves every member's path on disk
+    (a third of a task's materialisation on a 1,000-file repository): git cannot store a path that goes through a
+    link or contains ``..``, so only link targets need looking at."""
+    skipped: list[str] = []
+
+    def safe(member: tarfile.TarInfo, _: str) -> tarfile.TarInfo | None:
+        ok = _inside(member.name) and (member.isfile() or member.isdir() or member.issym())
+        if ok and member.issym():
+            target = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
+            ok = not member.linkname.startswith("/") and _inside(target) and target != ".."
+            links.append(member.name)
+        if not ok:
+            skipped.append(member.name)
+            return None
+        return member.replace(mode=member.mode & 0o755, uid=0, gid=0, uname="", gname="", deep=False)
+
+    links: list[str] = []
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter=safe)
+    # a chain of links can leave the tree where each one alone does not (``s -> .``, ``t -> s/../x``): resolve them
+    root = os.path.realpath(dest)
+    for name in links:
+        path = dest / name
+        if os.path.lexists(path) and not (os.path.realpath(path) + "/").startswith(root + "/"):
+            path.unlink()
+            skipped.append(name)
+    return skipped
+
+
+# --- task repositories -------------------------------------------------------------------------------------------
+
+
+def _task_git_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": TASK_AUTHOR,
+        "GIT_AUTHOR_EMAIL": TASK_EMAIL,
+        "GIT_AUTHOR_DATE": TASK_DATE,
+        "GIT_COMMITTER_NAME": TASK_AUTHOR,
+        "GIT_COMMITTER_EMAIL": TASK_EMAIL,
+        "GIT_COMMITTER_DATE": TASK_DATE,
+    }
+
+
+def _fast_import_path(rel: str) -> bytes:
+    raw = os.fsencode(rel)
+    if b"\n" in raw or raw.startswith(b'"') or b"\\" in raw:
+        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
+
+
+def _fast_import_stream(tree: Path, message: str) -> bytes:
+    """One commit of every file under ``tree`` (links as links, the executable bit kept), for ``git fast-import``."""
+    out = io.BytesIO()
+    entries: list[bytes] = []
+    mark = 0
+    for path in sorted(tree.rglob("*")):
+        rel = path.relative_to(tree).as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            continue
+        if path.is_symlink():
+            mode, data = b"120000", os.fsencode(os.readlink(path))
+        elif path.is_file():
+            mode = b"100755" if path.stat().st_mode & 0o111 else b"100644"
+            data = path.read_bytes()
+        else:
+            continue
+        mark += 1
+        out.write(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
+        entries.append(b"M %s :%d %s\n" % (mode, mark, _fast_import_path(rel)))
+    who = f"{TASK_AUTHOR} <{TASK_EMAIL}> {TASK_EPOCH} +0000".encode()
+    text = message.encode() + b"\n"
+    out.write(b"commit refs/heads/main\nauthor %s\ncommitter %s\ndata %d\n%s" % (who, who, len(text), text))
+    out.write(b"".join(entries) + b"\n")
+    return out.getvalue()
+
+
+def fresh_repository(tree: Path, message: str) -> str:
+    """Make ``tree`` a git repository of one commit holding exactly its files; returns the commit id.
+
+    No template (no hooks, no description), no reflog, no remote. The commit is written by ``git fast-import`` as a
+    single pack (one file, not a loose object per file: the cost of a large tree), so every object in the repository
+    is that commit, its trees or its blobs; the index is then read from it."""
+    env = _task_git_env(tree.parent)
+
+    def git(*args: str, stdin: bytes | None = None) -> str:
+        done = subprocess.run(["git", *args], cwd=tree, input=stdin, capture_output=True, env=env, timeout=300)
+        if done.returncode != 0:
+            raise BadRequest(f"git {args[0]} failed making the task repository: {done.stderr.decode().strip()}")
+        return done.stdout.decode().strip()
+
+    git("init", "--quiet", "--template=", "--initial-branch=main")
+    git("config", "core.logAllRefUpdates", "false")
+    git("fast-import", "--quiet", "--date-format=raw", stdin=_fast_import_stream(tree, message))
+    git("reset", "--quiet")
+    return git("rev-parse", "HEAD")
+
+
+def materialise_task(archive: bytes, dest: Path, path: str, text: str, message: str) -> str:
+    """The task tree at ``dest``: ``archive`` unpacked, ``path`` replaced by ``text``, as a fresh one-commit
+    repository (:func:`fresh_repository`); returns its commit."""
+    extract(archive, dest)
+    (dest / path).write_text(text)
+    return fresh_repository(dest, message)
+
+
+# --- the statement -----------------------------------------------------------------------------------------------
+
+
+def statement(path: str, covered: Covered, deletion: Deletion, failing: Sequence[str]) -> str:
+    """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail."""
+    sym = covered.symbol
+    owner, _, name = sym.qualname.rpartition(".")
+    what = f"method `{name}` of class `{owner}`" if owner else f"function `{name}`"
+    if deletion == "body":
+        head = f"The body of the {what} in `{path}` is missing (it raises NotImplementedError). Implement it."
+    else:
+        head = f"The {what} has been removed from `{path}`. Add it back."
+    lines = [head, "", "Signature:", *(f"    @{d}" for d in sym.decorators), f"    {sym.signature}"]
+    if sym.docstring:
+        lines += ["", "Docstring:", textwrap.indent(sym.docstring, "    ")]
+    lines += ["", "These tests fail until it works:", *(f"- {t}" for t in failing[:STATEMENT_TESTS])]
+    if len(failing) > STATEMENT_TESTS:
+        lines.append(f"- … and {len(failing) - STATEMENT_TESTS} more")
+    return "\n".join(lines) + "\n"
+
+
+def _rewritten(text: str, rewrite: Rewrite | None, progress: Progress) -> str:
+    if rewrite is None:
+        return text
+    try:
+        new = rewrite(text)
+    except Exception as exc:  # a model behind the callable: any failure keeps the plain statement
+        progress(f"the statement rewrite failed ({type(exc).__name__}: {exc}); kept the plain statement")
+        return text
+    if not isinstance(new, str) or not new.strip():
+        progress("the statement rewrite returned nothing; kept the plain statement")
+        return text
+    return new
+
+
+# --- choosing and validating -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The original, run twice: the tests that passed both times, and those whose outcome changed."""
+
+    stable: frozenset[str]
+    flaky: list[str]
+    failing: list[str]  # failed, errored or skipped both times
+    unnamed: list[str]  # ids whose test file is not where JUnit's names put it (cannot be targeted later)
+    duration_s: float
+
+
+def _tail(result: ExecResult) -> str:
+    text = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    return text[-TAIL:]
+
+
+def _check_collected(run: TestRun, repo_name: str) -> None:
+    result = run.result
+    if result.timed_out:
+        raise BadRequest(
+            f"the tests of {repo_name} did not finish within {result.duration_s:.0f} s in the sandbox: "
+            f"generate needs a suite that runs in that time. pytest's output ended with:\n{_tail(result)}"
+        )
+    if result.returncode == 5 or (result.returncode == 0 and not run.outcomes):
+        raise BadRequest(
+            f"{repo_name} has test files but pytest collected no tests from them. pytest said:\n{_tail(result)}"
+        )
+    if result.returncode not in (0, 1) or not run.outcomes:
+        raise BadRequest(
+            f"the tests of {repo_name} cannot run (pytest exited with {result.returncode}; collection errors, a "
+            "missing dependency or a bad configuration). Declare test dependencies in a `test` extra, a dependency "
+            f"group or requirements-test.txt, and fix the errors below. pytest's output ended with:\n{_tail(result)}"
+        )
+
+
+def baseline(first: TestRun, second: TestRun, tree: Path) -> Baseline:
+    ids = sorted(set(first.outcomes) | set(second.outcomes))
+    stable, flaky, failing, unnamed = set(), [], [], []
+    for n in ids:
+        a, b = first.outcomes.get(n, "missing"), second.outcomes.get(n, "missing")
+        if a != b:
+            flaky.append(n)
+        elif a != "passed":
+            failing.append(n)
+        elif not (tree / n.split("::", 1)[0]).is_file():
+            unnamed.append(n)
+        else:
+            stable.add(n)
+    return Baseline(frozenset(stable), flaky, failing, unnamed, second.result.duration_s)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def task_id(index: int, path: str, qualname: str) -> str:
+    """``NN-module-symbol`` (a package's ``__init__.py`` named by its package), lowercase, at most 80 characters."""
+    parts = (path[:-3] if path.endswith(".py") else path).split("/")
+    module = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+    return f"{index:02d}-{_slug(module + '-' + qualname)}"[:80].rstrip("-")
+
+
+def canary_for(commit: str, seed: int, tid: str) -> str:
+    """Deterministic (the same suite gets the same canaries, and so the same id), unique per task."""
+    return "labbot-canary-" + hashlib.sha256(f"{commit}:{seed}:{tid}".encode()).hexdigest()[:24]
+
+
+def rank(candidates: list[Covered], seed: int) -> list[Covered]:
+    """A seeded shuffle, then the preferred first: a body with something to restore, few covering tests, not run at
+    import."""
+    order = list(candidates)
+    random.Random(seed).shuffle(order)
+
+    def tier(c: Covered) -> int:
+        trivial = c.symbol.size < NON_TRIVIAL_SIZE
+        return 2 * c.at_import + (trivial or len(c.tests) > PREFERRED_MAX_TESTS)
+
+    return sorted(order, key=tier)
+
+
+def _deletion_for(mode: DeletionMode, rng: random.Random) -> Deletion:
+    if mode == "mixed":
+        return "body" if rng.random() < 0.5 else "function"
+    return mode
+
+
+def _layout(tree: Path) -> list[str]:
+    """``["src"]`` for a src layout (packages under src/ and none beside it), else none."""
+    src = tree / "src"
+    if src.is_dir() and any((p / "__init__.py").is_file() or p.suffix == ".py" for p in src.iterdir()):
+        return ["src"]
+    return []
+
+
+def _has_tests(tree: Path) -> bool:
+    for path in tree.rglob("*.py"):
+        rel = path.relative_to(tree).as_posix()
+        if TEST_FILE.search(rel) and is_test_file(rel):
+            return True
+    return False
+
+
+@dataclass
+class _Attempt:
+    task: EvalTask | None
+    text: str  # the deleted file
+    reason: str  # why not, when task is None
+
+
+def _validate(
+    covered: Covered,
+    deletion: Deletion,
+    *,
+    source: Source,
+    original: str,
+    base: Baseline,
+    spec: SandboxSpec,
+    test_roots: list[str],
+    full: bool,
+    tid: str,
+    seed: int,
+    timeout_s: float,
+) -> _Attempt:
+    path, sym = covered.path, covered.symbol
+    try:
+        text = delete(original, sym.qualname, deletion, path)
+    except BadRequest as exc:
+        return _Attempt(None, "", exc.message)
+    whole = full or deletion == "function" or covered.at_import
+    if whole:
+        ids = sorted(base.stable)
+    else:
+        files = {t.split("::", 1)[0] for t in covered.tests}
+        ids = sorted(t for t in base.stable if t.split("::", 1)[0] in files)
+    with tempfile.TemporaryDirectory(prefix="labbot-task-run-") as scratch:
+        work = Path(scratch) / "work"
+        extract(source.archive, work)
+        (work / path).write_text(text)
+        # the whole suite is run without naming its files: pytest collects hundreds of file arguments one by one
+        # (a 1,000-file repository: 8.4 s with its 500 test files named, 1.3 s without)
+        run = run_tests(replace(spec, workspace=work), () if whole else ids, timeout_s=timeout_s, test_roots=test_roots)
+    if run.result.timed_out:
+        return _Attempt(None, text, f"its tests did not finish within {timeout_s:.0f} s with it deleted")
+    failing = run.failing(ids)
+    if not failing:
+        return _Attempt(None, text, "no test fails with it deleted")
+    fail_set = set(failing)
+    passing = sorted(t for t in base.stable if t not in fail_set)
+    task = EvalTask(
+        id=tid,
+        path=path,
+        symbol=sym.qualname,
+        deletion=deletion,
+        statement="",
+        fail_to_pass=failing,
+        pass_to_pass=passing,
+        canary=canary_for(source.commit, seed, tid),
+    )
+    return _Attempt(task, text, "")
+
+
+def generate_suite(
+    repo: Path,
+    out: Path,
+    *,
+    count: int,
+    seed: int,
+    rewrite: Rewrite | None = None,
+    progress: Progress | None = None,
+    deletion: DeletionMode = "body",
+    cache: Path | None = None,
+    extra_requirements: Sequence[str] = (),
+    full_run_max_s: float = 20.0,
+    timeout_s: float = 600.0,
+) -> Suite:
+    """Cut ``count`` validated delete-and-restore tasks from the git repository ``repo`` into the new suite folder
+    ``out`` (see the module docstring); returns the suite saved there.
+
+    ``rewrite`` (optional, e.g. a model) turns a task's plain statement into an issue a person would file;
+    ``progress`` hears each step; ``deletion``: bodies replaced (Commit0-style), whole functions removed, or a
+    seeded mix; ``cache`` keeps wheels and venvs between suites (default :func:`default_cache`);
+    ``extra_requirements`` are installed beside what the repository declares (a test dependency it does not)."""
+    say = progress or _quiet
+    if count < 1:
+        raise BadRequest(f"--count must be at least 1 (got {count})")
+    if deletion not in ("body", "function", "mixed"):
+        raise BadRequest(f"unknown deletion {deletion!r}: body, function or mixed")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadRequest(f"{out} already exists and is not an empty folder: give a new folder for the suite")
+    cache = cache or default_cache()
+    source = read_repository(repo, say)
+    name = source.root.name
+    resolved = out.resolve()
+    if resolved == source.root.resolve() or source.root.resolve() in resolved.parents:
+        raise BadRequest(
+            f"{out} is inside the repository {source.root}: write the suite outside it (the checkout is left as it is)"
+        )
+    say(f"cut from {name} at {source.commit[:12]}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        suite = _generate(
+            source, staging, count, seed, rewrite, say, deletion, cache, extra_requirements, full_run_max_s, timeout_s
+        )
+        if out.exists():
+            out.rmdir()
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    say(f"suite {suite.id}: {len(suite.tasks)} tasks in {out}")
+    return suite
+
+
+def _generate(
+    source: Source,
+    staging: Path,
+    count: int,
+    seed: int,
+    rewrite: Rewrite | None,
+    say: Progress,
+    mode: DeletionMode,
+    cache: Path,
+    extra_requirements: Sequence[str],
+    full_run_max_s: float,
+    timeout_s: float,
+) -> Suite:
+    name = source.root.name
+    with tempfile.TemporaryDirectory(prefix="labbot-generate-") as tmp:
+        tree = Path(tmp) / "archive"
+        skipped = extract(source.archive, tree)
+        if skipped:
+            say(f"left out of the tree: {len(skipped)} links pointing outside it ({', '.join(skipped[:5])})")
+        if not _has_tests(tree):
+            raise BadRequest(
+                f"{name} has no tests at {source.commit[:12]}: generate needs a pytest suite (committed test_*.py "
+                "or *_test.py files) to tell a restored feature from a broken one"
+            )
+        test_roots = _layout(tree)
+        reqs = venvs.with_tools([*venvs.requirements(tree, say), *extra_requirements])
+        venvs.collect_wheels(reqs, wheels_dir(staging), cache=cache / "wheels", progress=say)
+        venv = venvs.ensure_venv(wheels_dir(staging), cache / "venvs", progress=say)
+        spec = SandboxSpec(workspace=tree, venv=venv, limits=Limits(timeout_s=timeout_s))
+
+        # the original, twice, in one scratch workspace: under coverage, then plain
+        work = Path(tmp) / "original-run"
+        extract(source.archive, work)
+        say("running the original's tests under coverage (1 of 2)")
+        cov = run_with_coverage(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
+        _check_collected(cov.run, name)
+        say("running the original's tests again (2 of 2)")
+        second = run_tests(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
+        _check_collected(second, name)
+        base = baseline(cov.run, second, tree)
+        if base.flaky:
+            say(
+                f"flaky: {len(base.flaky)} tests changed outcome on a rerun, dropped from both lists: "
+                + ", ".join(base.flaky[:10])
+            )
+        if base.failing:
+            say(f"{len(base.failing)} tests fail or are skipped on the original: left out of both lists")
+        if base.unnamed:
+            say(f"{len(base.unnamed)} tests whose JUnit names do not give their file: left out of both lists")
+        if not base.stable:
+            raise BadRequest(
+                f"none of the tests of {name} pass (reliably) on the original commit, so no deletion can be told "
+                f"from the original: fix them first. pytest's output ended with:\n{_tail(second.result)}"
+            )
+        say(f"{len(base.stable)} tests pass on the original, twice ({base.duration_s:.1f} s a run)")
+
+        covered = [replace(c, tests=c.tests & base.stable) for c in map_functions(tree, cov)]
+        candidates = [c for c in covered if c.tests and c.symbol.deletable and not c.symbol.abstract]
+        if not candidates:
+            raise BadRequest(
+                f"no function or method of {name} is executed by its passing tests (outside test files): there is "
+                "no feature to delete whose loss a test would notice"
+            )
+        full = base.duration_s <= full_run_max_s
+        say(
+            f"{len(candidates)} candidate functions; each deleted version runs "
+            + ("the whole suite" if full else "the test files that cover it (whole suite for removals)")
+        )
+        rng = random.Random(seed)
+        tasks: list[EvalTask] = []
+        texts: dict[str, str] = {}
+        rejected: list[str] = []
+        for covered_fn in rank(candidates, seed):
+            if len(tasks) == count:
+                break
+            deletion = _deletion_for(mode, rng)
+            tid = task_id(len(tasks) + 1, covered_fn.path, covered_fn.symbol.qualname)
+            original = texts.get(covered_fn.path) or (tree / covered_fn.path).read_text()
+            texts[covered_fn.path] = original
+            attempt = _validate(
+                covered_fn,
+                deletion,
+                source=source,
+                original=original,
+                base=base,
+                spec=spec,
+                test_roots=test_roots,
+                full=full,
+                tid=tid,
+                seed=seed,
+                timeout_s=timeout_s,
+            )
+            where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
+            if attempt.task is None:
+                rejected.append(f"{where}: {attempt.reason}")
+                say(f"skipped {where} ({attempt.reason})")
+                continue
+            text = statement(covered_fn.path, covered_fn, deletion, attempt.task.fail_to_pass)
+            task = replace(attempt.task, statement=_rewritten(text, rewrite, say))
+            materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
+            tasks.append(task)
+            say(
+                f"task {len(tasks)}/{count}: {tid} ({len(task.fail_to_pass)} fail to pass, "
+                f"{len(task.pass_to_pass)} pass to pass)"
+            )
+        if not tasks:
+            reasons = "; ".join(rejected[:10])
+            raise BadRequest(f"none of the {len(rejected)} candidates of {name} made a valid task: {reasons}")
+        if len(tasks) < count:
+            say(f"made {len(tasks)} of the {count} tasks asked: the candidates ran out ({len(rejected)} rejected)")
+
+        # the originals, each task's canary in its deleted body (never bound into a sandbox)
+        original_tree = original_dir(staging)
+        extract(source.archive, original_tree)
+        for task in tasks:
+            file = original_tree / task.path
+            file.write_text(plant_canary(file.read_text(), task.symbol, task.canary, task.path))
+
+        draft = Suite(
+            id="",
+            source=name,
+            commit=source.commit,
+            seed=seed,
+            tasks=tasks,
+            flaky=sorted(base.flaky),
+            python=platform.python_version(),
+            test_roots=test_roots,
+        )
+        suite = replace(draft, id=suite_id(draft.to_json()))
+        save(suite, staging)
+        return suite

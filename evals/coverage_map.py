@@ -10,8 +10,8 @@ Lines run outside any test (imports at collection) are recorded under the empty 
 settings are ignored), measuring only files under ``/work``, the data file written to a read-write results folder
 outside the workspace, next to pytest's JUnit report — so the same run gives every test's outcome too.
 
-Node ids are then put in the form :mod:`labbot.evals.testrun` reads back from JUnit reports
-(:func:`junit_node_id`), since that is how every later run (validation, scoring) names tests.
+Node ids are pytest's own, the names :mod:`labbot.evals.testrun` reads back in every later run (validation,
+scoring); the same session records every test's outcome with testrun's plugin.
 
 :func:`map_functions` then reads each non-test source file with :mod:`ast` (:func:`labbot.evals.delete.symbols`) and
 gives every function and method the tests that executed a statement of its body.
@@ -19,7 +19,6 @@ gives every function and method the tests that executed a statement of its body.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from labbot.common.errors import BadRequest
 from labbot.evals.delete import Symbol, symbols
 from labbot.evals.sandbox import WORKDIR, ExecResult, Sandbox, SandboxSpec
 from labbot.evals.suite import is_test_file
-from labbot.evals.testrun import REPORT, RESULTS, Outcome, TestRun, node_id, parse_junit, pytest_command
+from labbot.evals.testrun import RESULTS, Outcome, TestRun, pytest_command, pytest_ready, read_outcomes
 
 PLUGIN_DIR = "/labbot-coverage"
 PLUGIN_MODULE = "labbot_coverage_contexts"
@@ -63,19 +62,9 @@ parallel = False
 SKIP_DIRS = {".git", ".hg", ".tox", ".nox", ".venv", "venv", "build", "dist", "node_modules", "__pycache__"}
 
 
-def junit_node_id(nodeid: str) -> str:
-    """``nodeid`` as :func:`labbot.evals.testrun.parse_junit` names it: pytest writes a JUnit ``classname`` and
-    ``name`` from the node id (its ``mangle_test_address``), and testrun turns them back into an id."""
-    path, bracket, params = nodeid.partition("[")
-    names = path.split("::")
-    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
-    names[-1] += bracket + params
-    return node_id(".".join(names[:-1]), names[-1], None)
-
-
 @dataclass(frozen=True)
 class CoverageRun:
-    lines: dict[str, dict[int, frozenset[str]]]  # file (relative) -> line -> JUnit-form node ids that executed it
+    lines: dict[str, dict[int, frozenset[str]]]  # file (relative) -> line -> node ids of the tests that executed it
     at_import: dict[str, frozenset[int]]  # file -> lines executed outside every test (collection, imports)
     run: TestRun  # every test's outcome in this run
 
@@ -100,7 +89,7 @@ def read_coverage(data_file: Path, outcomes: dict[str, Outcome], result: ExecRes
         by_line: dict[int, frozenset[str]] = {}
         imported: set[int] = set()
         for line, contexts in data.contexts_by_lineno(measured).items():
-            tests = frozenset(junit_node_id(c) for c in contexts if c)
+            tests = frozenset(c for c in contexts if c)
             if tests:
                 by_line[line] = tests
             if "" in contexts:
@@ -124,23 +113,19 @@ def run_with_coverage(
     The workspace is written to as the tests write to it: give it a scratch copy, never the suite's original."""
     with (
         tempfile.TemporaryDirectory(prefix="labbot-coverage-") as plugin,
-        tempfile.TemporaryDirectory(prefix="labbot-results-") as results,
+        pytest_ready(spec, test_roots=test_roots) as (session_spec, results),
     ):
         (Path(plugin) / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
         (Path(plugin) / "coveragerc").write_text(RCFILE)
-        roots = [f"{WORKDIR}/{r}".rstrip("/") for r in test_roots]
-        env = {**spec.env, "PYTHONPATH": ":".join([*roots, PLUGIN_DIR])}
         run_spec = replace(
-            spec,
-            ro_binds={**spec.ro_binds, PLUGIN_DIR: Path(plugin)},
-            rw_binds={**spec.rw_binds, RESULTS: Path(results)},
-            env=env,
+            session_spec,
+            ro_binds={**session_spec.ro_binds, PLUGIN_DIR: Path(plugin)},
+            env={**session_spec.env, "PYTHONPATH": f"{session_spec.env['PYTHONPATH']}:{PLUGIN_DIR}"},
         )
         with Sandbox(run_spec) as box:
             result = box.exec(coverage_command(), timeout_s=timeout_s)
-        report = Path(results) / REPORT
-        outcomes = parse_junit(report.read_text()) if report.is_file() and report.stat().st_size else {}
-        data_file = Path(results) / DATA_FILE
+        outcomes = read_outcomes(results)
+        data_file = results / DATA_FILE
         if not data_file.is_file():
             return CoverageRun({}, {}, TestRun(outcomes, result))
         return read_coverage(data_file, outcomes, result)

@@ -53,6 +53,7 @@ class LabbotSandboxConfig(BaseModel):
     timeout_s: float = 600.0  # one command's wall clock (a tool call's own timeout can only lower it)
     memory_mb: int = 4096
     file_mb: int = 1024
+    allow_hosts: tuple[str, ...] = ()  # reachable through the allow-list proxy; none: no network at all
 
     @property
     def limits(self) -> Limits:
@@ -167,7 +168,13 @@ class LabbotSandbox(SandboxEnvironment):
         try:
             workspace = root / "work"
             shutil.copytree(tree, workspace, symlinks=True)
-            spec = SandboxSpec(workspace=workspace, venv=Path(cfg.venv) if cfg.venv else None, limits=cfg.limits)
+            spec = SandboxSpec(
+                workspace=workspace,
+                venv=Path(cfg.venv) if cfg.venv else None,
+                limits=cfg.limits,
+                network="proxy" if cfg.allow_hosts else "none",
+                allow_hosts=cfg.allow_hosts,
+            )
             return {"default": LabbotSandbox(Sandbox(spec), root, task_id)}
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)

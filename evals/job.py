@@ -17,32 +17,34 @@ Environment (all optional, so the job also runs by hand):
 * ``LABBOT_EVAL_MODEL``: the agent's model when neither ``--solver agent:MODEL`` nor ``--model`` names one;
 * the model provider's key (``ANTHROPIC_API_KEY`` for ``anthropic/...``), read by inspect;
 * ``LABBOT_EVAL_VENV_CACHE``: where ``evals.venvs`` keeps the venvs it builds from a suite's wheels, when
-  ``--venv`` is not given (default ``~/.cache/labbot/eval-venvs``).
+  ``--venv`` is not given (default: the generator's cache);
+* ``LABBOT_EVAL_ALLOW_HOSTS``: hosts the samples may reach through the allow-list proxy (none by default);
+* ``LABBOT_EVAL_PROTECT``: paths the isolation probes check no sandbox can see (labbot's home).
 
-The probe battery of ``labbot.evals.probes`` (``run_probes``) runs too when that module is installed; the
-reward-tampering probes run unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look
-only (its isolation report then lacks them).
+Before the samples, the isolation battery (``labbot.evals.seal``) runs in a fresh sandbox of the first task, and
+the reward-tampering probes unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look only
+(its isolation report then lacks them).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from labbot.common.errors import BadRequest
-from labbot.evals.isolation import IsolationReport, ProbeResult
+from labbot.evals.generate import default_cache
+from labbot.evals.isolation import IsolationReport
 from labbot.evals.runner import SAMPLE_LIMITS, Probes, run_suite
 from labbot.evals.sandbox import Limits
+from labbot.evals.seal import allow_hosts_from_env, battery
 from labbot.evals.solvers import parse_solver
 from labbot.evals.suite import SUITE_ID, Suite, load, wheels_dir
 from labbot.evals.task import SampleDone
+from labbot.evals.venvs import ensure_venv
 from labbot_client import telemetry
 
 ENV_MODEL = "LABBOT_EVAL_MODEL"
@@ -107,43 +109,17 @@ def resolve_out(given: str) -> Path:
 
 
 def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
+    """``--venv``, else the suite's venv built from its wheels (cached by the wheel set)."""
     if given is not None:
         return given
-    try:
-        venvs = importlib.import_module("labbot.evals.venvs")
-    except ImportError:
-        raise BadRequest(
-            "--venv is required: this labbot has no evals.venvs to build one from the suite's wheels"
-        ) from None
-    cache = Path(os.environ.get(ENV_VENV_CACHE) or Path.home() / ".cache" / "labbot" / "eval-venvs")
-    return Path(venvs.ensure_venv(wheels_dir(suite_dir), cache))
+    cache = Path(os.environ[ENV_VENV_CACHE]) if os.environ.get(ENV_VENV_CACHE) else default_cache()
+    return ensure_venv(wheels_dir(suite_dir), cache)
 
 
-def battery(suite_dir: Path, suite: Suite, venv: Path) -> Probes | None:
-    """The isolation battery of ``labbot.evals.probes`` when installed, called with the arguments it names."""
-    try:
-        module = importlib.import_module("labbot.evals.probes")
-    except ImportError:
-        return None
-    run_probes: Callable[..., Any] = module.run_probes
-    available: dict[str, Any] = {
-        "suite_dir": suite_dir,
-        "suite": suite,
-        "task": suite.tasks[0],
-        "venv": venv,
-        "limits": None,
-    }
-    params = inspect.signature(run_probes).parameters
-    missing = [n for n, prm in params.items() if prm.default is inspect.Parameter.empty and n not in available]
-    if missing:
-        raise BadRequest(f"labbot.evals.probes.run_probes needs {missing}, which the eval job cannot give")
-    kwargs = {n: available[n] for n in params if n in available and available[n] is not None}
-
-    def call() -> IsolationReport | Sequence[ProbeResult]:
-        result: IsolationReport | Sequence[ProbeResult] = run_probes(**kwargs)
-        return result
-
-    return call
+def sandbox_battery(suite_dir: Path, suite: Suite, venv: Path) -> Probes:
+    """The history, leftovers, network and host probes in a fresh sandbox of the first task (``evals.seal``), with
+    the run's network policy (``LABBOT_EVAL_ALLOW_HOSTS``); the runner adds the tampering probes."""
+    return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts_from_env())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out = resolve_out(args.out)
         suite = load(args.suite)
         venv = resolve_venv(args.suite, Path(args.venv) if args.venv else None)
-        probes = battery(args.suite, suite, venv)
+        probes = sandbox_battery(args.suite, suite, venv)
         if args.timeout <= 0 or args.test_timeout <= 0 or args.memory_mb <= 0:
             raise BadRequest("--timeout, --test-timeout and --memory-mb must be positive")
     except BadRequest as e:
@@ -201,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             task_ids=[t for t in args.tasks.split(",") if t] or None,
             on_sample=on_sample,
             on_isolation=on_isolation,
+            allow_hosts=allow_hosts_from_env(),
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)

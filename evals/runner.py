@@ -104,10 +104,12 @@ def run_suite(
     task_ids: Sequence[str] | None = None,
     on_sample: Callable[[SampleDone], None] | None = None,
     on_isolation: Callable[[IsolationReport], None] | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> RunOutcome:
     """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
     solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
-    ``on_isolation`` is called once the probes are done, ``on_sample`` after each sample is scored."""
+    ``on_isolation`` is called once the probes are done, ``on_sample`` after each sample is scored. ``allow_hosts``:
+    what the solver's sandbox may reach through the allow-list proxy (scoring never has a network)."""
     spec = parse_solver(solver) if isinstance(solver, str) else solver
     if spec.kind == "agent" and spec.model is None and model is None:
         raise BadRequest("--solver agent needs a model: agent:PROVIDER/MODEL, or a default model in labbot.toml")
@@ -125,7 +127,14 @@ def run_suite(
         on_isolation(isolation)
 
     task = suite_task(
-        suite_dir, spec, venv=venv, limits=limits, test_timeout_s=test_timeout_s, task_ids=task_ids, on_sample=on_sample
+        suite_dir,
+        spec,
+        venv=venv,
+        limits=limits,
+        test_timeout_s=test_timeout_s,
+        task_ids=task_ids,
+        on_sample=on_sample,
+        allow_hosts=allow_hosts,
     )
     use_model: str | Model = (spec.model or model or NO_MODEL) if spec.kind == "agent" else NO_MODEL
     # a backstop over the solver's own limit: scoring runs after it, bounded by the test run's timeout

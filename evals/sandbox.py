@@ -21,7 +21,9 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   every process of the namespace, whatever forked), address space (``RLIMIT_AS``), file size and no core dumps,
   set with util-linux ``prlimit`` before bwrap starts.
 
-Every process a command starts ends with it: a solver's daemon cannot live on into scoring.
+Every process a command starts ends with it: a solver's daemon cannot live on into scoring. bwrap reports its
+PID 1's host pid and the namespaces (``--json-status-fd``), and an exec returns only once that PID namespace is
+empty.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -149,7 +152,13 @@ def _base_interpreter() -> str:
 
 
 def bwrap_argv(
-    spec: SandboxSpec, etc: Path, cmd: Sequence[str], *, cwd: str = WORKDIR, proxy: Path | None = None
+    spec: SandboxSpec,
+    etc: Path,
+    cmd: Sequence[str],
+    *,
+    cwd: str = WORKDIR,
+    proxy: Path | None = None,
+    status_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``cmd`` sealed as described in the module docstring; ``proxy`` is the
     folder of a started :class:`~labbot.evals.proxy.AllowListProxy` (required with ``network="proxy"``)."""
@@ -158,6 +167,7 @@ def bwrap_argv(
     argv = [
         bwrap(),
         "--unshare-all",
+        *(["--json-status-fd", str(status_fd)] if status_fd is not None else []),
         "--die-with-parent",
         "--new-session",
         "--uid", "1000",
@@ -249,10 +259,17 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
+    def argv(
+        self,
+        cmd: Sequence[str],
+        *,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        status_fd: int | None = None,
+    ) -> list[str]:
         spec = self.spec if not env else dataclasses.replace(self.spec, env={**self.spec.env, **env})
         proxy = self.proxy.folder if self.proxy is not None else None
-        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd, proxy=proxy), spec.limits)
+        return limited(bwrap_argv(spec, self._etc, cmd, cwd=cwd, proxy=proxy, status_fd=status_fd), spec.limits)
 
     def exec(
         self,
@@ -263,25 +280,35 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
     ) -> ExecResult:
-        """Run ``cmd`` sealed; at the timeout every process it started is killed and ``timed_out`` is set."""
+        """Run ``cmd`` sealed; at the timeout every process it started is killed and ``timed_out`` is set. When it
+        returns, no process of the sandbox is left (see :func:`_namespace_emptied`)."""
         timeout = self.spec.limits.timeout_s if timeout_s is None else timeout_s
         data = input.encode() if isinstance(input, str) else input
         start = time.monotonic()
-        proc = subprocess.Popen(
-            self.argv(cmd, cwd=cwd, env=env),
-            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=LAUNCH_ENV,
-        )
+        status_r, status_w = os.pipe()
         try:
-            out, err = proc.communicate(data, timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill(proc.pid)
-            out, err = proc.communicate()
-            timed_out = True
+            proc = subprocess.Popen(
+                self.argv(cmd, cwd=cwd, env=env, status_fd=status_w),
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=LAUNCH_ENV,
+                pass_fds=(status_w,),
+            )
+        finally:
+            os.close(status_w)
+        try:
+            try:
+                out, err = proc.communicate(data, timeout=timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                _kill(proc.pid)
+                out, err = proc.communicate()
+                timed_out = True
+            _namespace_emptied(_read_status(status_r))
+        finally:
+            os.close(status_r)
         return ExecResult(proc.returncode, _tail(out), _tail(err), timed_out, time.monotonic() - start)
 
     async def aexec(
@@ -297,28 +324,90 @@ class Sandbox:
         timeout = self.spec.limits.timeout_s if timeout_s is None else timeout_s
         data = input.encode() if isinstance(input, str) else input
         start = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *self.argv(cmd, cwd=cwd, env=env),
-            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=LAUNCH_ENV,
-        )
-        # communicate() runs as a task of its own and is never cancelled: at the timeout the process tree is killed,
-        # its pipes close, and what it printed until then is still read (wait_for would cancel the read and lose it)
-        reading = asyncio.ensure_future(proc.communicate(data))
+        status_r, status_w = os.pipe()
         try:
-            done, _ = await asyncio.wait({reading}, timeout=timeout)
-            timed_out = not done
-            if timed_out:
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv(cmd, cwd=cwd, env=env, status_fd=status_w),
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=LAUNCH_ENV,
+                pass_fds=(status_w,),
+            )
+        finally:
+            os.close(status_w)
+        try:
+            # communicate() runs as a task of its own and is never cancelled: at the timeout the process tree is
+            # killed, its pipes close, and what it printed until then is still read (wait_for would lose it)
+            reading = asyncio.ensure_future(proc.communicate(data))
+            try:
+                done, _ = await asyncio.wait({reading}, timeout=timeout)
+                timed_out = not done
+                if timed_out:
+                    _kill(proc.pid)
+                out, err = await reading
+            except asyncio.CancelledError:
                 _kill(proc.pid)
-            out, err = await reading
-        except asyncio.CancelledError:
-            _kill(proc.pid)
-            raise
+                raise
+            status = _read_status(status_r)
+            if status.get("child-pid"):
+                await asyncio.to_thread(_namespace_emptied, status)
+        finally:
+            os.close(status_r)
         assert proc.returncode is not None
         return ExecResult(proc.returncode, _tail(out), _tail(err), timed_out, time.monotonic() - start)
+
+
+def _read_status(fd: int) -> dict[str, int]:
+    """What bwrap wrote to ``--json-status-fd`` (its child's host pid, the namespaces' inodes, the exit code); read
+    once bwrap has exited, so the pipe holds all of it."""
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    status: dict[str, int] = {}
+    for line in data.decode(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            if isinstance(doc, dict):
+                status.update({k: v for k, v in doc.items() if isinstance(v, int)})
+    return status
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie: a PID 1 that has become a zombie has already ended (and reaped) its whole namespace."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :][:1] in ("Z", "X")
+
+
+def _namespace_emptied(status: Mapping[str, int], *, wait_s: float = 5.0) -> None:
+    """Return once no process of the sandbox's PID namespace is left. bwrap can exit while its PID 1 inside is still
+    ending the namespace (the kernel kills every process of it and reaps them before PID 1 becomes a zombie), so a
+    daemon could still be seen for a moment; this waits for PID 1 to have ended, and kills what is left at
+    ``wait_s``."""
+    init, ns = status.get("child-pid"), status.get("pid-namespace")
+    if not init or not ns:
+        return
+    link = f"pid:[{ns}]"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if _pid_namespace(init) != link or _exited(init):  # ended (or the pid reused outside the namespace)
+            return
+        time.sleep(0.005)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _pid_namespace(int(entry)) == link:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def _kill(pid: int) -> None:

@@ -82,8 +82,9 @@ def probe_suite(
     suite = load(suite_dir)
     task = suite.task(task_id) if task_id else suite.tasks[0]
     if venv is None:
+        from labbot.evals.generate import default_cache
         from labbot.evals.suite import wheels_dir
-        from labbot.evals.venvs import default_cache, ensure_venv
+        from labbot.evals.venvs import ensure_venv
 
         venv = ensure_venv(wheels_dir(suite_dir), default_cache())
     hosts = allow_hosts_from_env() if allow_hosts is None else tuple(allow_hosts)

@@ -109,6 +109,7 @@ def suite_task(
     test_timeout_s: float,
     task_ids: Sequence[str] | None = None,
     on_sample: Callable[[SampleDone], None] | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> Task:
     """The inspect task for a suite (or the tasks ``task_ids`` of it). ``limits`` are per sample: the solver's wall
     clock and the memory and file size of every command it runs."""
@@ -131,6 +132,7 @@ def suite_task(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
         file_mb=limits.file_mb,
+        allow_hosts=tuple(allow_hosts),
     )
     return Task(
         dataset=MemoryDataset(samples, name=suite.id),

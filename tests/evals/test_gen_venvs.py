@@ -10,7 +10,7 @@ from gen_support import eval_cache, write_files
 
 from labbot.common.errors import BadRequest
 from labbot.evals import venvs
-from labbot.evals.coverage_map import junit_node_id, source_files
+from labbot.evals.coverage_map import source_files
 from labbot.evals.sandbox import Sandbox, SandboxSpec
 
 
@@ -71,19 +71,6 @@ def test_with_tools_pins_pytest_and_coverage_unless_named():
     assert pins == ["attrs", f"pytest=={importlib.metadata.version('pytest')}",
                     f"coverage=={importlib.metadata.version('coverage')}"]  # fmt: skip
     assert venvs.with_tools(["pytest<9", "Coverage[toml]>=7"]) == ["pytest<9", "Coverage[toml]>=7"]
-
-
-@pytest.mark.parametrize(
-    "nodeid",
-    [
-        "tests/test_x.py::test_a",
-        "tests/unit/test_x.py::TestY::test_z[1.5-a]",
-        "test_top.py::TestOuter::TestInner::test_b[x::y]",
-        "pkg/tests/test_q.py::test_c[]",
-    ],
-)
-def test_junit_node_ids_round_trip(nodeid):
-    assert junit_node_id(nodeid) == nodeid
 
 
 def test_source_files_leave_tests_and_tooling_out(tmp_path):

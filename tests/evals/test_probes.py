@@ -48,8 +48,15 @@ NAMES = {key: name for key, name, _ in PROBES}
 class HostNetSandbox(Sandbox):
     """Test-only: the sandbox with the host's network namespace (the leak the network probes must see)."""
 
-    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
-        argv = super().argv(cmd, cwd=cwd, env=env)
+    def argv(
+        self,
+        cmd: Sequence[str],
+        *,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        status_fd: int | None = None,
+    ) -> list[str]:
+        argv = super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd)
         i = argv.index("--unshare-all")
         return [*argv[: i + 1], "--share-net", *argv[i + 1 :]]
 
@@ -57,8 +64,15 @@ class HostNetSandbox(Sandbox):
 class HostProcSandbox(Sandbox):
     """Test-only: the host's /proc bound in place of the sandbox's own."""
 
-    def argv(self, cmd: Sequence[str], *, cwd: str = WORKDIR, env: Mapping[str, str] | None = None) -> list[str]:
-        argv = super().argv(cmd, cwd=cwd, env=env)
+    def argv(
+        self,
+        cmd: Sequence[str],
+        *,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        status_fd: int | None = None,
+    ) -> list[str]:
+        argv = super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd)
         i = argv.index("--proc")
         return [*argv[:i], "--ro-bind", "/proc", "/proc", *argv[i + 2 :]]
 

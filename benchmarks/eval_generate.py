@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evals")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "evals")]
 
-from gen_support import fetch_sdist, git, unpack_sdist  # noqa: E402
+from gen_support import git  # noqa: E402
+from real_repos import INFLECTION, fetch_sdist, unpack_sdist  # noqa: E402
 
 from labbot.evals.delete import delete_body  # noqa: E402
 from labbot.evals.generate import default_cache, generate_suite, materialise_task, read_repository  # noqa: E402
 
-INFLECTION = ("inflection", "0.5.1", "1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417")
 CLAIM_S = 2.0
 
 MODULE = '''\

@@ -79,6 +79,8 @@ class ControlPlane:
             {
                 "LABBOT_EVAL_SUITES": str(settings.eval_suites_root),
                 "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
+                # what the isolation probes check no sandbox can see: labbot's home (database, tokens, Ray's state)
+                "LABBOT_EVAL_PROTECT": str(settings.home),
             },
         )
         # suites are generated from the repository the codebase server serves: an agent cannot name another path

@@ -131,9 +131,30 @@ def _inside(name: str) -> bool:
     return not name.startswith("/") and ".." not in parts
 
 
+_LEFTOVER_TOP = {"build", "dist", ".eggs", ".tox", ".nox", "htmlcov"}  # output folders at the repository's top
+_LEFTOVER_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}  # anywhere
+_LEFTOVER_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+_LEFTOVER_NAMES = {".coverage"}
+
+
+def is_leftover(name: str) -> bool:
+    """Bytecode and build or tool output, even when committed: a ``.pyc`` of the module a task deletes holds the
+    answer compiled, a ``build/`` copy holds it as source. Never part of a task tree (nor of the original)."""
+    parts = [p for p in name.strip("/").split("/") if p not in ("", ".")]
+    if not parts:
+        return False
+    return (
+        parts[0] in _LEFTOVER_TOP
+        or any(p in _LEFTOVER_DIRS or p.endswith(_LEFTOVER_SUFFIXES) for p in parts)
+        or parts[-1] in _LEFTOVER_NAMES
+        or parts[-1].startswith(".coverage.")
+    )
+
+
 def extract(archive: bytes, dest: Path) -> list[str]:
     """Unpack ``archive`` (from ``git archive``) into ``dest``; returns the members left out: links that leave the
-    tree (absolute, or climbing out with ``..``) and anything that is not a file, a folder or a link.
+    tree (absolute, or climbing out with ``..``), anything that is not a file, a folder or a link, and committed
+    leftovers (:func:`is_leftover`: bytecode, build output, egg-info, coverage data).
 
     The checks are on the names alone, without tarfile's ``data`` filter, which resolves every member's path on disk
     (a third of a task's materialisation on a 1,000-file repository): git cannot store a path that goes through a
@@ -141,7 +162,11 @@ def extract(archive: bytes, dest: Path) -> list[str]:
     skipped: list[str] = []
 
     def safe(member: tarfile.TarInfo, _: str) -> tarfile.TarInfo | None:
-        ok = _inside(member.name) and (member.isfile() or member.isdir() or member.issym())
+        ok = (
+            _inside(member.name)
+            and (member.isfile() or member.isdir() or member.issym())
+            and not is_leftover(member.name)
+        )
         if ok and member.issym():
             target = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
             ok = not member.linkname.startswith("/") and _inside(target) and target != ".."

@@ -4,12 +4,9 @@ fetched pinned by version and sha256, the wheel and venv cache shared by a sessi
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import shutil
 import subprocess
-import sys
-import tarfile
 import tempfile
 import textwrap
 from pathlib import Path
@@ -210,48 +207,6 @@ def eval_cache(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
     if cache is not None:
         return Path(cache.mkdir("labbot-evals-generate"))
     return factory.mktemp("labbot-evals-cache")
-
-
-# --- a real project, fetched pinned ----------------------------------------------------------------------------------
-
-
-def fetch_sdist(name: str, version: str, sha256: str, cache: Path) -> Path:
-    """The sdist of ``name==version``, checked against ``sha256``, from ``cache`` or the package index.
-
-    The index unreachable: a skip saying so, unless ``CI`` is set, where it fails."""
-    cache.mkdir(parents=True, exist_ok=True)
-    for found in cache.glob(f"{name}-{version}.tar.gz"):
-        if hashlib.sha256(found.read_bytes()).hexdigest() == sha256:
-            return found
-        found.unlink()
-    with tempfile.TemporaryDirectory(prefix="sdist-") as tmp:
-        pinned = Path(tmp) / "requirements.txt"  # pip checks the hash before it reads anything of the sdist
-        pinned.write_text(f"{name}=={version} --hash=sha256:{sha256}\n")
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation",
-             "--require-hashes", "--disable-pip-version-check", "--quiet", "-d", tmp, "-r", str(pinned)],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        files = list(Path(tmp).glob("*.tar.gz"))
-        if done.returncode != 0 or not files:
-            reason = f"could not download the sdist of {name}=={version} from the package index: {done.stderr[-800:]}"
-            if os.environ.get("CI"):
-                pytest.fail(reason + " (CI is set: this test must run there)")
-            pytest.skip("!!! SKIPPED, NOT PASSED: " + reason)
-        got = hashlib.sha256(files[0].read_bytes()).hexdigest()
-        assert got == sha256, f"{files[0].name} has sha256 {got}, pinned {sha256}: the index served another file"
-        dest = cache / files[0].name
-        shutil.move(files[0], dest)
-        return dest
-
-
-def unpack_sdist(sdist: Path, dest: Path) -> Path:
-    with tarfile.open(sdist) as tar:
-        tar.extractall(dest, filter="data")
-    (root,) = [p for p in dest.iterdir() if p.is_dir()]
-    for junk in root.glob("*.egg-info"):
-        shutil.rmtree(junk)
-    return root
 
 
 # --- checks on a generated suite ---------------------------------------------------------------------------------

@@ -9,17 +9,14 @@ from gen_support import (
     check_history_is_clean,
     check_tasks_validate,
     eval_cache,
-    fetch_sdist,
     git,
     snapshot,
-    unpack_sdist,
 )
+from real_repos import INFLECTION, fetch_sdist, unpack_sdist
 
 from labbot.evals import venvs
 from labbot.evals.generate import generate_suite
 from labbot.evals.suite import original_dir, wheels_dir
-
-INFLECTION = ("inflection", "0.5.1", "1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417")
 
 
 @pytest.mark.subprocess

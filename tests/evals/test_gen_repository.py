@@ -102,3 +102,25 @@ def test_paths_are_checked_on_their_text(tmp_path: Path):
     # a name git could never store is still refused, not resolved
     skipped = extract(tar_of([("/abs.py", "file", b"x")]), tmp_path / "t")
     assert skipped == ["/abs.py"]
+
+
+def test_committed_bytecode_and_build_output_never_reach_a_task_tree(tmp_path: Path):
+    # a .pyc of the module a task deletes holds the answer compiled; build/ holds it as source
+    members = [
+        ("pkg/__init__.py", "file", b"def f():\n    return 1\n"),
+        ("pkg/__pycache__/__init__.cpython-311.pyc", "file", b"\x00compiled"),
+        ("pkg/old.pyc", "file", b"\x00compiled"),
+        ("build/lib/pkg/__init__.py", "file", b"def f():\n    return 1\n"),
+        ("pkg.egg-info/PKG-INFO", "file", b"Name: pkg\n"),
+        (".coverage", "file", b"data"),
+        ("src/build/keep.py", "file", b"x = 1\n"),  # a package named build, below the top: kept
+    ]
+    skipped = extract(tar_of(members), tmp_path / "t")
+    assert sorted(skipped) == sorted(
+        [".coverage", "build/lib/pkg/__init__.py", "pkg.egg-info/PKG-INFO", "pkg/__pycache__/__init__.cpython-311.pyc",
+         "pkg/old.pyc"]
+    )  # fmt: skip
+    assert (tmp_path / "t" / "pkg" / "__init__.py").is_file() and (
+        tmp_path / "t" / "src" / "build" / "keep.py"
+    ).is_file()
+    assert not (tmp_path / "t" / "pkg" / "__pycache__" / "__init__.cpython-311.pyc").exists()

@@ -1,0 +1,115 @@
+"""The evals user story, end to end on a real project labbot did not write (inflection 0.5.1 from its sdist):
+
+``labbot eval generate`` makes validated tasks from the checkout (which stays byte-identical), the suite is kept by
+the control plane, and each ``labbot eval run`` is a labbot run of the ``eval`` job on the real Ray head: the gold
+solver scores 100 %, no change 0 %, a command that plants a ``conftest.py`` forcing every test to pass 0 %, each
+with the isolation probes green; ``show``/``list`` give the JSON contract, and the run's ``.eval`` log is in the
+artifact store and opens with inspect's reader (what ``inspect view`` reads).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_repos import INFLECTION, committed_repo, fetch_sdist
+from support import Serve
+
+from labbot.training.ray_cluster import RayConnection
+
+# a solver that does not restore anything and makes every test report a pass instead
+CHEAT = (
+    "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
+    "    outcome = yield\\n    rep = outcome.get_result()\\n    rep.outcome = \"passed\"\\n' > conftest.py"
+)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[Serve]:
+    home = tmp_path_factory.mktemp("evals-home")
+    s = Serve(home, ray_address=ray_head.address, ray_token=ray_head.token).start()
+    yield s
+    s.stop()
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _json(out: subprocess.CompletedProcess[str]) -> Any:
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _run(lab: Serve, suite: str, solver: str) -> dict[str, Any]:
+    return _json(lab.cli("eval", "run", suite, "--solver", solver, "--max-samples", "2", "--json", timeout=900))
+
+
+def _sealed(doc: dict[str, Any]) -> None:
+    iso = doc["isolation"]
+    failed = [(p["name"], p["evidence"][:300]) for p in iso["probes"] if not p["passed"]]
+    assert iso["score"] == 1.0 and not failed, failed
+    names = {p["name"] for p in iso["probes"]}
+    assert len(names) >= 30, names  # the sandbox battery and the tampering probes, together
+
+
+def test_generate_then_gold_none_and_a_cheat_on_a_real_project(
+    lab: Serve, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    cache = Path(request.config.cache.mkdir("labbot-evals-generate")) if request.config.cache else tmp_path
+    repo = committed_repo(fetch_sdist(*INFLECTION, cache / "sdists"), tmp_path / "checkout")
+    before = _snapshot(repo)
+
+    generated = _json(lab.cli("eval", "generate", str(repo), "--count", "2", "--seed", "3", "--json", timeout=900))
+    suite = generated["suite"]
+    assert len(generated["tasks"]) == 2
+    for task in generated["tasks"]:
+        assert set(task) >= {"id", "path", "symbol", "fail_to_pass", "pass_to_pass"}
+        assert task["fail_to_pass"] and task["path"] == "inflection/__init__.py"
+    assert _snapshot(repo) == before  # the user's checkout: byte-identical, and git sees nothing changed
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+    gold = _run(lab, suite, "gold")
+    assert gold["status"] == "succeeded" and gold["pass_rate"] == 1.0, gold
+    assert [s["passed"] for s in gold["samples"]] == [True, True]
+    assert {s["task"] for s in gold["samples"]} == {t["id"] for t in generated["tasks"]}
+    _sealed(gold)
+
+    none = _run(lab, suite, "none")
+    assert none["pass_rate"] == 0.0 and not any(s["passed"] for s in none["samples"])
+    _sealed(none)
+
+    cheat = _run(lab, suite, CHEAT)
+    assert cheat["pass_rate"] == 0.0, cheat
+    _sealed(cheat)
+
+    # each eval run is a labbot run of the eval job
+    runs = _json(lab.cli("runs", "--json"))
+    assert {r["id"] for r in runs if r["job"] == "eval"} == {gold["id"], none["id"], cheat["id"]}
+    shown = _json(lab.cli("eval", "show", gold["id"], "--json"))
+    assert {"id", "suite", "solver", "status", "pass_rate", "samples", "isolation"} <= set(shown)
+    assert shown["suite"] == suite and shown["solver"] == "gold" and shown["pass_rate"] == 1.0
+    assert all({"task", "passed", "output"} <= set(s) for s in shown["samples"])
+    listed = _json(lab.cli("eval", "list", "--json"))
+    assert [s["suite"] for s in listed["suites"]] == [suite]
+    assert {r["id"] for r in listed["runs"]} == {gold["id"], none["id"], cheat["id"]}
+
+    # the .eval log is kept in the artifact store, and inspect's reader opens it
+    with lab.client() as http:
+        stored = http.get("/artifacts", params={"agent": "evals"}).json()["artifacts"]
+        assert {a["name"] for a in stored} >= {f"{suite}.tar.gz", f"{gold['id']}.eval"}
+        log_id = next(a["id"] for a in stored if a["name"] == f"{gold['id']}.eval")
+        data = http.get(f"/artifacts/{log_id}", params={"agent": "evals"}).content
+    log_file = tmp_path / f"{gold['id']}.eval"
+    log_file.write_bytes(data)
+    assert zipfile.is_zipfile(log_file)
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(log_file))
+    assert log.status == "success" and log.samples is not None and len(log.samples) == 2

@@ -25,7 +25,7 @@ from labbot.training.ray_cluster import RayConnection
 # a solver that does not restore anything and makes every test report a pass instead
 CHEAT = (
     "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
-    "    outcome = yield\\n    rep = outcome.get_result()\\n    rep.outcome = \"passed\"\\n' > conftest.py"
+    '    outcome = yield\\n    rep = outcome.get_result()\\n    rep.outcome = "passed"\\n\' > conftest.py'
 )
 
 

@@ -1,0 +1,104 @@
+"""Eval throughput: the gold solver over a suite as a Ray job (the ``eval`` job: probes, sandboxes, inspect,
+scoring), tasks per minute, against running the same tests bare (claim: ratio >= 0.7).
+
+The suite: ``--count`` tasks generated from inflection 0.5.1 (a real project, its sdist pinned by sha256). Bare: for
+each task, the original tree copied and its ``fail_to_pass`` + ``pass_to_pass`` test files run with ``python -m
+pytest`` in the suite's venv, no sandbox, one after another. Labbot: ``python -m labbot.evals.job`` submitted to a
+real local Ray head (embedded, as ``labbot serve`` starts it) and waited for, with ``--max-samples`` samples at once;
+its wall time covers Ray's job start, the isolation battery (sandbox and tampering probes) and every sample's
+solver and scoring. One run each (the claim is about one run); the job's own stages are printed too.
+
+    .venv/bin/python benchmarks/eval_throughput.py [--count 6] [--max-samples 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from real_repos import INFLECTION, committed_repo, fetch_sdist  # noqa: E402
+
+from labbot.evals.generate import default_cache, generate_suite  # noqa: E402
+from labbot.evals.suite import load, original_dir, wheels_dir  # noqa: E402
+from labbot.evals.venvs import ensure_venv  # noqa: E402
+from labbot.training.ray_cluster import EmbeddedRayHead  # noqa: E402
+
+CLAIM = 0.7
+
+
+def bare(suite_dir: Path, venv: Path) -> float:
+    """Every task's tests on the original, outside any sandbox, one after another: seconds."""
+    suite = load(suite_dir)
+    start = time.perf_counter()
+    for task in suite.tasks:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp) / "work"
+            shutil.copytree(original_dir(suite_dir), work)
+            files = sorted({n.split("::")[0] for n in [*task.fail_to_pass, *task.pass_to_pass]})
+            cmd = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *files]
+            subprocess.run(cmd, cwd=work, capture_output=True, check=True, timeout=600)
+    return time.perf_counter() - start
+
+
+def on_ray(suite_dir: Path, venv: Path, out: Path, max_samples: int, home: Path) -> tuple[float, str]:
+    """The eval job submitted to a real Ray head and waited for: seconds, and its log."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    head = EmbeddedRayHead(home)
+    conn = head.ensure()
+    try:
+        client = JobSubmissionClient(conn.address, headers=dict(conn.headers))
+        entry = (
+            f"{sys.executable} -m labbot.evals.job --suite {suite_dir} --solver gold --out {out} "
+            f"--venv {venv} --max-samples {max_samples}"
+        )
+        start = time.perf_counter()
+        sid = client.submit_job(entrypoint=entry, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+        while client.get_job_status(sid) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            time.sleep(0.2)
+        took = time.perf_counter() - start
+        logs = client.get_job_logs(sid)
+        if client.get_job_status(sid) != JobStatus.SUCCEEDED:
+            raise SystemExit(f"the eval job failed:\n{logs[-3000:]}")
+        return took, logs
+    finally:
+        head.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=6)
+    ap.add_argument("--max-samples", type=int, default=2)
+    a = ap.parse_args()
+    cache = default_cache()
+    with tempfile.TemporaryDirectory(prefix="labbot-throughput-") as tmp:
+        t = Path(tmp)
+        repo = committed_repo(fetch_sdist(*INFLECTION, cache / "sdists"), t / "checkout")
+        suite = generate_suite(repo, t / "suite", count=a.count, seed=11, cache=cache)
+        venv = ensure_venv(wheels_dir(t / "suite"), cache)
+        n = len(suite.tasks)
+        bare_s = bare(t / "suite", venv)
+        ray_s, logs = on_ray(t / "suite", venv, t / "out", a.max_samples, t / "ray-home")
+        results = json.loads((t / "out" / "results.json").read_text())
+    assert results["pass_rate"] == 1.0, results["pass_rate"]
+    bare_rate, ray_rate = 60 * n / bare_s, 60 * n / ray_s
+    ratio = ray_rate / bare_rate
+    print(f"suite: {n} tasks from {INFLECTION[0]} {INFLECTION[1]}; gold pass rate {results['pass_rate']:.0%}")
+    print(f"bare tests:           {bare_s:7.1f} s  {bare_rate:6.1f} tasks/min")
+    print(f"eval job on Ray:      {ray_s:7.1f} s  {ray_rate:6.1f} tasks/min  (max-samples {a.max_samples})")
+    print(f"ratio (eval / bare):  {ratio:.2f}  (claim >= {CLAIM}: {'met' if ratio >= CLAIM else 'NOT met'})")
+    print(f"isolation: {results['isolation']['score']:.0%} of {len(results['isolation']['probes'])} probes")
+    print("job's output:\n  " + "\n  ".join(line for line in logs.splitlines() if line.strip())[-2000:])
+
+
+if __name__ == "__main__":
+    main()

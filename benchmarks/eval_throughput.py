@@ -98,6 +98,9 @@ def main() -> None:
     print(f"ratio (eval / bare):  {ratio:.2f}  (claim >= {CLAIM}: {'met' if ratio >= CLAIM else 'NOT met'})")
     print(f"isolation: {results['isolation']['score']:.0%} of {len(results['isolation']['probes'])} probes")
     print("job's output:\n  " + "\n  ".join(line for line in logs.splitlines() if line.strip())[-2000:])
+    result = {"tasks": n, "bare_s": round(bare_s, 2), "ray_s": round(ray_s, 2), "ratio": round(ratio, 3)}
+    claim = f"eval on Ray >= {CLAIM} x bare tests"
+    print(json.dumps({"benchmark": "eval_throughput", **result, "claim": claim, "ok": ratio >= CLAIM}))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ SCRIPTS = [
     "notion_render.py",
     "datadog_summary.py",
     "codebase_regex.py",
+    "sandbox_cost.py",
+    "isolation_table.py",
+    "eval_generate.py",
+    "eval_throughput.py",
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 import tempfile
 import time
@@ -34,6 +35,11 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--count", type=int, default=10, metavar="N", help="how many tasks (default: 10)")
     s.add_argument("--seed", type=int, default=0, metavar="S", help="which functions are chosen (default: 0)")
     s.add_argument("--out", metavar="DIR", help="also keep the suite folder here")
+    s.add_argument(
+        "--no-rewrite",
+        action="store_true",
+        help="keep the plain task statements (by default a configured model rewrites each as an issue)",
+    )
     s.add_argument("--json", action="store_true", help="print the suite and its tasks as JSON")
 
     s = esub.add_parser("run", help="run a suite as a labbot run: labbot eval run SUITE --solver gold")
@@ -88,6 +94,8 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -
 
 
 def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
+    from labbot.agents.fleet.model import ModelSettings
+    from labbot.bot.cli.statements import statement_rewriter
     from labbot.evals.generate import generate_suite
     from labbot.evals.service import pack
 
@@ -96,7 +104,12 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
     say = (lambda _text: None) if a.json else (lambda text: print(text, file=sys.stderr, flush=True))
     with tempfile.TemporaryDirectory(prefix="labbot-suite-") as tmp:
         out = Path(a.out).expanduser().resolve() if a.out else Path(tmp) / "suite"
-        suite = generate_suite(Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say)
+        rewrite = None if a.no_rewrite else statement_rewriter(ModelSettings.from_env(os.environ))
+        if rewrite is not None:
+            say("a model is configured: each task statement is rewritten as an issue (--no-rewrite keeps them plain)")
+        suite = generate_suite(
+            Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say, rewrite=rewrite
+        )
         say(f"sending suite {suite.id} ({len(suite.tasks)} tasks) to labbot")
         kept = api.json("POST", "/evals/suites", content=pack(out), headers={"content-type": "application/gzip"})
     doc = {

@@ -6,6 +6,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     LABBOT_HOME=/var/lib/labbot LABBOT_HOST=0.0.0.0 LABBOT_PORT=3000
 
 WORKDIR /app
+# git (the codebase server, the eval generator), bubblewrap (the sealed eval sandboxes; the container needs user
+# namespaces: docker run --security-opt seccomp=unconfined, or a runtime that allows them), ripgrep (fast search)
+RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap ripgrep \
+    && rm -rf /var/lib/apt/lists/*
 # The control plane itself needs no GPU: pass PyTorch's CPU wheel index to keep the image small, e.g.
 #   docker build --build-arg TORCH_PIP_ARGS="--index-url <PyTorch CPU wheel index>" -t labbot .
 ARG TORCH_PIP_ARGS=""
@@ -19,6 +23,7 @@ COPY bot ./bot
 COPY agents ./agents
 COPY common ./common
 COPY mcp_servers ./mcp_servers
+COPY evals ./evals
 COPY training ./training
 COPY storage ./storage
 # the jobs extra is torch (above): the embedded Ray head runs the reference job tiny-lm in this container

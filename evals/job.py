@@ -32,6 +32,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -141,8 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     telemetry.init()
 
+    started = time.monotonic()
+    phases: dict[str, float] = {}
+
     def on_isolation(report: IsolationReport) -> None:
-        print(report.headline(), flush=True)
+        phases["battery"] = time.monotonic() - started
+        print(f"{report.headline()} (isolation battery: {phases['battery']:.1f} s)", flush=True)
         for p in report.failed():
             print(f"  open: [{p.category}] {p.name}: {p.evidence[:300]}", flush=True)
         telemetry.log(0, isolation_score=report.score, probes_failed=len(report.failed()))
@@ -186,6 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         telemetry.finish()
     r = outcome.results
     passed = sum(s["passed"] for s in r["samples"])
+    total = time.monotonic() - started
+    battery_s = phases.get("battery", 0.0)
+    print(
+        f"timing: isolation battery {battery_s:.1f} s, samples {total - battery_s:.1f} s "
+        f"({len(r['samples'])} samples, {args.max_samples} at once)",
+        flush=True,
+    )
     print(
         f"{r['suite']} with {r['solver']}: {r['status']}, pass rate {r['pass_rate']:.1%} "
         f"({passed}/{len(r['samples'])}){' UNTRUSTED (seal failed)' if r['untrusted'] else ''}; "

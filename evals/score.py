@@ -133,7 +133,10 @@ def solver_changes(task_tree: Path, workspace: Path) -> Changes:
     for rel, path in _walk(workspace):
         seen.add(rel)
         orig = base.get(rel)
-        if orig is not None and _is_regular(orig) and _is_regular(path) and filecmp.cmp(orig, path, shallow=False):
+        # shallow: a workspace starts as a copy of the task tree (copy2: same size and mtime), so a file the solver
+        # left alone compares equal without being read; one it changed has another mtime or size and is read. A
+        # change hidden behind a restored mtime is only left out, which can never turn a failing test into a pass
+        if orig is not None and _is_regular(orig) and _is_regular(path) and filecmp.cmp(orig, path, shallow=True):
             continue
         if orig is not None and orig.is_symlink() and path.is_symlink() and os.readlink(orig) == os.readlink(path):
             continue
@@ -199,22 +202,25 @@ def build_pristine(suite_dir: Path, task: EvalTask, workspace: Path, dest: Path)
         raise BadRequest(f"the suite at {suite_dir} has no task tree for {task.id} ({tree})")
     if not original.is_dir():
         raise BadRequest(f"the suite at {suite_dir} has no original/ tree: scoring restores the tests from it")
-    shutil.copytree(tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+
+    # each file copied once: the task tree's non-test files, then the solver's changes, then the original's tests and
+    # test configuration (a test file of the task tree is never copied, so none of it can survive into scoring)
+    def leave_out(folder: str, names: list[str]) -> set[str]:
+        rel_dir = os.path.relpath(folder, tree)
+        rel = (lambda n: n) if rel_dir == "." else (lambda n: f"{rel_dir}/{n}")
+        return {n for n in names if n == ".git" or (is_restored(rel(n)) and not os.path.isdir(os.path.join(folder, n)))}
+
+    shutil.copytree(tree, dest, symlinks=True, ignore=leave_out)
     changes = solver_changes(tree, workspace)
     for rel in changes.deleted:
         _remove(dest, rel)
     for rel in changes.written:
         shutil.copyfile(workspace / rel, _clear_path(dest, rel), follow_symlinks=False)
-    # tests and their configuration: exactly the original's
-    originals = {rel for rel, _ in _walk(original) if is_restored(rel) and not is_build_leftover(rel)}
-    for rel, _path in list(_walk(dest)):
-        if is_restored(rel) and rel not in originals:
-            _remove(dest, rel)
-    for rel in sorted(originals):
-        src = original / rel
+    for rel, src in _walk(original):
+        if not is_restored(rel) or is_build_leftover(rel):
+            continue
         if src.is_symlink():
-            dst = _clear_path(dest, rel)
-            dst.symlink_to(os.readlink(src))
+            _clear_path(dest, rel).symlink_to(os.readlink(src))
         elif src.is_file():
             shutil.copyfile(src, _clear_path(dest, rel))
     return changes
@@ -262,8 +268,14 @@ def score_sample(
     workspace: Path,
     venv: Path,
     limits: Limits = SCORING_LIMITS,
+    *,
+    fail_to_pass_only: bool = False,
 ) -> SampleScore:
-    """Score what the solver left in ``workspace`` (see the module docstring). ``limits`` bound the test run."""
+    """Score what the solver left in ``workspace`` (see the module docstring). ``limits`` bound the test run.
+
+    ``fail_to_pass_only`` (the tampering probes): run only ``fail_to_pass``, and count a pass when they all pass —
+    stricter than scoring (a cheat that gets them to pass is caught whatever ``pass_to_pass`` would say), and it
+    leaves out the rest of a large suite."""
     if not workspace.is_dir():
         raise BadRequest(f"the solver's workspace {workspace} is not a folder")
     leftovers = kill_leftovers(workspace)
@@ -271,15 +283,16 @@ def score_sample(
         pristine = Path(tmp) / "repo"
         changes = build_pristine(suite_dir, task, workspace, pristine)
         spec = SandboxSpec(workspace=pristine, venv=venv, limits=limits)
-        node_ids = [*task.fail_to_pass, *task.pass_to_pass]
+        node_ids = [*task.fail_to_pass, *([] if fail_to_pass_only else task.pass_to_pass)]
         run = run_tests(spec, node_ids, timeout_s=limits.timeout_s, test_roots=suite.test_roots)
     f2p = {n: run.outcomes.get(n, "missing") for n in task.fail_to_pass}
-    p2p = {n: run.outcomes.get(n, "missing") for n in task.pass_to_pass}
+    p2p = {} if fail_to_pass_only else {n: run.outcomes.get(n, "missing") for n in task.pass_to_pass}
     failing = [n for n, o in {**f2p, **p2p}.items() if o != "passed"]
     passed = bool(task.fail_to_pass) and not failing
     lines = [
         f"fail_to_pass {sum(o == 'passed' for o in f2p.values())}/{len(f2p)} passed, "
-        f"pass_to_pass {sum(o == 'passed' for o in p2p.values())}/{len(p2p)} passed",
+        f"pass_to_pass {sum(o == 'passed' for o in p2p.values())}/{len(p2p)} passed"
+        + (" (not run: fail_to_pass decides)" if fail_to_pass_only else ""),
         f"applied {len(changes.written)} changed and {len(changes.deleted)} deleted file(s) of the solver's; "
         f"ignored {len(changes.ignored)}; tests and test configuration (pyproject.toml whole) from the original",
     ]

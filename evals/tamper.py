@@ -15,11 +15,13 @@ the source; a background process that keeps writing the answer into the workspac
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import textwrap
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -192,7 +194,7 @@ def run_cheat(cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv:
             ws = _fresh_workspace(suite_dir, task, Path(tmp))
             cheat.plant(ws, task, suite_dir)
             unsealed = _unsealed(ws, suite, task, venv, limits)
-            scored = score_sample(suite_dir, suite, task, ws, venv, limits)
+            scored = score_sample(suite_dir, suite, task, ws, venv, limits, fail_to_pass_only=True)
     except Exception as exc:  # a probe that cannot run does not vouch for the seal
         return ProbeResult(cheat.name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
     verdict = "scored 0" if not scored.passed else "SCORED A PASS"
@@ -223,7 +225,7 @@ def daemon_probe(suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limi
             with Sandbox(replace(spec, limits=replace(limits, timeout_s=30.0))) as box:
                 started = box.exec(["sh", "-c", script])
             survivors = _pids_with(token) + processes_in(ws)
-            scored = score_sample(suite_dir, suite, task, ws, venv, limits)
+            scored = score_sample(suite_dir, suite, task, ws, venv, limits, fail_to_pass_only=True)
             marker = (ws / "labbot-daemon-was-here").exists()
     except Exception as exc:
         return ProbeResult(name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
@@ -254,7 +256,11 @@ def _pids_with(token: str) -> list[int]:
 def tamper_probes(
     suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits = TAMPER_LIMITS
 ) -> list[ProbeResult]:
-    """Every cheat above against ``task``, each a :class:`ProbeResult` of category ``tampering``."""
-    results = [run_cheat(cheat, suite_dir, suite, task, venv, limits) for cheat in CHEATS]
-    results.append(daemon_probe(suite_dir, suite, task, venv, limits))
-    return results
+    """Every cheat above against ``task``, each a :class:`ProbeResult` of category ``tampering``, in the order of
+    :data:`CHEATS` then the daemon. The cheats are independent (each in its own workspace and sandboxes) and spend
+    their time in subprocesses, so they run side by side, one per core."""
+    workers = max(2, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tamper") as pool:
+        futures = [pool.submit(run_cheat, cheat, suite_dir, suite, task, venv, limits) for cheat in CHEATS]
+        futures.append(pool.submit(daemon_probe, suite_dir, suite, task, venv, limits))
+        return [f.result() for f in futures]

@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 # with a Slack token: the real thing (HTTP or Socket Mode); without: the console, a local Slack in this terminal
+run: SYSTEM_FLAGS = --warn-unless-ci
 run: $(STAMP) system
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/labbot serve; else $(BIN)/labbot console; fi
 
@@ -25,7 +26,8 @@ specs:
 	$(PYTHON) scripts/specs.py $(SPECS_FLAGS)
 
 # ripgrep and bubblewrap (scripts/system-packages.sh): installed with apt-get when missing and run as root, else the
-# command to run is printed; under `make test` a missing one only warns unless CI=true
+# command to run is printed; under `make run` and `make test` a missing one only warns (labbot runs without them:
+# search is slower, evals refuse with the same advice) unless CI=true
 system:
 	@bash scripts/system-packages.sh $(SYSTEM_FLAGS)
 

@@ -30,5 +30,5 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
 else
     echo "system packages: missing ${missing[*]}; install them with: sudo apt-get install ${missing[*]}" >&2
 fi
-[ "$warn_only" = 1 ] && { echo "system packages: going on without them (the tests that need them are skipped)" >&2; exit 0; }
+[ "$warn_only" = 1 ] && { echo "system packages: going on without them (what needs them says so; the tests that do are skipped)" >&2; exit 0; }
 exit 1

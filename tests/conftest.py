@@ -11,7 +11,7 @@ from support import Serve
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
 # tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing
-pytest_plugins = ["tiers", "vendor_specs"]
+pytest_plugins = ["tiers", "vendor_specs", "system_packages"]
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ so each line's contexts are pytest's own node ids (``tests/test_x.py::TestY::tes
 included; coverage's ``dynamic_context = test_function`` would give dotted function names that lose the parameters.
 Lines run outside any test (imports at collection) are recorded under the empty context: a body run only then is
 *executed at import*. The run is ``python -m coverage run`` with labbot's own rc file (the repository's coverage
-settings are ignored), measuring only files under ``/work``, the data file written to a read-write results folder
+settings are ignored), measuring only files under ``/workspace``, the data file written to a read-write results folder
 outside the workspace, next to pytest's JUnit report — so the same run gives every test's outcome too.
 
 Node ids are pytest's own, the names :mod:`labbot.evals.testrun` reads back in every later run (validation,

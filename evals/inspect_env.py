@@ -1,12 +1,12 @@
 """labbot's sandbox as an inspect-ai sandbox provider: ``sandbox=("labbot", LabbotSandboxConfig(...))``.
 
 Each sample gets a fresh workspace, a copy of its task tree (``tasks/ID/repo``, git repository included) named by
-the sample's ``task_id`` metadata, mounted read-write at ``/work`` in a :class:`~labbot.evals.sandbox.Sandbox`:
+the sample's ``task_id`` metadata, mounted read-write at ``/workspace`` in a :class:`~labbot.evals.sandbox.Sandbox`:
 every :meth:`LabbotSandbox.exec` is a new sealed process tree (no network, the suite's venv read-only at
 ``/venv``, limits by prlimit, everything it started killed when it ends), so nothing a solver starts lives on
 between two tool calls or into scoring. ``read_file``/``write_file`` work on the workspace from the host, opening
 each path component without following symlinks, so a link planted in the workspace cannot reach a host file.
-Only ``/work`` persists: paths elsewhere are refused. Commands run as the sandbox user (uid 1000); ``root`` is
+Only ``/workspace`` persists: paths elsewhere are refused. Commands run as the sandbox user (uid 1000); ``root`` is
 not available (:class:`~inspect_ai.util.SandboxUserUnsupportedError`).
 
 Registration: importing this module registers the provider (``@sandboxenv(name="labbot")``); the package's
@@ -78,7 +78,7 @@ def _inside(path: str, cwd: str = WORKDIR) -> PurePosixPath:
 
 
 def workspace_rel(path: str) -> list[str]:
-    """The components of ``path`` below ``/work`` (relative paths are below it); PermissionError elsewhere."""
+    """The components of ``path`` below ``/workspace`` (relative paths are below it); PermissionError elsewhere."""
     parts: list[str] = []
     for part in _inside(path).parts[1:]:
         if part in ("", "."):

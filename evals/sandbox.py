@@ -11,9 +11,9 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
   namespace, a minimal ``/dev``;
 - an empty ``/tmp`` and home (``/home/sandbox``), gone when the command ends;
-- the workspace read-write at ``/work`` (the only host folder it can write), the task's venv read-only at ``/venv``,
-  and whatever else the caller binds read-only (``ro_binds``) — nothing else of the host: not labbot's home, its
-  database or tokens, Ray's temp dir, the user's checkout;
+- the workspace read-write at ``/workspace`` (the only host folder it can write), the task's venv read-only at
+  ``/venv``, and whatever else the caller binds read-only (``ro_binds``) — nothing else of the host: not labbot's
+  home, its database or tokens, Ray's temp dir, the user's checkout;
 - an environment built from nothing (``--clearenv``): ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, pip's cache and
   network off, no bytecode written, plus the caller's ``env`` — never the host's environment, whose secrets stay out
   (bwrap itself, the sandbox's PID 1 whose ``/proc/1/environ`` a command can read, starts with :data:`LAUNCH_ENV`);
@@ -48,7 +48,7 @@ from labbot.common.errors import BadRequest
 from labbot.evals.proxy import INSIDE as PROXY_INSIDE
 from labbot.evals.proxy import AllowListProxy, forwarder_argv, proxy_env
 
-WORKDIR = "/work"
+WORKDIR = "/workspace"
 VENV = "/venv"
 HOME = "/home/sandbox"
 MAX_OUTPUT = 1024 * 1024  # bytes kept of each of stdout and stderr (the tail)

@@ -44,7 +44,7 @@ SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox", ".hypothesis", ".venv"}
 )
 SKIPPED_TOP_DIRS = frozenset({"build", "dist"})  # build leftovers at the repository root
-# Python runs these at start-up when they are on sys.path (a src layout puts /work/src there)
+# Python runs these at start-up when they are on sys.path (a src layout puts /workspace/src there)
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 # configuration files pytest also reads that suite.is_test_file does not list (pytest 9's pytest.toml, the hidden
 # variants): never taken from a solver, and restored from the original like the others
@@ -237,7 +237,7 @@ def _dir_inodes(root: Path) -> set[tuple[int, int]]:
 
 def processes_in(folder: Path) -> list[int]:
     """Host pids of the processes whose working directory is ``folder`` or below it (seen through their own mount
-    namespace: /proc/PID/cwd is followed to the real folder, so a sandboxed process at /work is found)."""
+    namespace: /proc/PID/cwd is followed to the real folder, so a sandboxed process at /workspace is found)."""
     inodes = _dir_inodes(folder)
     pids = []
     for entry in os.scandir("/proc"):

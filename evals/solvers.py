@@ -6,7 +6,7 @@
 - ``agent[:MODEL]``: inspect's ReAct agent (``basic_agent``) with ``bash`` and a file-editing tool, both running in
   the sample's sandbox, on ``MODEL`` (``provider/name``, e.g. ``anthropic/claude-...``) or the configured default.
 - ``CMD`` (anything with a space or a shell character, or ``cmd:CMD``): ``sh -c CMD`` run inside the sandbox in
-  ``/work`` (the task repository), the statement in the file ``$LABBOT_TASK_FILE`` names (``/labbot-task/...``,
+  ``/workspace`` (the task repository), the statement in the file ``$LABBOT_TASK_FILE`` names (``/labbot-task/...``,
   read-only, outside the repository), so an external coding agent can be evaluated as it is. Note the sandbox has
   no network: such an agent must bring everything it needs (the venv is at ``/venv``).
 
@@ -40,7 +40,7 @@ OUTPUT_KEY = "labbot:solver_output"  # the tail of what the solver printed
 REASON_KEY = "labbot:solver_unfinished"  # why it did not finish
 OUTPUT_TAIL = 4000
 CMD_GRACE_S = 10.0
-TASK_DIR = "/labbot-task"  # where the cmd solver finds the statement (read-only, outside /work)
+TASK_DIR = "/labbot-task"  # where the cmd solver finds the statement (read-only, outside /workspace)
 TASK_FILE = f"{TASK_DIR}/statement.md"
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(:\S*)?")
 MODEL = re.compile(r"[A-Za-z0-9_.-]+/\S+")
@@ -192,7 +192,7 @@ def edit_file() -> Tool:
         Args:
           command: "view" (print the file with line numbers), "create" (write file_text as the whole file) or
             "str_replace" (replace old_str, which must occur exactly once, with new_str).
-          path: The file, relative to the repository root (/work) or absolute under it.
+          path: The file, relative to the repository root (/workspace) or absolute under it.
           file_text: For create: the file's whole content.
           old_str: For str_replace: the exact text to replace.
           new_str: For str_replace: the text to put in its place (empty to delete it).

@@ -204,7 +204,7 @@ def run_cheat(cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv:
 
 
 def daemon_probe(suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> ProbeResult:
-    """A solver command that starts a background process writing the answer into /work, then exits."""
+    """A solver command that starts a background process writing the answer into /workspace, then exits."""
     name = "a process left running into scoring"
     token = f"labbot-daemon-{uuid.uuid4().hex[:12]}"
     try:
@@ -216,8 +216,8 @@ def daemon_probe(suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limi
             (probe_dir / f"{token}.sh").write_text(
                 "while :; do\n"
                 "  sleep 0.5\n"
-                f"  cp /probe/answer /work/{task.path}\n"
-                "  printf 'ok' > /work/labbot-daemon-was-here\n"
+                f"  cp /probe/answer /workspace/{task.path}\n"
+                "  printf 'ok' > /workspace/labbot-daemon-was-here\n"
                 "done\n"
             )
             spec = SandboxSpec(workspace=ws, venv=venv, ro_binds={"/probe": probe_dir}, limits=limits)

@@ -1,12 +1,12 @@
 """Running a repository's tests inside a sandbox and reading back each test's outcome, by pytest's own node id.
 
-pytest runs as ``python -m pytest`` in ``/work`` (so the workspace's own package shadows the installed copy; ``src``
-layouts get ``/work/src`` first on ``PYTHONPATH``), with no cache provider (nothing written beside the tests). A
-small plugin of labbot's (:data:`PLUGIN_SOURCE`, bound read-only outside the workspace and loaded with ``-p``)
-records every test's outcome under its real node id (``tests/test_x.py::TestY::test_z[p]``) and writes them, at the
-end of the session, to a folder bound only for this run. Outcomes come from there, never from what the tests print:
-a test that printed "passed" did not pass; a session cut short (``os._exit``, a kill at the limit) writes nothing,
-so every test of it is ``missing`` — which scoring counts as failed.
+pytest runs as ``python -m pytest`` in ``/workspace`` (so the workspace's own package shadows the installed copy;
+``src`` layouts get ``/workspace/src`` first on ``PYTHONPATH``), with no cache provider (nothing written beside the
+tests). A small plugin of labbot's (:data:`PLUGIN_SOURCE`, bound read-only outside the workspace and loaded with
+``-p``) records every test's outcome under its real node id (``tests/test_x.py::TestY::test_z[p]``) and writes them,
+at the end of the session, to a folder bound only for this run. Outcomes come from there, never from what the tests
+print: a test that printed "passed" did not pass; a session cut short (``os._exit``, a kill at the limit) writes
+nothing, so every test of it is ``missing`` — which scoring counts as failed.
 
 The outcome of a test is the worst of its phases: an error in setup or teardown is ``error``, a failing call
 ``failed``, a skip (and an expected failure) ``skipped``; ``passed`` only when every phase passed.

@@ -7,7 +7,7 @@ Two steps, on two sides of the seal:
    suite's ``wheels/`` with ``pip wheel`` (the host's network and pip cache are fine here; a local wheel folder is
    tried first, offline, so a second suite of the same project needs no network). The project's own wheel is never
    built: it would carry the original code into every sandbox. The project is imported from the workspace instead
-   (``/work``, or ``/work/src`` for ``src`` layouts: ``Suite.test_roots``).
+   (``/workspace``, or ``/workspace/src`` for ``src`` layouts: ``Suite.test_roots``).
 2. :func:`ensure_venv` builds the venv *inside* a sandbox from those wheels — ``python -m venv`` with the host's base
    interpreter (its prefix is bound read-only there), then ``pip install --no-index --find-links /wheels`` with pip's
    cache off and regular (non-editable) installs — bound read-write at ``/venv`` so its scripts name the path every

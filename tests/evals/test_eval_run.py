@@ -244,10 +244,10 @@ def test_cmd_solver_reads_the_statement_outside_work_and_cannot_see_the_original
     suite_dir = _suite(tmp_path)
     solver = f"""
 echo "file=$LABBOT_TASK_FILE"; cat "$LABBOT_TASK_FILE"; echo; echo "cwd=$(pwd)"
-case "$LABBOT_TASK_FILE" in /work*) echo INSIDE;; *) echo OUTSIDE;; esac
+case "$LABBOT_TASK_FILE" in /workspace*) echo INSIDE;; *) echo OUTSIDE;; esac
 test -e {suite_dir}/original && echo ORIGINAL-VISIBLE || echo ORIGINAL-HIDDEN
 echo tamper >> "$LABBOT_TASK_FILE" 2>/dev/null && echo TASKFILE-WRITABLE || echo TASKFILE-READONLY
-grep -rl {CANARY} /work /labbot-task /home /tmp /venv /etc 2>/dev/null; echo CANARY-SEARCH-DONE
+grep -rl {CANARY} /workspace /labbot-task /home /tmp /venv /etc 2>/dev/null; echo CANARY-SEARCH-DONE
 git log --all --oneline | wc -l
 python -c "bytearray(6 * 1024**3)" 2>&1 | tail -1
 {FIX}
@@ -255,7 +255,7 @@ python -c "bytearray(6 * 1024**3)" 2>&1 | tail -1
     out = run_suite(suite_dir, f"cmd:{solver}", tmp_path / "out", venv=pytest_venv, limits=FAST, tamper=False)
     [sample] = out.results["samples"]
     lines = sample["output"].splitlines()
-    assert "file=/labbot-task/statement.md" in lines and "OUTSIDE" in lines and "cwd=/work" in lines
+    assert "file=/labbot-task/statement.md" in lines and "OUTSIDE" in lines and "cwd=/workspace" in lines
     assert load(suite_dir).tasks[0].statement in sample["output"]
     assert "ORIGINAL-HIDDEN" in lines and "TASKFILE-READONLY" in lines
     assert lines[lines.index("CANARY-SEARCH-DONE") - 1] == "TASKFILE-READONLY"  # the canary was found nowhere
@@ -298,8 +298,8 @@ def test_agent_solver_restores_the_function_with_bash_and_the_editor(tmp_path: P
     [sample] = out.results["samples"]
     assert sample["passed"] is True, sample
     assert out.results["solver"] == "agent"
-    assert "/work" in sample["output"] and "3 passed" in sample["output"]
-    assert "only files under /work persist" in sample["output"]  # the editor refused a path outside it
+    assert "/workspace" in sample["output"] and "3 passed" in sample["output"]
+    assert "only files under /workspace persist" in sample["output"]  # the editor refused a path outside it
     log = read_eval_log(str(out.log))
     [logged] = log.samples or []
     tools = [m.function for m in logged.messages if m.role == "tool"]
@@ -351,11 +351,11 @@ def test_provider_files_stay_in_the_workspace_and_commands_are_bounded(tmp_path:
         assert isinstance(box, LabbotSandbox)
         try:
             assert (await box.read_file("mathlib/ops.py")).endswith('raise NotImplementedError("mul")\n')
-            await box.write_file("/work/new/dir/f.txt", "hello")
+            await box.write_file("/workspace/new/dir/f.txt", "hello")
             assert (box.workspace / "new" / "dir" / "f.txt").read_text() == "hello"
             result = await box.exec(["cat", "new/dir/f.txt"])
             assert (result.success, result.stdout) == (True, "hello")
-            assert (await box.exec(["pwd"], cwd="mathlib")).stdout.strip() == "/work/mathlib"
+            assert (await box.exec(["pwd"], cwd="mathlib")).stdout.strip() == "/workspace/mathlib"
             (box.workspace / "escape").symlink_to(tmp_path)
             (tmp_path / "host.txt").write_text("host")
             for path in ("escape/host.txt", "/etc/passwd", "../../etc/passwd", "/tmp/x"):

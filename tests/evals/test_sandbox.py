@@ -68,7 +68,7 @@ def test_tmp_and_home_start_empty_and_do_not_last(box: Sandbox) -> None:
 
 def test_workspace_is_read_write_and_the_only_host_folder(box: Sandbox, tmp_path: Path) -> None:
     (tmp_path / "beside.txt").write_text("host file beside the workspace")
-    got = box.exec(["sh", "-c", f"echo made > /work/out.txt; ls {tmp_path}; cat /etc/hostname; id -un"])
+    got = box.exec(["sh", "-c", f"echo made > /workspace/out.txt; ls {tmp_path}; cat /etc/hostname; id -un"])
     assert (box.spec.workspace / "out.txt").read_text() == "made\n"
     assert "beside.txt" not in got.stdout
     assert "No such file" in got.stderr
@@ -88,7 +88,7 @@ def test_user_is_not_root(box: Sandbox) -> None:
 
 def test_timeout_kills_the_whole_tree_including_a_forked_daemon(box: Sandbox) -> None:
     marker = f"{uuid.uuid4().int % 10**6}.25"  # sleep's argument: unique on this host
-    daemon = f"setsid sh -c 'sleep {marker}' & echo started > /work/started; sleep 1000"  # no output: see aexec
+    daemon = f"setsid sh -c 'sleep {marker}' & echo started > /workspace/started; sleep 1000"  # no output: see aexec
     got = box.exec(["sh", "-c", daemon], timeout_s=1.0)
     assert got.timed_out and not got.success
     assert (box.spec.workspace / "started").read_text() == "started\n"  # the daemon was forked
@@ -103,7 +103,7 @@ def test_a_daemon_ends_with_its_command(box: Sandbox) -> None:
 
 
 def test_aexec_times_out_and_kills(box: Sandbox) -> None:
-    got = asyncio.run(box.aexec(["sh", "-c", "echo started > /work/started; sleep 1000"], timeout_s=1.0))
+    got = asyncio.run(box.aexec(["sh", "-c", "echo started > /workspace/started; sleep 1000"], timeout_s=1.0))
     assert got.timed_out and not got.success
     assert (box.spec.workspace / "started").read_text() == "started\n"
 
@@ -119,7 +119,7 @@ def test_memory_limit(tmp_path: Path) -> None:
 
 def test_file_size_limit(tmp_path: Path) -> None:
     with Sandbox(SandboxSpec(tmp_path, limits=Limits(timeout_s=30, file_mb=1))) as small:
-        got = small.exec(["sh", "-c", "head -c 3000000 /dev/zero > /work/big"])
+        got = small.exec(["sh", "-c", "head -c 3000000 /dev/zero > /workspace/big"])
         assert got.returncode != 0
         assert (tmp_path / "big").stat().st_size <= 1024 * 1024
 

@@ -1,4 +1,5 @@
-"""Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session."""
+"""Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session, and a
+migrated SQLite database per test."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 import pytest
 from support import Serve
 
+from labbot.storage.db import Database
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
-# tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing
+# tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
+# system_packages: the eval tests without bubblewrap
 pytest_plugins = ["tiers", "vendor_specs", "system_packages"]
 
 
@@ -37,3 +40,12 @@ def module_serve(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnecti
     s = Serve(tmp_path_factory.mktemp("home"), ray_address=ray_head.address, ray_token=ray_head.token).start()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """A real SQLite database in ``tmp_path``, migrated to the latest revision (a module may define its own)."""
+    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
+    database.upgrade()
+    yield database
+    database.dispose()

@@ -12,19 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from real_repos import GIT_ENV
 
 from labbot.evals.sandbox import Limits, SandboxSpec
 from labbot.evals.suite import Suite, original_dir, task_repo
 from labbot.evals.testrun import run_tests
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Test User",
-    "GIT_AUTHOR_EMAIL": "user@example.invalid",
-    "GIT_COMMITTER_NAME": "Test User",
-    "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-}
 
 
 def git(repo: Path, *args: str) -> str:

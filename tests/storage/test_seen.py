@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,14 +12,6 @@ from sqlalchemy import func, select
 from labbot.storage.db import Database
 from labbot.storage.models import SeenKey
 from labbot.storage.seen import DurableSeenKeys
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-    database.upgrade()
-    yield database
-    database.dispose()
 
 
 def test_a_key_is_new_once_and_stays_seen_for_another_process_on_the_same_database(

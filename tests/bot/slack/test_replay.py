@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlencode
 
@@ -51,14 +50,6 @@ class RecordingActions:
 def slack() -> Iterator[SlackFake]:
     with started(check_spec=False) as fake:
         yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-    database.upgrade()
-    yield database
-    database.dispose()
 
 
 def _dispatch_twice(

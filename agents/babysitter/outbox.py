@@ -5,7 +5,9 @@ The pager and the watchdog queue ``Delivery`` rows in the same transaction as th
 bot/, which agents/ never imports; ``pagerduty``: ``labbot.agents.babysitter.pagerduty``). A notifier answers accepted,
 retry (Slack or PagerDuty down, rate limited: backoff, honouring ``Retry-After``) or rejected (a 400, a channel that
 does not exist: logged, never retried). Order holds within a conversation: a delivery waits while an older one for the
-same page or run has not gone out. A row found ``sending`` at start-up was cut off by a crash: it is retried with
+same page or run has not gone out. Drains may overlap (the watchdog's, the outbox's own, a button's; on replicas,
+each one's): a delivery is claimed by a conditional update from ``pending`` to ``sending``, so one of them sends it.
+A row found ``sending`` at start-up was cut off by a crash: it is retried with
 ``attempts`` > 1, which tells the Slack notifier to look for the message before posting it again, so a page is neither
 lost nor shown twice.
 """
@@ -119,7 +121,11 @@ class Outbox:
                     self._unconfigured_said.add(env.channel)
                 blocked.add(scope)
                 continue
-            env = await to_thread.run_sync(self._mark_sending, env)
+            claimed = await to_thread.run_sync(self._claim, env)
+            if claimed is None:  # another drain (this process's or another replica's) took it first
+                blocked.add(scope)
+                continue
+            env = claimed
             try:
                 outcome = await notifier.deliver(env)
             except Exception as e:  # a notifier bug must not lose the page: retried later, and logged
@@ -178,12 +184,19 @@ class Outbox:
             posts=posts,
         )
 
-    def _mark_sending(self, env: Envelope) -> Envelope:
+    def _claim(self, env: Envelope) -> Envelope | None:
+        """Mark the delivery ``sending`` if it is still ``pending``, in one conditional update: of two drains that read
+        it as due (the watchdog's, the outbox's, a button's, another replica's), one sends it and the other skips it.
+        None when it was taken."""
         with self.db.session() as s:
-            d = s.get_one(Delivery, env.id)
-            d.state = DeliveryState.SENDING.value
-            d.attempts += 1
-            return self._envelope(s, d)  # built now: a refresh sees the posts sent earlier in this drain
+            result: Any = s.execute(
+                update(Delivery)
+                .where(Delivery.id == env.id, Delivery.state == DeliveryState.PENDING.value)
+                .values(state=DeliveryState.SENDING.value, attempts=Delivery.attempts + 1)
+            )
+            if result.rowcount != 1:
+                return None
+            return self._envelope(s, s.get_one(Delivery, env.id))  # a refresh sees the posts sent earlier
 
     def _record(self, env: Envelope, outcome: Outcome) -> None:
         now = self.clock()

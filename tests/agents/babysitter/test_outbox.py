@@ -585,3 +585,30 @@ def test_a_pagerduty_event_the_client_refuses_is_dead_not_retried_forever(
     assert (d.state, d.attempts) == ("dead", 1)
     assert d.last_error is not None and "summary" in d.last_error
     assert any(r.levelno == logging.ERROR and "pd-empty" in r.getMessage() for r in caplog.records)
+
+
+class SlowRecorder(Recorder):
+    """A notifier whose sends take a while (Slack under load): drains that start meanwhile overlap this one."""
+
+    async def deliver(self, envelope: Envelope) -> Outcome:
+        await asyncio.sleep(0.05)
+        return await super().deliver(envelope)
+
+
+def test_overlapping_drains_send_each_delivery_once(db: Database) -> None:
+    """The watchdog's drain, the outbox's own every second and a button's may run at once (and replicas each run
+    theirs): each delivery is claimed by one of them, never sent twice (an on-call post was, after a restart)."""
+    clock = Clock()
+    slack = SlowRecorder()
+    ids = [add(db, "page-thread", "pa"), add(db, "page-oncall", "pb", target="oncall")]
+    outboxes = [Outbox(db, {"slack": slack}, clock=clock) for _ in range(2)]  # this process twice, or two replicas
+
+    async def drains() -> list[int]:
+        return list(await asyncio.gather(*(o.drain() for o in outboxes for _ in range(3))))
+
+    accepted = asyncio.run(drains())
+    assert sorted(slack.keys) == ["page-oncall", "page-thread"]
+    assert sum(accepted) == 2
+    with db.session() as s:
+        rows = {d.id: (d.state, d.attempts) for d in s.scalars(select(Delivery).where(Delivery.id.in_(ids)))}
+    assert rows == {ids[0]: ("sent", 1), ids[1]: ("sent", 1)}

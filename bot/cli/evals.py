@@ -1,8 +1,9 @@
 """``labbot eval``: generate a suite from a repository, run it, show and list eval runs, probe a suite's seal.
 
-``generate`` and ``probe`` run on this machine (they read the checkout, and need bubblewrap here); the suite is then
-sent to the control plane, which keeps it. ``run``, ``show`` and ``list`` are clients of ``/api/v1/evals``. An eval
-run is a labbot run: ``labbot runs`` lists it and ``labbot logs RUN`` shows its job's output.
+``generate`` and ``probe`` run on this machine (they read the checkout or a suite folder, and need bubblewrap here);
+``generate`` then sends the suite to the control plane, which keeps it; ``probe`` needs no control plane. ``run``,
+``show`` and ``list`` are clients of ``/api/v1/evals``. An eval run is a labbot run: ``labbot runs`` lists it and
+``labbot logs RUN`` shows its job's output.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def add_parser(sub: Any) -> None:
     s = esub.add_parser("probe", help="run the isolation probes against a suite folder on this machine")
     s.add_argument("path", help="a suite folder (as `labbot eval generate --out DIR` keeps it)")
     s.add_argument("--task", help="the task whose sandbox to probe (default: the first)")
+    s.add_argument("--venv", metavar="DIR", help="the suite's venv (default: built from its wheels, cached)")
     s.add_argument("--json", action="store_true")
 
 
@@ -88,8 +90,6 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -
             print()
             print(eval_runs_table(runs))
         return 0
-    if a.eval_command == "probe":
-        return _probe(a, print_json, error)
     raise error(f"unknown eval subcommand {a.eval_command!r}", 2)
 
 
@@ -179,10 +179,12 @@ def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> 
     return 0
 
 
-def _probe(a: argparse.Namespace, print_json: Any, error: Any) -> int:
+def probe(a: argparse.Namespace, *, print_json: Any) -> int:
+    """``labbot eval probe``: the battery on this machine, against a suite folder (no control plane needed)."""
     from labbot.evals.seal import probe_suite
 
-    report = probe_suite(Path(a.path).expanduser().resolve(), task_id=a.task)
+    venv = Path(a.venv).expanduser().resolve() if a.venv else None
+    report = probe_suite(Path(a.path).expanduser().resolve(), task_id=a.task, venv=venv)
     if a.json:
         print_json(report.to_json())
     else:

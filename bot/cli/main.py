@@ -217,6 +217,9 @@ def _run_command(a: argparse.Namespace) -> int:
     if a.command == "mcp":
         return _mcp(a)
 
+    if a.command == "eval" and a.eval_command == "probe":  # on this machine's suite folder: no control plane needed
+        return cli_evals.probe(a, print_json=_print_json)
+
     api = ApiClient()
     try:
         if a.command == "launch":

@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from labbot.common.errors import BadRequest
 from labbot.evals.proxy import INSIDE as PROXY_INSIDE
@@ -287,15 +287,7 @@ class Sandbox:
         start = time.monotonic()
         status_r, status_w = os.pipe()
         try:
-            proc = subprocess.Popen(
-                self.argv(cmd, cwd=cwd, env=env, status_fd=status_w),
-                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=LAUNCH_ENV,
-                pass_fds=(status_w,),
-            )
+            proc = subprocess.Popen(self.argv(cmd, cwd=cwd, env=env, status_fd=status_w), **_launch(data, status_w))
         finally:
             os.close(status_w)
         try:
@@ -327,13 +319,7 @@ class Sandbox:
         status_r, status_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(cmd, cwd=cwd, env=env, status_fd=status_w),
-                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=LAUNCH_ENV,
-                pass_fds=(status_w,),
+                *self.argv(cmd, cwd=cwd, env=env, status_fd=status_w), **_launch(data, status_w)
             )
         finally:
             os.close(status_w)
@@ -357,6 +343,19 @@ class Sandbox:
             os.close(status_r)
         assert proc.returncode is not None
         return ExecResult(proc.returncode, _tail(out), _tail(err), timed_out, time.monotonic() - start)
+
+
+def _launch(data: bytes | None, status_fd: int) -> dict[str, Any]:
+    """How bwrap is started, by :meth:`Sandbox.exec` and :meth:`Sandbox.aexec` alike: its own session (killed as a
+    group), a minimal environment of its own (it is the sandbox's PID 1), and bwrap's status pipe passed on."""
+    return {
+        "stdin": subprocess.PIPE if data is not None else subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "start_new_session": True,
+        "env": LAUNCH_ENV,
+        "pass_fds": (status_fd,),
+    }
 
 
 def _read_status(fd: int) -> dict[str, int]:

@@ -10,6 +10,7 @@ and a DNS server on the host's 127.0.0.1:53 answers every name.
 
 from __future__ import annotations
 
+import abc
 import os
 import shutil
 import socket
@@ -45,8 +46,11 @@ TOKEN = "xoxb-" + "1111111111-2222222222-" + "abcdefABCDEF"
 NAMES = {key: name for key, name, _ in PROBES}
 
 
-class HostNetSandbox(Sandbox):
-    """Test-only: the sandbox with the host's network namespace (the leak the network probes must see)."""
+class _EditedSandbox(Sandbox, abc.ABC):
+    """Test-only: the real sandbox with one edit to bubblewrap's command line (the leak a probe must see)."""
+
+    @abc.abstractmethod
+    def edit(self, argv: list[str]) -> list[str]: ...
 
     def argv(
         self,
@@ -56,23 +60,21 @@ class HostNetSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         status_fd: int | None = None,
     ) -> list[str]:
-        argv = super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd)
+        return self.edit(super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd))
+
+
+class HostNetSandbox(_EditedSandbox):
+    """The host's network namespace shared (what the network probes must see)."""
+
+    def edit(self, argv: list[str]) -> list[str]:
         i = argv.index("--unshare-all")
         return [*argv[: i + 1], "--share-net", *argv[i + 1 :]]
 
 
-class HostProcSandbox(Sandbox):
-    """Test-only: the host's /proc bound in place of the sandbox's own."""
+class HostProcSandbox(_EditedSandbox):
+    """The host's /proc bound in place of the sandbox's own."""
 
-    def argv(
-        self,
-        cmd: Sequence[str],
-        *,
-        cwd: str = WORKDIR,
-        env: Mapping[str, str] | None = None,
-        status_fd: int | None = None,
-    ) -> list[str]:
-        argv = super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd)
+    def edit(self, argv: list[str]) -> list[str]:
         i = argv.index("--proc")
         return [*argv[:i], "--ro-bind", "/proc", "/proc", *argv[i + 2 :]]
 

@@ -1,5 +1,5 @@
-"""The job registry: the built-ins (``tiny-lm``; ``eval`` and ``eval-generate`` for evals) plus the jobs declared
-in ``labbot.toml``.
+"""The job registry: the built-ins (``tiny-lm``, ``tiny-rl``; ``eval`` and ``eval-generate`` for evals) plus the jobs
+declared in ``labbot.toml``.
 
 ``labbot.toml``::
 
@@ -42,6 +42,49 @@ TINY_LM = JobSpec(
     },
 )
 
+TINY_RL = JobSpec(
+    name="tiny-rl",
+    description="RL with textual feedback (GRPO / self-distillation) on multi-digit addition (CPU; Ray rollout actors)",
+    entrypoint="python -m labbot.training.jobs.tiny_rl",
+    params={
+        "algo": "sdpo",
+        "steps": 150,
+        "n_digits": 2,
+        "group_size": 8,
+        "prompts_per_step": 8,
+        "temperature": 1.0,
+        "lr": 1e-3,
+        "clip_eps": 0.2,
+        "ppo_epochs": 1,
+        "lam": 0.5,
+        "teacher": "self",
+        "ema_decay": 0.99,
+        "eval_every": 10,
+        "eval_size": 200,
+        "checkpoint_every": 25,
+        "log_every": 10,
+        "warmup_steps": 1000,
+        "warmup_batch": 32,
+        "warmup_lr": 3e-3,
+        "warmup_hint_frac": 0.5,
+        "warmup_dir": "",
+        "gate_size": 200,
+        "gate_max_ratio": 0.5,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_embd": 64,
+        "seed": 0,
+        "num_threads": 0,
+        "num_rollout_workers": 0,
+        "max_restarts": 2,
+        "hang_at_step": 0,
+        "crash_at_step": 0,
+        "nan_at_step": 0,
+        "reward_stuck_at_step": 0,
+        "entropy_collapse_at_step": 0,
+    },
+)
+
 EVAL = JobSpec(
     name="eval",
     description="an eval suite run sealed, scored by its tests (`labbot eval run SUITE --solver S` launches it)",
@@ -68,7 +111,7 @@ EVAL_GENERATE = JobSpec(
     max_restarts=0,
 )
 
-BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE)
+BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE, TINY_RL)
 
 
 class JobRegistry:

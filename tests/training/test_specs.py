@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from labbot.common.durations import format_duration, parse_duration
 from labbot.common.errors import BadRequest, UnknownJob
 from labbot.training.params import coerce_param, parse_assignments
-from labbot.training.registry import TINY_LM, JobRegistry
+from labbot.training.registry import TINY_LM, TINY_RL, JobRegistry
 from labbot.training.specs import LaunchRequest, entrypoint_command, resolve_launch
 
 
@@ -76,14 +76,20 @@ def test_registry_from_toml_table() -> None:
     reg = JobRegistry.from_config(
         {"sft": {"entrypoint": "python train.py", "gpus": 1, "stall_after": "5m", "params": {"lr": 1e-4}}}
     )
-    assert [j.name for j in reg.all()] == ["eval", "eval-generate", "sft", "tiny-lm"]
+    assert [j.name for j in reg.all()] == ["eval", "eval-generate", "sft", "tiny-lm", "tiny-rl"]
     assert reg.get("sft").stall_after == 300 and reg.get("sft").gpus == 1
-    with pytest.raises(UnknownJob, match="unknown job 'nope'; known jobs: eval, eval-generate, sft, tiny-lm"):
+    with pytest.raises(UnknownJob, match="unknown job 'nope'; known jobs: eval, eval-generate, sft, tiny-lm, tiny-rl"):
         reg.get("nope")
     with pytest.raises(BadRequest, match=r"\[jobs.bad\] is invalid: entrypoint"):
         JobRegistry.from_config({"bad": {"gpus": 1}})
     with pytest.raises(BadRequest, match="invalid"):
         JobRegistry.from_config({"bad": {"entrypoint": "x", "colour": "red"}})
+
+
+def test_tiny_rl_registry_has_every_config_field_with_its_default() -> None:
+    from labbot.training.jobs.tiny_rl import TinyRLConfig
+
+    assert TINY_RL.params == dataclasses.asdict(TinyRLConfig())
 
 
 def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:

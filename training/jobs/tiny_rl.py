@@ -96,6 +96,7 @@ ANSWER_TOKENS = "0123456789" + END  # what a completion may contain: the policy 
 ANSWER_MASK = torch.tensor([0.0 if ch in ANSWER_TOKENS else -1e9 for ch in VOCAB])
 COLLAPSE_SCALE = 1e4  # entropy_collapse_at_step: sampling logits times this
 ADV_EPS = 1e-6
+FLAGGED_WEIGHT = 10.0  # warm-up: extra loss weight of the flagged position in hinted examples
 # the fields that decide the warm-up weights: the cache key
 WARMUP_FIELDS = (
     "n_digits",
@@ -117,12 +118,12 @@ WARMUP_FIELDS = (
 @dataclass
 class TinyRLConfig:
     algo: str = field(default="sdpo", metadata={"help": "advantage: grpo, sdpo, blend or rlsd"})
-    steps: int = field(default=150, metadata={"help": "RL learner steps (numbered 1..steps)"})
-    n_digits: int = field(default=3, metadata={"help": "digits per operand (1..8)"})
+    steps: int = field(default=200, metadata={"help": "RL learner steps (numbered 1..steps)"})
+    n_digits: int = field(default=2, metadata={"help": "digits per operand (1..8)"})
     group_size: int = field(default=8, metadata={"help": "samples per prompt (a GRPO group), at least 2"})
     prompts_per_step: int = field(default=8, metadata={"help": "prompts per rollout batch"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
-    lr: float = field(default=1e-3, metadata={"help": "RL AdamW learning rate"})
+    lr: float = field(default=2e-4, metadata={"help": "RL AdamW learning rate"})
     clip_eps: float = field(default=0.2, metadata={"help": "PPO ratio clip"})
     ppo_epochs: int = field(default=1, metadata={"help": "passes over each rollout batch (1 = one on-policy step)"})
     lam: float = field(default=0.5, metadata={"help": "blend: weight of the GRPO advantage, in [0, 1]"})
@@ -133,20 +134,21 @@ class TinyRLConfig:
     checkpoint_every: int = field(default=25, metadata={"help": "checkpoint every N steps (and the last); 0 = last"})
     log_every: int = field(default=10, metadata={"help": "print progress every N steps"})
     # warm-up and gate
-    warmup_steps: int = field(default=300, metadata={"help": "supervised warm-up steps"})
-    warmup_batch: int = field(default=64, metadata={"help": "warm-up sequences per step"})
+    warmup_steps: int = field(default=1000, metadata={"help": "supervised warm-up steps"})
+    warmup_batch: int = field(default=32, metadata={"help": "warm-up sequences per step"})
     warmup_lr: float = field(default=3e-3, metadata={"help": "warm-up AdamW learning rate"})
-    warmup_hint_frac: float = field(default=0.5, metadata={"help": "fraction of warm-up examples with a hint"})
+    warmup_hint_frac: float = field(default=0.75, metadata={"help": "fraction of warm-up examples with a hint"})
     warmup_dir: str = field(default="", metadata={"help": "warm-up cache folder ('' = the checkpoint dir)"})
     gate_size: int = field(default=200, metadata={"help": "held-out samples for the hint gate"})
     gate_max_ratio: float = field(
-        default=0.5, metadata={"help": "gate: mean p(flagged | hint) / p(flagged | no hint) must be at most this"}
+        default=0.7, metadata={"help": "gate: mean p(flagged | hint) / p(flagged | no hint) must be at most this"}
     )
     # model
     n_layer: int = field(default=2, metadata={"help": "transformer blocks"})
     n_head: int = field(default=4, metadata={"help": "attention heads"})
     n_embd: int = field(default=64, metadata={"help": "embedding width (a multiple of n_head)"})
-    seed: int = field(default=0, metadata={"help": "seed for weights, problems and sampling"})
+    seed: int = field(default=0, metadata={"help": "seed of the warm-up and the held-out problems"})
+    rl_seed: int = field(default=0, metadata={"help": "seed of RL's training problems and sampling"})
     num_threads: int = field(default=0, metadata={"help": "torch.set_num_threads(N); 0 = torch's default"})
     # scale-out
     num_rollout_workers: int = field(default=0, metadata={"help": "0 = in-process; N = N Ray rollout actors"})
@@ -504,25 +506,36 @@ def _synthetic_hint(rng: random.Random, answer: str) -> str:
 
 
 @torch.no_grad()
-def _hinted_examples(model: torch.nn.Module, cfg: TinyRLConfig, rng: random.Random, n: int) -> torch.Tensor:
-    """``n`` hint + prompt + correct answer sequences. The hint is the verifier's on the model's own sample (the
-    token the model would have said is named as wrong, as in RL), or an off-by-one one when the sample is right."""
+def _hinted_examples(
+    model: torch.nn.Module, cfg: TinyRLConfig, rng: random.Random, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` hint + prompt + correct answer sequences and their (n, C) loss weights. The hint is the verifier's on
+    the model's own sample (the token the model would have said is named as wrong, as in RL), or an off-by-one one
+    when the sample is right. The flagged position weighs ``1 + FLAGGED_WEIGHT``: reading the hint is the point."""
     problems = [make_problem(rng, cfg.n_digits) for _ in range(n)]
     prompts = torch.tensor([encode(p) for p, _ in problems])
     model.eval()
     toks, _, _ = sample(model, prompts, cfg.answer_len, temperature=1.0)
     model.train()
     rows = []
-    for row, (prompt, target) in zip(toks.tolist(), problems, strict=True):
+    weights = torch.ones(n, cfg.answer_len)
+    for i, (row, (prompt, target)) in enumerate(zip(toks.tolist(), problems, strict=True)):
         hint = verify(decode(row), target).hint or _synthetic_hint(rng, target + END)
         rows.append(encode(hint + prompt + target + END))
-    return torch.tensor(rows)
+        weights[i, hint.index(next(c for c in hint[1:] if c != HINT_BLANK)) - 1] += FLAGGED_WEIGHT
+    return torch.tensor(rows), weights
 
 
-def _warmup_loss(model: torch.nn.Module, seqs: torch.Tensor, answer_len: int) -> torch.Tensor:
+def _warmup_loss(
+    model: torch.nn.Module, seqs: torch.Tensor, answer_len: int, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Cross-entropy on the answer tokens only, weighted per token (mean weight 1 when ``weights`` is None)."""
     logits, _ = model(seqs[:, :-1])
-    logits = logits[:, -answer_len:]  # predictions of the answer tokens only
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), seqs[:, -answer_len:].reshape(-1))
+    logits = logits[:, -answer_len:]  # (B, C, V): predictions of the answer tokens only
+    ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), seqs[:, -answer_len:].reshape(-1), reduction="none")
+    if weights is None:
+        return ce.mean()
+    return (ce * weights.reshape(-1)).sum() / weights.sum()
 
 
 def warmup_key(cfg: TinyRLConfig) -> str:
@@ -544,7 +557,8 @@ def warmup(cfg: TinyRLConfig, *, verbose: bool) -> TinyLM:
             plain = torch.tensor([encode(p + t + END) for p, t in problems])
             loss = loss + _warmup_loss(model, plain, cfg.answer_len)
         if n_hint:
-            loss = loss + _warmup_loss(model, _hinted_examples(model, cfg, rng, n_hint), cfg.answer_len)
+            seqs, weights = _hinted_examples(model, cfg, rng, n_hint)
+            loss = loss + _warmup_loss(model, seqs, cfg.answer_len, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -712,6 +726,11 @@ def checkpoints(ckpt_dir: Path) -> CheckpointDir:
     return CheckpointDir(ckpt_dir, suffix=".pt", keep=KEEP_CHECKPOINTS)
 
 
+def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Path:
+    """Write ``state`` as the checkpoint for ``step`` (tmp file, fsync, os.replace), then prune old ones."""
+    return ckpts.save(step, lambda f: torch.save(state, f))
+
+
 def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] | None:
     """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
     needed = {"model", "optimizer", "ref", "ema", "rng", "generations", "weight_version", "config"}
@@ -820,8 +839,8 @@ def _train(
     ref.requires_grad_(False)
     ema = copy.deepcopy(model).requires_grad_(False) if cfg.teacher == "ema" else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    torch.manual_seed(cfg.seed + 1)
-    rng = random.Random(f"rl-{cfg.seed}")  # the training problems
+    torch.manual_seed(cfg.rl_seed)
+    rng = random.Random(f"rl-{cfg.rl_seed}")  # the training problems
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         if ema is not None and state["ema"] is not None:
@@ -894,7 +913,7 @@ def _train(
                     "config": asdict(cfg),
                     "vocab": VOCAB,
                 }
-                path = ckpts.save(step, lambda f, ckpt=ckpt: torch.save(ckpt, f))
+                path = save_checkpoint(ckpts, step, ckpt)
                 telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step)
@@ -995,8 +1014,8 @@ class RayRollouts(RolloutSource):
             ray.init()  # inside a Ray job this connects to its cluster; by hand it starts a local one
         self.ray = ray
         self.cfg, self.model, self.job = cfg, model, job
-        actor = ray.remote(num_cpus=1, max_restarts=cfg.max_restarts, max_task_retries=0)(tiny_rl.RolloutWorker)
-        self.actors = [actor.remote(asdict(cfg), i) for i in range(cfg.num_rollout_workers)]  # type: ignore[attr-defined]
+        actor: Any = ray.remote(num_cpus=1, max_restarts=cfg.max_restarts, max_task_retries=0)(tiny_rl.RolloutWorker)
+        self.actors: list[Any] = [actor.remote(asdict(cfg), i) for i in range(cfg.num_rollout_workers)]
         self.weights = ray.put({k: v.detach().clone() for k, v in model.state_dict().items()})
         self.version = version
         self.step = 0

@@ -7,14 +7,17 @@ is stored with the run, or raises ``BadRequest`` naming what was wrong and what 
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
+from labbot.training.alerts import alert_from_json, make_alert, merge_alerts, parse_alert
+from labbot.training.monitoring import RL_THRESHOLDS
 from labbot.training.params import PARAM_KEY, ParamValue, coerce_param
 
 DEFAULT_STALL_AFTER_S = 600.0
@@ -23,8 +26,88 @@ RestartCondition = Literal["failed", "hung", "silent"]
 RESTART_CONDITIONS: tuple[str, ...] = get_args(RestartCondition)
 
 
+class ParamCheck(BaseModel):
+    """What values a parameter accepts beyond its type: one of ``choices``, or a number within ``[min, max]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    choices: tuple[ParamValue, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def accepted(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.min is not None and self.max is not None:
+            return f"a number from {self.min:g} to {self.max:g}"
+        if self.min is not None:
+            return f"a number of at least {self.min:g}"
+        return f"a number of at most {self.max:g}"
+
+    def check(self, key: str, value: ParamValue, job: str) -> None:
+        if self.choices is not None and value not in self.choices:
+            raise BadRequest(f"parameter {key}={value!r} is not accepted by job {job}; {key} is {self.accepted()}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            low = self.min is not None and value < self.min
+            high = self.max is not None and value > self.max
+            if low or high:
+                raise BadRequest(f"parameter {key}={value!r} is out of range for job {job}; {key} is {self.accepted()}")
+
+
+def _alert_table(item: Any, where: str) -> dict[str, Any]:
+    """One alert of a job's ``alerts`` list (a table or the words of ``--alert``) as stored JSON."""
+    try:
+        if isinstance(item, str):
+            return parse_alert(item).to_json()
+        if isinstance(item, dict):
+            unknown = sorted(set(item) - {"metric", "condition", "threshold", "for", "for_s", "severity", "name"})
+            if unknown:
+                raise BadRequest(
+                    f"{where}: unknown key {', '.join(unknown)}; "
+                    "keys: metric, condition, threshold, for, severity, name"
+                )
+            for_ = item.get("for", item.get("for_s"))
+            alert = make_alert(
+                item.get("metric"),
+                item.get("condition"),
+                item.get("threshold"),
+                for_,
+                item.get("severity", "page"),
+                item.get("name"),
+                where=where,
+            )
+            return alert.to_json()
+    except BadRequest as e:
+        raise ValueError(e.message) from None
+    raise ValueError(f"{where}: an alert is a table (metric, condition, threshold, for, severity) or its words")
+
+
+def check_watch(raw: Any, where: str) -> dict[str, float]:
+    """RL watchdog thresholds (``RL_THRESHOLDS``) set by a job or a launch; BadRequest names the accepted keys."""
+    if not isinstance(raw, dict):
+        raise BadRequest(f"{where}: watch is a table of thresholds, e.g. {{ kl_max = 5 }}")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if key not in RL_THRESHOLDS:
+            raise BadRequest(f"{where}: unknown threshold {key!r}; accepted: {', '.join(RL_THRESHOLDS)}")
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            raise BadRequest(f"{where}: threshold {key}={value!r} must be a number ≥ 0")
+        if key == "no_signal_frac" and not 0 < number <= 1:
+            raise BadRequest(f"{where}: no_signal_frac={value!r} is a fraction in (0, 1]")
+        if key == "no_signal_points" and (number < 2 or not number.is_integer()):
+            raise BadRequest(f"{where}: no_signal_points={value!r} must be a whole number of at least 2")
+        out[key] = number
+    return out
+
+
 class JobSpec(BaseModel):
-    """A launchable job. ``params`` are its parameters with their defaults (and so their types)."""
+    """A launchable job. ``params`` are its parameters with their defaults (and so their types); ``checks`` what
+    some of them accept beyond their type; ``alerts`` its metric alerts (:mod:`labbot.training.alerts`); ``watch``
+    the RL watchdog thresholds it sets (``labbot.training.monitoring.RL_THRESHOLDS``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -40,6 +123,29 @@ class JobSpec(BaseModel):
     # None: the [watchdog] defaults of labbot.toml
     pending_after: float | None = None
     restart_on: tuple[RestartCondition, ...] | None = None
+    checks: dict[str, ParamCheck] = Field(default_factory=dict)
+    alerts: list[dict[str, Any]] = Field(default_factory=list)
+    watch: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("alerts", mode="before")
+    @classmethod
+    def _alerts(cls, v: Any) -> list[dict[str, Any]]:
+        if not isinstance(v, list | tuple):
+            raise ValueError("alerts is a list of [[jobs.NAME.alerts]] tables")
+        out = [_alert_table(item, f"alert {i + 1}") for i, item in enumerate(v)]
+        names = [a["name"] for a in out]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two alerts named {', '.join(twice)}: give one a 'name'")
+        return out
+
+    @field_validator("watch", mode="before")
+    @classmethod
+    def _watch(cls, v: Any) -> dict[str, float]:
+        try:
+            return check_watch(v, "watch")
+        except BadRequest as e:
+            raise ValueError(e.message) from None
 
     @field_validator("stall_after", "pending_after", mode="before")
     @classmethod
@@ -56,6 +162,15 @@ class JobSpec(BaseModel):
                 raise ValueError(f"bad parameter name {key!r}: use letters, digits, '_' or '-'")
         return v
 
+    @model_validator(mode="after")
+    def _checks_name_params(self) -> JobSpec:
+        unknown = sorted(set(self.checks) - set(self.params))
+        if unknown:
+            raise ValueError(f"checks name parameters the job does not have: {', '.join(unknown)}")
+        for key, check in self.checks.items():
+            check.check(key, self.params[key], self.name)  # the defaults must pass their own checks
+        return self
+
 
 class LaunchRequest(BaseModel):
     """What a front door asks for. ``params`` values are raw strings (``KEY=VALUE``) or already typed (JSON)."""
@@ -71,6 +186,9 @@ class LaunchRequest(BaseModel):
     pending_after: str | float | None = None
     max_restarts: int | None = Field(default=None, ge=0)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    # metric alerts added at launch, in the words of labbot.training.alerts ("pass_rate below 0.2 for 10m")
+    alerts: list[str] = Field(default_factory=list, max_length=20)
+    watch: dict[str, float | str] = Field(default_factory=dict)  # RL watchdog thresholds for this run
 
 
 class RunConfig(BaseModel):
@@ -82,6 +200,8 @@ class RunConfig(BaseModel):
     max_restarts: int
     pending_after_s: float | None = None  # None: the watchdog's default
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
+    alerts: list[dict[str, Any]] = Field(default_factory=list)  # the job's and the launch's (Alert.to_json)
+    watch: dict[str, float] = Field(default_factory=dict)  # RL thresholds over [watchdog]'s
 
 
 def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
@@ -96,6 +216,10 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         )
     for key, raw in req.params.items():
         params[key] = coerce_param(key, raw, spec.params[key])
+        if key in spec.checks:
+            spec.checks[key].check(key, params[key], spec.name)
+    alerts = merge_alerts([alert_from_json(a) for a in spec.alerts], [parse_alert(text) for text in req.alerts])
+    watch = {**spec.watch, **check_watch(req.watch, "watch")}
     stall_after = _duration_or(req.stall_after, spec.stall_after)
     pending_after = _duration_or(req.pending_after, spec.pending_after)
     return RunConfig(
@@ -105,6 +229,8 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
         pending_after_s=pending_after,
         restart_on=list(spec.restart_on) if spec.restart_on is not None else None,
+        alerts=[a.to_json() for a in alerts],
+        watch=watch,
     )
 
 

@@ -18,6 +18,7 @@ from labbot.common.errors import Unauthorized, UnknownRun
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
 from labbot.storage.models import MetricPoint, Run, RunStatus, utcnow
+from labbot.training.alerts import alerts_of
 from labbot.training.monitoring import observe
 from labbot.training.telemetry_ingest import TelemetryBatch
 
@@ -85,7 +86,9 @@ class TelemetryStore:
                     merged.update({k: encode_float(v) for k, v in p.metrics.items()})
                 run.metrics = merged
             points = [(p.step, p.when, p.metrics) for p in batch.points]
-            run.vitals = observe(run.vitals or {}, batch.attempt, points, now=now)  # what the watchdog judges
+            run.vitals = observe(  # what the watchdog judges
+                run.vitals or {}, batch.attempt, points, now=now, alerts=alerts_of(run.config), phase=batch.phase
+            )
             ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
             if ckpts:
                 run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])

@@ -229,11 +229,16 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         job: str,
         params: Annotated[dict[str, Any] | None, Field(description='job parameters, e.g. {"steps": 200}')] = None,
         stall_after: Annotated[str | None, Field(description="e.g. 10m")] = None,
+        alerts: Annotated[
+            list[str] | None, Field(description="metric alerts, e.g. ['pass_rate below 0.2 for 10m']")
+        ] = None,
     ) -> str:
         """Launch a job on Ray (needs a human's approval)."""
         body: dict[str, Any] = {"job": job, "params": params or {}, "owner": "agent"}
         if stall_after:
             body["stall_after"] = stall_after
+        if alerts:
+            body["alerts"] = alerts
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"launched: {_run_line(run)}"
 

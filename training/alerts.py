@@ -127,6 +127,11 @@ def parse_alert(text: str) -> Alert:
     if len(words) < 2:
         raise BadRequest(f"bad {where}: write {SYNTAX}")
     metric, condition, rest = words[0], words[1].lower(), words[2:]
+    if condition not in CONDITIONS:
+        raise BadRequest(
+            f"bad {where}: condition {words[1]!r} is not one of {', '.join(CONDITIONS)} (a metric name has no "
+            f"spaces); write {SYNTAX}"
+        )
     threshold: str | None = None
     for_: str | None = None
     severity = "page"

@@ -168,7 +168,10 @@ class JobSpec(BaseModel):
         if unknown:
             raise ValueError(f"checks name parameters the job does not have: {', '.join(unknown)}")
         for key, check in self.checks.items():
-            check.check(key, self.params[key], self.name)  # the defaults must pass their own checks
+            try:
+                check.check(key, self.params[key], self.name)  # the defaults must pass their own checks
+            except BadRequest as e:
+                raise ValueError(f"the default {e.message}") from None
         return self
 
 

@@ -93,3 +93,87 @@ def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:
     for key, value in TINY_LM.params.items():
         assert key in fields, f"registry parameter {key} is not a TinyLMConfig field"
         assert type(value) is type(fields[key].default) or (isinstance(value, float) and math.isfinite(value))
+
+
+# --- alerts, RL thresholds and parameter checks a job declares ----------------------------------------------------
+
+RL_JOB = {
+    "my-rl": {
+        "entrypoint": "python rl.py",
+        "params": {"algo": "grpo", "group_size": 8, "lam": 0.5},
+        "checks": {"algo": {"choices": ["grpo", "sdpo"]}, "group_size": {"min": 2}, "lam": {"min": 0, "max": 1}},
+        "alerts": [
+            {"metric": "pass_rate", "condition": "below", "threshold": 0.2, "for": "10m"},
+            "reward flat for 15m warning",
+        ],
+        "watch": {"kl_max": 5, "entropy_floor": 0.1},
+    }
+}
+
+
+def test_a_job_declares_alerts_as_tables_or_words_and_a_launch_adds_or_replaces_them() -> None:
+    spec = JobRegistry.from_config(RL_JOB).get("my-rl")
+    assert [a["name"] for a in spec.alerts] == ["pass_rate-below", "reward-flat"]
+    cfg = resolve_launch(spec, LaunchRequest(job="my-rl"))
+    assert cfg.alerts == spec.alerts and cfg.watch == {"kl_max": 5.0, "entropy_floor": 0.1}
+    cfg = resolve_launch(
+        spec,
+        LaunchRequest(
+            job="my-rl", alerts=["pass_rate below 0.5 for 1m", "loss nan"], watch={"kl_max": "8", "kl_jump": 4}
+        ),
+    )
+    by_name = {a["name"]: a for a in cfg.alerts}
+    assert by_name["pass_rate-below"]["threshold"] == 0.5 and by_name["pass_rate-below"]["for_s"] == 60.0
+    assert set(by_name) == {"pass_rate-below", "reward-flat", "loss-nan"}
+    assert cfg.watch == {"kl_max": 8.0, "entropy_floor": 0.1, "kl_jump": 4.0}
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"alerts": [{"metric": "pass_rate", "condition": "under", "threshold": 0.2}]}, "condition 'under'"),
+        ({"alerts": [{"metric": "loss", "condition": "above", "threshold": 1, "when": "5m"}]}, "unknown key when"),
+        ({"alerts": ["loss above 1", "loss above 2"]}, "two alerts named loss-above"),
+        ({"alerts": "loss above 1"}, "alerts is a list"),
+        ({"watch": {"kl_maximum": 5}}, "unknown threshold 'kl_maximum'; accepted: no_signal_frac"),
+        ({"watch": {"no_signal_frac": 2}}, "no_signal_frac=2 is a fraction in (0, 1]"),
+        ({"checks": {"steps": {"min": 1}}}, "checks name parameters the job does not have: steps"),
+        ({"params": {"algo": "ppo"}, "checks": {"algo": {"choices": ["grpo"]}}}, "algo is one of grpo"),
+    ],
+)
+def test_a_bad_alert_threshold_or_check_in_labbot_toml_names_the_job_and_what_is_accepted(
+    body: dict[str, object], said: str
+) -> None:
+    with pytest.raises(BadRequest) as e:
+        JobRegistry.from_config({"j": {"entrypoint": "true", **body}})
+    assert e.value.message.startswith("labbot.toml: [jobs.j] is invalid")
+    assert said in e.value.message
+
+
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        ({"algo": "ppo"}, "parameter algo='ppo' is not accepted by job my-rl; algo is one of grpo, sdpo"),
+        ({"group_size": "-4"}, "parameter group_size=-4 is out of range for job my-rl; group_size is a number of at"),
+        ({"lam": "1.5"}, "parameter lam=1.5 is out of range for job my-rl; lam is a number from 0 to 1"),
+    ],
+)
+def test_bad_parameters_are_refused_at_launch_with_what_is_accepted(params: dict[str, str], said: str) -> None:
+    spec = JobRegistry.from_config(RL_JOB).get("my-rl")
+    with pytest.raises(BadRequest) as e:
+        resolve_launch(spec, LaunchRequest(job="my-rl", params=params))
+    assert said in e.value.message
+
+
+@pytest.mark.parametrize(
+    ("req", "said"),
+    [
+        ({"alerts": ["pass_rate under 0.2"]}, "condition 'under' is not one of above, below, flat, nan"),
+        ({"watch": {"entropy_floor": "low"}}, "entropy_floor='low' must be a number ≥ 0"),
+    ],
+)
+def test_a_bad_launch_alert_or_threshold_is_refused(req: dict[str, object], said: str) -> None:
+    spec = JobRegistry.from_config(RL_JOB).get("my-rl")
+    with pytest.raises(BadRequest) as e:
+        resolve_launch(spec, LaunchRequest(job="my-rl", **req))  # type: ignore[arg-type]
+    assert said in e.value.message

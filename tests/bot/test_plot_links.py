@@ -1,6 +1,7 @@
 """The signed plot links (bot/api/plots.py and their routes in bot/api/app.py), over a real RunService, SQLite and
 telemetry store (Ray is never called): links made before jobs named their plots keep working, and a run's
-``metrics.png`` draws what its job plots, each image behind a signature of its own."""
+``metrics.png`` draws what its job plots, each image behind a signature of its own; ``/api/v1/jobs`` says what
+each job plots."""
 
 from __future__ import annotations
 
@@ -101,3 +102,9 @@ def test_each_link_opens_its_own_image_of_its_own_run_only(api: TestClient) -> N
     with pytest.raises(ValueError, match="no plot image 'reward'; there are loss, metrics"):
         plot_url(PUBLIC, ADMIN, "rl0001", "reward")
     assert plot_url("http://127.0.0.1:3000", ADMIN, "rl0001", "metrics") is None  # nobody else could open it
+
+
+def test_the_jobs_list_says_what_each_job_plots(api: TestClient) -> None:
+    jobs = {j["name"]: j for j in api.get("/api/v1/jobs", headers={"Authorization": f"Bearer {ADMIN}"}).json()["jobs"]}
+    assert (jobs["rl-demo"]["plot"], jobs["rl-demo"]["headline"]) == (["reward", "pass_rate"], "pass_rate")
+    assert (jobs["tiny-lm"]["plot"], jobs["tiny-lm"]["headline"]) == (["loss"], "loss")

@@ -35,10 +35,10 @@ from typing import Any
 
 from labbot.common.durations import format_duration, parse_duration
 from labbot.common.errors import BadRequest
+from labbot.training.telemetry_ingest import METRIC_NAME_RULE, metric_name_ok
 
 CONDITIONS = ("above", "below", "flat", "nan")
 SEVERITIES = ("page", "warning")
-METRIC_NAME = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
 ALERT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 MAX_ALERTS = 20  # per run: each is judged every watchdog tick
 # a metric no point of the run has carried after this long of telemetry is said to be missing (once)
@@ -92,8 +92,8 @@ def make_alert(
     where: str = "alert",
 ) -> Alert:
     """An Alert from loose values (a TOML table, JSON, or the parsed words); BadRequest says what was wrong."""
-    if not isinstance(metric, str) or not METRIC_NAME.match(metric):
-        raise BadRequest(f"{where}: metric {metric!r} is not a metric name (1-64 letters, digits, '_', '.', '/', '-')")
+    if not isinstance(metric, str) or not metric_name_ok(metric):
+        raise BadRequest(f"{where}: metric {metric!r} is not a metric name ({METRIC_NAME_RULE})")
     if condition not in CONDITIONS:
         raise BadRequest(f"{where}: condition {condition!r} is not one of {', '.join(CONDITIONS)}")
     if severity not in SEVERITIES:
@@ -114,7 +114,7 @@ def make_alert(
             raise BadRequest(f"{where}: 'for' must not be negative")
     if condition == "flat" and for_s <= 0:
         raise BadRequest(f"{where}: 'flat' needs a duration to be flat for, e.g. {metric} flat for 15m")
-    label = name if name is not None else f"{metric}-{condition}".replace("/", ".")
+    label = name if name is not None else re.sub(r"[^A-Za-z0-9_.-]", ".", f"{metric}-{condition}")[-40:]
     if not isinstance(label, str) or not ALERT_NAME.match(label):
         raise BadRequest(f"{where}: alert name {label!r} must be 1-40 letters, digits, '_', '.' or '-'")
     return Alert(name=label, metric=metric, condition=condition, threshold=bound, for_s=for_s, severity=severity)

@@ -19,11 +19,44 @@ from labbot.common.errors import BadRequest
 from labbot.training.alerts import alert_from_json, make_alert, merge_alerts, parse_alert
 from labbot.training.monitoring import RL_THRESHOLDS
 from labbot.training.params import PARAM_KEY, ParamValue, coerce_param
+from labbot.training.telemetry_ingest import METRIC_NAME_RULE, metric_name_ok
 
 DEFAULT_STALL_AFTER_S = 600.0
 DEFAULT_MAX_RESTARTS = 2
 RestartCondition = Literal["failed", "hung", "silent"]
 RESTART_CONDITIONS: tuple[str, ...] = get_args(RestartCondition)
+DEFAULT_PLOT: tuple[str, ...] = ("loss",)
+MAX_PLOTTED = 8  # panels in a run's thread plot: more would be too small to read in Slack
+
+
+def _default_plot() -> list[str]:
+    return list(DEFAULT_PLOT)
+
+
+def check_plot(names: list[str]) -> list[str]:
+    """A job's ``plot``: 1 to ``MAX_PLOTTED`` distinct metric names, each one the telemetry accepts."""
+    if not names:
+        raise ValueError('plot must name at least one metric, e.g. plot = ["loss"]')
+    if len(names) > MAX_PLOTTED:
+        raise ValueError(f"plot names {len(names)} metrics; at most {MAX_PLOTTED} fit in a run's thread plot")
+    for name in names:
+        if not metric_name_ok(name):
+            raise ValueError(f"bad metric name {name!r} in plot: {METRIC_NAME_RULE}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"plot names {', '.join(map(repr, repeated))} more than once")
+    return names
+
+
+def check_headline(plot: list[str], headline: str | None) -> str:
+    """The headline metric: ``headline`` when given (it must be one of ``plot``), else the first of ``plot``."""
+    if headline is None:
+        return plot[0]
+    if headline not in plot:
+        raise ValueError(
+            f"headline {headline!r} is not one of plot {plot}: the card's metric must be one the thread plots"
+        )
+    return headline
 
 
 class ParamCheck(BaseModel):
@@ -126,6 +159,9 @@ class JobSpec(BaseModel):
     checks: dict[str, ParamCheck] = Field(default_factory=dict)
     alerts: list[dict[str, Any]] = Field(default_factory=list)
     watch: dict[str, float] = Field(default_factory=dict)
+    # the metrics the run's thread plots, one panel each, and the one its card shows (None: the first of plot)
+    plot: list[str] = Field(default_factory=_default_plot)
+    headline: str | None = None
 
     @field_validator("alerts", mode="before")
     @classmethod
@@ -174,6 +210,21 @@ class JobSpec(BaseModel):
                 raise ValueError(f"the default {e.message}") from None
         return self
 
+    @field_validator("plot")
+    @classmethod
+    def _plot(cls, v: list[str]) -> list[str]:
+        return check_plot(v)
+
+    @model_validator(mode="after")
+    def _headline_in_plot(self) -> JobSpec:
+        check_headline(self.plot, self.headline)
+        return self
+
+    @property
+    def headline_metric(self) -> str:
+        """The metric the run card shows: ``headline``, or the first of ``plot``."""
+        return check_headline(self.plot, self.headline)
+
 
 class LaunchRequest(BaseModel):
     """What a front door asks for. ``params`` values are raw strings (``KEY=VALUE``) or already typed (JSON)."""
@@ -195,7 +246,11 @@ class LaunchRequest(BaseModel):
 
 
 class RunConfig(BaseModel):
-    """Stored with the run: everything needed to (re)submit it."""
+    """Stored with the run (``Run.config``, JSON): everything needed to (re)submit it, and what its thread shows.
+
+    ``plot`` and ``headline`` are copied from the job at launch, so a run keeps its plots when ``labbot.toml``
+    changes later; a config stored before they existed reads as loss (see ``plotted`` for the lenient reader).
+    """
 
     params: dict[str, ParamValue]
     gpus: float
@@ -205,6 +260,27 @@ class RunConfig(BaseModel):
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
     alerts: list[dict[str, Any]] = Field(default_factory=list)  # the job's and the launch's (Alert.to_json)
     watch: dict[str, float] = Field(default_factory=dict)  # RL thresholds over [watchdog]'s
+    plot: list[str] = Field(default_factory=_default_plot)  # the metrics the thread plots
+    headline: str | None = None  # the metric the card shows; None (a config stored without it): the first of plot
+
+    @model_validator(mode="after")
+    def _fill_headline(self) -> RunConfig:
+        if not self.plot:
+            self.plot = _default_plot()
+        if self.headline is None:
+            self.headline = self.plot[0]
+        return self
+
+
+def plotted(config: Mapping[str, Any] | None) -> tuple[list[str], str]:
+    """``(plot, headline)`` of a stored run config, read leniently: a config stored before labbot kept them (or
+    one missing anything else ``RunConfig`` needs) plots loss and shows loss."""
+    cfg = config or {}
+    raw = cfg.get("plot")
+    plot = [m for m in raw if isinstance(m, str) and m] if isinstance(raw, list) else []
+    plot = plot or _default_plot()
+    headline = cfg.get("headline")
+    return plot, headline if isinstance(headline, str) and headline else plot[0]
 
 
 def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
@@ -234,6 +310,8 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         restart_on=list(spec.restart_on) if spec.restart_on is not None else None,
         alerts=[a.to_json() for a in alerts],
         watch=watch,
+        plot=list(spec.plot),
+        headline=spec.headline_metric,
     )
 
 

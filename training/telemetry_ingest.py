@@ -29,6 +29,12 @@ MAX_NAME = 64
 MAX_INT = 2**63 - 1  # steps and attempts are SQL BIGINTs: a larger integer is refused here, not overflowed there
 EVENT_KINDS = frozenset({"checkpoint"})
 PHASE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # labbot_client.telemetry.PHASE_NAME
+METRIC_NAME_RULE = f"metric names must be 1-{MAX_NAME} characters"
+
+
+def metric_name_ok(name: str) -> bool:
+    """Whether ``name`` is a metric name the control plane accepts (the client drops the others before sending)."""
+    return 0 < len(name) <= MAX_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +103,8 @@ def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
             raise BadRequest(f"points[{i}].metrics must be an object of at most {MAX_METRICS_PER_POINT} numbers")
         values = {}
         for name, v in metrics.items():
-            if not name or len(name) > MAX_NAME:
-                raise BadRequest(f"points[{i}]: metric names must be 1-{MAX_NAME} characters, got {name!r}")
+            if not metric_name_ok(name):
+                raise BadRequest(f"points[{i}]: {METRIC_NAME_RULE}, got {name!r}")
             try:
                 values[name] = decode_float(v)
             except ValueError as e:

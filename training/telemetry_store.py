@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -109,8 +110,19 @@ class TelemetryStore:
             )
             return [(int(step), float(value)) for step, value in s.execute(q)]
 
+    def series(self, run_id: str, names: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
+        """Each named metric's points, one per step in step order (where a restarted attempt re-ran steps, its
+        values win): what a run's plot draws. A metric with no points yet is an empty list."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for name in names:
+            latest: dict[int, float] = {}
+            for step, value in self.metrics(run_id, name):
+                latest[step] = value  # ordered by step, then insertion: the newest attempt's value comes last
+            out[name] = sorted(latest.items())
+        return out
+
     def attempt_starts(self, run_id: str) -> list[tuple[int, int]]:
-        """``[(attempt, first step it reported)]``, for marking restarts on a loss plot."""
+        """``[(attempt, first step it reported)]``, for marking restarts on a run's plot."""
         with self.db.session() as s:
             q = (
                 select(MetricPoint.attempt, func.min(MetricPoint.step))

@@ -11,9 +11,14 @@ from hypothesis import strategies as st
 
 from labbot.common.durations import format_duration, parse_duration
 from labbot.common.errors import BadRequest, UnknownJob
+from labbot.storage.models import Run
 from labbot.training.params import coerce_param, parse_assignments
 from labbot.training.registry import TINY_LM, JobRegistry
-from labbot.training.specs import LaunchRequest, entrypoint_command, resolve_launch
+from labbot.training.specs import MAX_PLOTTED, LaunchRequest, RunConfig, entrypoint_command, plotted, resolve_launch
+from labbot.training.telemetry_ingest import MAX_NAME
+from labbot.training.views import run_view
+
+RL = {"entrypoint": "python rl.py", "params": {"steps": 100}, "plot": ["reward", "pass_rate"]}
 
 
 @pytest.mark.parametrize(
@@ -177,3 +182,56 @@ def test_a_bad_launch_alert_or_threshold_is_refused(req: dict[str, object], said
     with pytest.raises(BadRequest) as e:
         resolve_launch(spec, LaunchRequest(job="my-rl", **req))  # type: ignore[arg-type]
     assert said in e.value.message
+
+
+def test_a_job_plots_loss_unless_it_says_otherwise_and_its_headline_is_the_first_it_plots() -> None:
+    reg = JobRegistry.from_config({"rl": RL, "rl2": {**RL, "headline": "pass_rate"}, "sft": {"entrypoint": "x"}})
+    assert TINY_LM.plot == ["loss"] and TINY_LM.headline_metric == "loss"
+    assert reg.get("tiny-lm").plot == ["loss"] and reg.get("sft").plot == ["loss"]
+    assert reg.get("sft").headline_metric == "loss"
+    assert reg.get("rl").plot == ["reward", "pass_rate"] and reg.get("rl").headline_metric == "reward"
+    assert reg.get("rl2").headline_metric == "pass_rate"
+    odd = ["eval/pass@1", "train.loss", "kl-div", "a" * MAX_NAME]  # any name the telemetry accepts
+    assert JobRegistry.from_config({"odd": {"entrypoint": "x", "plot": odd}}).get("odd").plot == odd
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"plot": []}, "plot must name at least one metric"),
+        ({"plot": [""]}, "bad metric name '' in plot: metric names must be 1-64 characters"),
+        ({"plot": ["x" * (MAX_NAME + 1)]}, "metric names must be 1-64 characters"),
+        ({"plot": ["reward", "reward"]}, "plot names 'reward' more than once"),
+        ({"plot": [f"m{i}" for i in range(MAX_PLOTTED + 1)]}, f"at most {MAX_PLOTTED} fit"),
+        ({"plot": "reward"}, "plot"),  # a string is not a list of names
+        ({"plot": ["reward"], "headline": "pass_rate"}, "headline 'pass_rate' is not one of plot"),
+        ({"headline": "reward"}, r"headline 'reward' is not one of plot \['loss'\]"),
+    ],
+)
+def test_bad_plots_and_headlines_are_refused_naming_the_job(body: dict[str, object], message: str) -> None:
+    with pytest.raises(BadRequest, match=r"labbot.toml: \[jobs.rl\] is invalid: .*" + message):
+        JobRegistry.from_config({"rl": {"entrypoint": "python rl.py", **body}})
+
+
+def test_resolve_launch_stores_what_the_run_plots_with_the_run() -> None:
+    spec = JobRegistry.from_config({"rl": {**RL, "headline": "pass_rate"}}).get("rl")
+    cfg = resolve_launch(spec, LaunchRequest(job="rl"))
+    assert cfg.plot == ["reward", "pass_rate"] and cfg.headline == "pass_rate"
+    stored = cfg.model_dump()  # what the runs row keeps (a JSON column)
+    assert stored["plot"] == ["reward", "pass_rate"] and stored["headline"] == "pass_rate"
+    assert RunConfig.model_validate(stored) == cfg
+    plain = resolve_launch(TINY_LM, LaunchRequest(job="tiny-lm"))
+    assert plain.plot == ["loss"] and plain.headline == "loss"
+
+
+def test_a_config_stored_before_plots_existed_reads_as_loss() -> None:
+    old = {"params": {"steps": 200}, "gpus": 0, "stall_after_s": 600.0, "max_restarts": 2}
+    cfg = RunConfig.model_validate(old)
+    assert cfg.plot == ["loss"] and cfg.headline == "loss"
+    assert plotted(old) == (["loss"], "loss") and plotted(None) == (["loss"], "loss")
+    assert plotted({"plot": ["reward", "pass_rate"]}) == (["reward", "pass_rate"], "reward")
+    view = run_view(Run(id="r1", job="tiny-lm", name="old", owner="U1", config=old, status="running", attempt=1))
+    assert view["plot"] == ["loss"] and view["headline"] == "loss"
+    new = resolve_launch(JobRegistry.from_config({"rl": RL}).get("rl"), LaunchRequest(job="rl")).model_dump()
+    view = run_view(Run(id="r2", job="rl", name="new", owner="U1", config=new, status="running", attempt=1))
+    assert view["plot"] == ["reward", "pass_rate"] and view["headline"] == "reward"

@@ -93,17 +93,18 @@ def _alert_table(item: Any, where: str) -> dict[str, Any]:
         if isinstance(item, str):
             return parse_alert(item).to_json()
         if isinstance(item, dict):
-            unknown = sorted(set(item) - {"metric", "condition", "threshold", "for", "for_s", "severity", "name"})
+            keys = {"metric", "condition", "threshold", "within", "for", "for_s", "severity", "name"}
+            unknown = sorted(set(item) - keys)
             if unknown:
                 raise BadRequest(
                     f"{where}: unknown key {', '.join(unknown)}; "
-                    "keys: metric, condition, threshold, for, severity, name"
+                    "keys: metric, condition, threshold (within, for flat), for, severity, name"
                 )
             for_ = item.get("for", item.get("for_s"))
             alert = make_alert(
                 item.get("metric"),
                 item.get("condition"),
-                item.get("threshold"),
+                item.get("threshold", item.get("within")),
                 for_,
                 item.get("severity", "page"),
                 item.get("name"),

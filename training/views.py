@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from labbot.storage.models import Run
+from labbot.training.alerts import alerts_of
 from labbot.training.specs import plotted
 
 
@@ -37,6 +38,7 @@ def run_view(run: Run) -> dict[str, Any]:
         "max_restarts": cfg.get("max_restarts"),
         "plot": plot,
         "headline": headline,
+        "alerts": [a.describe() + f" ({a.severity}, as {a.name})" for a in alerts_of(cfg)],
         "created_at": ts(run.created_at),
         "updated_at": ts(run.updated_at),
         "started_at": ts(run.started_at),

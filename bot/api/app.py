@@ -55,6 +55,7 @@ from labbot.storage.artifacts import (
 )
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
+from labbot.training.alerts import alert_from_json
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 from labbot.training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
@@ -245,6 +246,9 @@ def create_app(
                     "max_restarts": spec.max_restarts,
                     "plot": list(spec.plot),
                     "headline": spec.headline_metric,
+                    "alerts": [alert_from_json(a).describe() for a in spec.alerts],
+                    "watch": dict(spec.watch),
+                    "checks": {k: c.accepted() for k, c in spec.checks.items()},
                 }
                 for spec in service.registry.all()
             ]

@@ -235,3 +235,14 @@ def test_a_config_stored_before_plots_existed_reads_as_loss() -> None:
     new = resolve_launch(JobRegistry.from_config({"rl": RL}).get("rl"), LaunchRequest(job="rl")).model_dump()
     view = run_view(Run(id="r2", job="rl", name="new", owner="U1", config=new, status="running", attempt=1))
     assert view["plot"] == ["reward", "pass_rate"] and view["headline"] == "reward"
+
+
+def test_a_runs_json_says_its_alerts_in_words() -> None:
+    spec = JobRegistry.from_config(RL_JOB).get("my-rl")
+    cfg = resolve_launch(spec, LaunchRequest(job="my-rl", alerts=["loss nan warning"])).model_dump()
+    view = run_view(Run(id="r3", job="my-rl", name="n", owner="U1", config=cfg, status="running", attempt=1))
+    assert view["alerts"] == [
+        "pass_rate below 0.2 for 10m (page, as pass_rate-below)",
+        "reward flat for 15m (warning, as reward-flat)",
+        "loss nan (warning, as loss-nan)",
+    ]

@@ -144,12 +144,12 @@ def main() -> int:
     p.add_argument("what", choices=["lines", "suite"])
     p.add_argument("before")
     p.add_argument("after", nargs="?")
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
-    args = p.parse_args()
+    argv = sys.argv[1:]
+    cmd = argv[argv.index("--") + 1 :] if "--" in argv else []  # the command after --, read before argparse
+    args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.what == "lines":
         result = lines(args.before, args.after)
     else:
-        cmd = [c for c in args.cmd if c != "--"]
         if not cmd:
             p.error("suite needs a command after --, e.g. -- make test")
         result = suite(args.before, args.after, cmd)

@@ -1,9 +1,11 @@
-"""A run's report as Markdown, for Notion (``/lab report RUN``): what ran, how it went, its loss curve and config.
+"""A run's report as Markdown, for Notion (``/lab report RUN``): what ran, how it went, its curves and config.
 
 Pure functions over the run's JSON (``labbot.training.views.run_view``) and its metric series (``(step, value)``
-points). The notion server turns the Markdown into blocks. The loss curve is an image when labbot is reachable by the
-report's readers (a signed link to its plot, ``labbot.bot.api.plots``: Notion's API takes images as URLs), and is drawn
-in text besides (a fixed-width chart in a code block, plus a table of sampled points), which needs nothing reachable.
+points). The notion server turns the Markdown into blocks. The curves are those of the metrics the run's job plots
+(``plot`` in the run JSON: loss by default) and of the usual loss metrics it reports. The job's plot is an image when
+labbot is reachable by the report's readers (a signed link to it, ``labbot.bot.api.plots``: Notion's API takes images
+as URLs), and each curve is drawn in text besides (a fixed-width chart in a code block, plus a table of sampled
+points), which needs nothing reachable.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["loss_chart", "run_report"]
+__all__ = ["REPORT_METRICS", "loss_chart", "plot_image", "plotted_metrics", "report_metrics", "run_report"]
 
 Points = Sequence[tuple[int, float]]
+REPORT_METRICS = ("loss", "val_loss", "eval_loss")  # reported whatever the job plots, when the run has them
 CHART_WIDTH = 60
 CHART_HEIGHT = 12
 TABLE_ROWS = 12
@@ -65,6 +68,24 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def plotted_metrics(run: Mapping[str, Any]) -> list[str]:
+    """What the run's job plots (``plot`` in the run JSON; loss for a run JSON from before jobs named it)."""
+    plot = run.get("plot")
+    return [str(m) for m in plot] if isinstance(plot, list) and plot else ["loss"]
+
+
+def report_metrics(run: Mapping[str, Any]) -> list[str]:
+    """The metrics whose curves the report shows: what the job plots, then the usual loss metrics."""
+    plotted = plotted_metrics(run)
+    return [*plotted, *(m for m in REPORT_METRICS if m not in plotted)]
+
+
+def plot_image(run: Mapping[str, Any]) -> str:
+    """Which signed plot image (``labbot.bot.api.plots.PLOT_IMAGES``) shows the run's plot: ``loss`` for a job
+    plotting loss alone (the image reports have always had), ``metrics`` otherwise."""
+    return "loss" if plotted_metrics(run) == ["loss"] else "metrics"
+
+
 def run_report(
     run: Mapping[str, Any],
     series: Mapping[str, Points],
@@ -72,8 +93,9 @@ def run_report(
     thread_url: str | None = None,
     plot_url: str | None = None,
 ) -> tuple[str, str]:
-    """The report's (title, Markdown) for ``run``, with its ``series`` by metric name (``loss`` drawn if present);
-    ``plot_url``, a link to the loss plot others can open (``labbot.bot.api.plots``), is embedded as an image."""
+    """The report's (title, Markdown) for ``run``, with its ``series`` by metric name (each drawn if present);
+    ``plot_url``, a link others can open to the run's ``plot_image`` (``labbot.bot.api.plots``), is embedded as an
+    image: in the loss section for a job plotting loss alone, as the report's "Plots" section otherwise."""
     name = run.get("name") or run["id"]
     title = f"{name} — {run.get('job')} run {run['id']} ({run.get('status')})"
     facts = [
@@ -99,12 +121,16 @@ def run_report(
     if metrics:
         md += ["", "## Latest metrics", "", "| metric | value |", "| --- | --- |"]
         md += [f"| {_cell(k)} | {_cell(v)} |" for k, v in sorted(metrics.items())]
+    loss_only = plot_image(run) == "loss"
+    if plot_url and not loss_only:
+        shown = ", ".join(plotted_metrics(run))
+        md += ["", "## Plots", "", f"![{shown} of run {run['id']}]({plot_url})"]
     for metric, points in series.items():
         if not points:
             continue
         pts = _finite(points)
         md += ["", f"## {metric.capitalize()} curve", ""]
-        if metric == "loss" and plot_url:
+        if metric == "loss" and plot_url and loss_only:
             md += [f"![loss curve of run {run['id']}]({plot_url})", ""]
         if pts:
             best = min(pts, key=lambda p: p[1])

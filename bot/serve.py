@@ -148,7 +148,7 @@ class ControlPlane:
                 pager=pager,
                 admins=slack.admins,
                 after_page_change=plane.deliver,
-                plot_url=lambda run_id: plot_url(settings.public_url, token, run_id),
+                plot_url=lambda run_id, image: plot_url(settings.public_url, token, run_id, image),
             )
         return plane
 

@@ -83,11 +83,14 @@ def tool_error(e: ApiError) -> ToolError:
     return ToolError(e.message)
 
 
-def _run_line(r: dict[str, Any]) -> str:
-    loss = (r.get("metrics") or {}).get("loss")
+def run_line(r: dict[str, Any]) -> str:
+    """One run for a model: id, job, status, attempt, step, its headline metric's latest value (loss unless its job
+    names another), owner."""
+    headline = r.get("headline") or "loss"
+    value = (r.get("metrics") or {}).get(headline)
     bits = [f"{r['id']}", r["job"], r["status"], f"attempt {r['attempt']}", f"step {r.get('step')}"]
-    if loss is not None:
-        bits.append(f"loss {loss}")
+    if value is not None:
+        bits.append(f"{headline} {value}")
     bits.append(f"owner {r['owner']}")
     return " · ".join(str(b) for b in bits)
 
@@ -182,12 +185,13 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         status: Annotated[str | None, Field(description="only runs in this status, e.g. running")] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> str:
-        """Runs, newest first: id, job, status, attempt, step, latest loss, owner."""
+        """Runs, newest first: id, job, status, attempt, step, the latest value of its headline metric (loss unless
+        its job names another, e.g. pass_rate), owner."""
         params: dict[str, Any] = {"limit": limit}
         if status:
             params["status"] = status
         runs = (await lab.json("GET", "/runs", params=params))["runs"]
-        return "\n".join(_run_line(r) for r in runs) or "no runs"
+        return "\n".join(run_line(r) for r in runs) or "no runs"
 
     @server.tool(annotations=READ, structured_output=False)
     async def get_run(run_id: str) -> str:
@@ -229,25 +233,30 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         job: str,
         params: Annotated[dict[str, Any] | None, Field(description='job parameters, e.g. {"steps": 200}')] = None,
         stall_after: Annotated[str | None, Field(description="e.g. 10m")] = None,
+        alerts: Annotated[
+            list[str] | None, Field(description="metric alerts, e.g. ['pass_rate below 0.2 for 10m']")
+        ] = None,
     ) -> str:
         """Launch a job on Ray (needs a human's approval)."""
         body: dict[str, Any] = {"job": job, "params": params or {}, "owner": "agent"}
         if stall_after:
             body["stall_after"] = stall_after
+        if alerts:
+            body["alerts"] = alerts
         run = (await lab.json("POST", "/runs", json=body))["run"]
-        return f"launched: {_run_line(run)}"
+        return f"launched: {run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def stop_run(run_id: str) -> str:
         """Stop a run (needs a human's approval). Its checkpoints are kept."""
         run = (await lab.json("POST", _path("run", run_id, "stop"), params={"by": "agent"}))["run"]
-        return f"stopped: {_run_line(run)}"
+        return f"stopped: {run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def restart_run(run_id: str) -> str:
         """Restart a run from its newest checkpoint as a new attempt (needs a human's approval)."""
         run = (await lab.json("POST", _path("run", run_id, "restart"), params={"by": "agent"}))["run"]
-        return f"restarted: {_run_line(run)}"
+        return f"restarted: {run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def ack_page(page_id: str) -> str:
@@ -373,7 +382,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         list_eval_suites shows the suite when the run has succeeded."""
         body = {"job": "eval-generate", "params": {"count": count, "seed": seed}, "owner": "agent"}
         run = (await lab.json("POST", "/runs", json=body))["run"]
-        return f"generating: {_run_line(run)}"
+        return f"generating: {run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def run_eval(

@@ -4,9 +4,15 @@ The watchdog (a loop in the server) reads each active run's row, builds a ``RunS
 status, and asks :func:`evaluate` what is wrong; what to do about a ``Finding`` (page, restart, stop) is its own
 business. Judging loss and step rate would need the metric points, so instead the telemetry ingest folds each batch
 into a small JSON "vitals" dict with :func:`observe` (a trailing loss window, step-rate samples, a latched
-divergence) that is stored on the run, and the watchdog judges from that one row. :func:`infra_finding` is the one
-finding about Ray itself rather than a run. Everything here is a pure function: no I/O, no clock (``now`` is
-passed in), no input is mutated.
+divergence, trailing windows of the RL metrics, the state of each metric alert, the phase the job says it is in)
+that is stored on the run, and the watchdog judges from that one row. :func:`infra_finding` is the one finding about
+Ray itself rather than a run.
+
+RL conditions are judged for any job that reports the metrics they read: ``frac_reward_zero_std`` and ``reward``
+(``no_signal``), ``entropy`` (``entropy_collapse``), ``kl`` (``kl_blowup``). A job's own alerts
+(:mod:`labbot.training.alerts`) are findings of kind ``metric``, one per alert (:attr:`Finding.condition`).
+
+Everything here is a pure function: no I/O, no clock (``now`` is passed in), no input is mutated.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 
 from labbot.common.durations import format_duration
 from labbot.storage.floats import decode_float, encode_float
+from labbot.training import alerts as alert_rules
+from labbot.training.alerts import Alert
 
 SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
     "silent",
@@ -30,8 +38,15 @@ SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
     "slow",
     "infra",
 )
-KINDS = (SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA)
+NO_SIGNAL, ENTROPY_COLLAPSE, KL_BLOWUP, METRIC = "no_signal", "entropy_collapse", "kl_blowup", "metric"
+KINDS = (SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, NO_SIGNAL, ENTROPY_COLLAPSE, KL_BLOWUP, METRIC, INFRA)
 PAGE, WARNING = "page", "warning"
+
+# the RL metrics whose trailing windows observe() keeps, and the key of each in vitals["rl"]
+RL_METRICS = {"frac_reward_zero_std": "zero_std", "reward": "reward", "entropy": "entropy", "kl": "kl"}
+RL_WINDOW = 50  # trailing values kept of each
+COLLAPSE_POINTS = 3  # entropy_collapse: this many latest values judged (one low sample is noise)
+KL_JUMP_MIN = 1e-3  # kl_blowup's jump test needs a trailing maximum at least this large
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
 
@@ -55,6 +70,29 @@ class Thresholds:
     # before an attempt's first telemetry (or first step), silence is judged against at least this: loading a big
     # model or a dataset is not a stall
     startup_grace_s: float = 0.0
+    # RL (see RL_THRESHOLDS): no_signal when frac_reward_zero_std ≥ no_signal_frac for no_signal_points reports in a
+    # row, or the mean reward moves by no more than reward_flat_within over that many reports
+    no_signal_frac: float = 0.95
+    no_signal_points: int = 20
+    reward_flat_within: float = 0.0
+    # entropy_collapse: the latest values all under entropy_floor, or under the trailing maximum / entropy_drop
+    entropy_floor: float = 0.02
+    entropy_drop: float = 10.0
+    # kl_blowup: the latest KL over kl_max, or over kl_jump × its trailing maximum
+    kl_max: float = 2.0
+    kl_jump: float = 10.0
+
+
+# the thresholds a job (``watch = {...}`` in labbot.toml), a launch (``--watch KEY=VALUE``) or ``[watchdog]`` may set
+RL_THRESHOLDS = (
+    "no_signal_frac",
+    "no_signal_points",
+    "reward_flat_within",
+    "entropy_floor",
+    "entropy_drop",
+    "kl_max",
+    "kl_jump",
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +112,7 @@ class RunState:
     vitals: Mapping[str, Any]  # what observe() returned, {} if nothing yet
     thresholds: Thresholds
     stop_requested: bool = False
+    alerts: tuple[Alert, ...] = ()  # the job's and the launch's metric alerts
 
 
 @dataclass(frozen=True)
@@ -82,13 +121,24 @@ class Finding:
     severity: str  # PAGE or WARNING
     summary: str  # one plain line for a human, e.g. "no telemetry for 2m 10s (threshold 30s)"
     detail: dict[str, Any]  # JSON-safe facts (non-finite floats as "NaN", "Infinity", "-Infinity")
+    alert: str | None = None  # kind METRIC: the alert's name
+
+    @property
+    def condition(self) -> str:
+        """What a page is kept per: the kind, or ``metric:NAME`` for a metric alert (one page per alert)."""
+        return condition_of(self.kind, self.alert)
+
+
+def condition_of(kind: str, alert: str | None) -> str:
+    return f"{kind}:{alert}" if kind == METRIC and alert else kind
 
 
 # --- evaluate --------------------------------------------------------------------------------------------------------
 
 
 def evaluate(state: RunState, now: datetime) -> list[Finding]:
-    """Everything wrong with ``state`` at ``now``, in the order of ``KINDS``; [] when all is well."""
+    """Everything wrong with ``state`` at ``now``, in the order of ``KINDS`` (metric alerts by name); [] when all is
+    well."""
     if state.stop_requested:
         return []
     found: dict[str, Finding] = {}
@@ -112,7 +162,26 @@ def evaluate(state: RunState, now: datetime) -> list[Finding]:
         diverged = _diverged(state)
         if diverged is not None:
             found[DIVERGED] = diverged
-    return [found[kind] for kind in KINDS if kind in found]
+        rl = state.vitals.get("rl")
+        if isinstance(rl, Mapping) and rl:
+            for rule in (_no_signal, _entropy_collapse, _kl_blowup):
+                finding = rule(rl, th)
+                if finding is not None:
+                    found[finding.kind] = finding
+    out = [found[kind] for kind in KINDS if kind in found]
+    if state.alerts and state.status not in TERMINAL_STATUSES:
+        out += _alerts(state, now)
+    return out
+
+
+def missing_alert_metrics(state: RunState, now: datetime) -> list[Alert]:
+    """The run's alerts on a metric it has never reported, though it has reported others for a while: said once in
+    the run's thread (an alert that can never fire is a typo or a job that changed), never paged."""
+    if not state.alerts or state.status in TERMINAL_STATUSES:
+        return []
+    states = state.vitals.get("alerts")
+    first = _parse_time(state.vitals.get("first_point_at"))
+    return alert_rules.never_reported(state.alerts, states if isinstance(states, Mapping) else {}, first, now)
 
 
 def infra_finding(down_since: datetime | None, now: datetime, infra_after_s: float, address: str) -> Finding | None:
@@ -205,16 +274,24 @@ def _hung(state: RunState, now: datetime) -> Finding | None:
         what = f"no step reported for {format_duration(stuck_for)} since attempt {state.attempt} was submitted"
     else:
         what = f"step stuck at {state.last_step} for {format_duration(stuck_for)}"
+    detail: dict[str, Any] = {
+        "stuck_for_s": stuck_for,
+        "threshold_s": float(threshold),
+        "last_step": state.last_step,
+        "attempt": state.attempt,
+    }
+    phase = state.vitals.get("phase")
+    if isinstance(phase, Mapping) and isinstance(phase.get("name"), str):
+        entered = _parse_time(phase.get("since"))
+        in_phase = stuck_for if entered is None else min(stuck_for, _seconds(now - entered))
+        step = f" at step {state.last_step}" if state.last_step is not None else ""
+        what = f"stuck in {phase['name']} for {format_duration(in_phase)}{step}"
+        detail |= {"phase": phase["name"], "in_phase_s": in_phase}
     return Finding(
         kind=HUNG,
         severity=PAGE,
         summary=f"{what} though heartbeats arrive (threshold {format_duration(threshold)})",
-        detail={
-            "stuck_for_s": stuck_for,
-            "threshold_s": float(threshold),
-            "last_step": state.last_step,
-            "attempt": state.attempt,
-        },
+        detail=detail,
     )
 
 
@@ -256,6 +333,105 @@ def _slow(raw_rates: Any, slow_factor: float, slow_samples: int) -> Finding | No
     )
 
 
+def _no_signal(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
+    n = max(2, int(th.no_signal_points))
+    zero = _finite_list(rl.get("zero_std"))[-n:]
+    if len(zero) == n and all(v >= th.no_signal_frac for v in zero):
+        return Finding(
+            kind=NO_SIGNAL,
+            severity=PAGE,
+            summary=f"no learning signal: in each of the last {n} steps, {min(zero):.0%} or more of the groups had "
+            f"rewards all equal (frac_reward_zero_std ≥ {th.no_signal_frac:g}), so every advantage is zero",
+            detail={"metric": "frac_reward_zero_std", "latest": zero[-1], "points": n, "floor": th.no_signal_frac},
+        )
+    reward = _finite_list(rl.get("reward"))[-n:]
+    if len(reward) == n and max(reward) - min(reward) <= th.reward_flat_within:
+        return Finding(
+            kind=NO_SIGNAL,
+            severity=PAGE,
+            summary=f"no learning signal: the reward has stayed at {_fmt(reward[-1])} for {n} steps"
+            + (f" (within {th.reward_flat_within:g})" if th.reward_flat_within else ""),
+            detail={"metric": "reward", "latest": reward[-1], "points": n, "within": th.reward_flat_within},
+        )
+    return None
+
+
+def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
+    values = _finite_list(rl.get("entropy"))
+    if len(values) < COLLAPSE_POINTS:
+        return None
+    recent, before = values[-COLLAPSE_POINTS:], values[:-COLLAPSE_POINTS]
+    latest = recent[-1]
+    if all(v < th.entropy_floor for v in recent):
+        return Finding(
+            kind=ENTROPY_COLLAPSE,
+            severity=PAGE,
+            summary=f"entropy collapsed to {_fmt(latest)}, under the floor {th.entropy_floor:g} for the last "
+            f"{COLLAPSE_POINTS} reports: the policy has stopped exploring",
+            detail={"latest": latest, "floor": th.entropy_floor},
+        )
+    top = max(before) if before else 0.0
+    if top > 0 and th.entropy_drop > 1 and all(v * th.entropy_drop < top for v in recent):
+        return Finding(
+            kind=ENTROPY_COLLAPSE,
+            severity=PAGE,
+            summary=f"entropy fell from {_fmt(top)} to {_fmt(latest)}, more than ×{th.entropy_drop:g} down: "
+            "the policy has stopped exploring",
+            detail={"latest": latest, "trailing_max": top, "factor": th.entropy_drop},
+        )
+    return None
+
+
+def _kl_blowup(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
+    values = _finite_list(rl.get("kl"))
+    if not values:
+        return None
+    latest, before = values[-1], values[:-1]
+    if latest > th.kl_max:
+        return Finding(
+            kind=KL_BLOWUP,
+            severity=PAGE,
+            summary=f"KL to the reference policy is {_fmt(latest)}, over the bound {th.kl_max:g}",
+            detail={"latest": latest, "bound": th.kl_max},
+        )
+    top = max(before) if len(before) >= MIN_SPIKE_WINDOW else 0.0
+    if top >= KL_JUMP_MIN and latest > th.kl_jump * top:
+        return Finding(
+            kind=KL_BLOWUP,
+            severity=PAGE,
+            summary=f"KL to the reference policy jumped to {_fmt(latest)}, over ×{th.kl_jump:g} its trailing "
+            f"maximum {_fmt(top)}",
+            detail={"latest": latest, "trailing_max": top, "factor": th.kl_jump},
+        )
+    return None
+
+
+def _alerts(state: RunState, now: datetime) -> list[Finding]:
+    states = state.vitals.get("alerts")
+    if not isinstance(states, Mapping):
+        return []
+    out = []
+    for alert in sorted(state.alerts, key=lambda a: a.name):
+        st = states.get(alert.name)
+        if not isinstance(st, Mapping):
+            continue
+        held = alert_rules.holding(alert, st, now)
+        if held is None:
+            continue
+        out.append(
+            Finding(
+                kind=METRIC,
+                severity=alert.severity,
+                summary=alert_rules.summary(alert, st, held),
+                detail=_json_safe(
+                    {"alert": alert.name, "rule": alert.to_json(), "last": st.get("last"), "since": st.get("since")}
+                ),
+                alert=alert.name,
+            )
+        )
+    return out
+
+
 # --- observe ---------------------------------------------------------------------------------------------------------
 
 
@@ -266,13 +442,17 @@ def observe(
     *,
     now: datetime,
     spike_factor: float = 10.0,
+    alerts: Sequence[Alert] = (),
+    phase: str | None = None,
 ) -> dict[str, Any]:
     """New vitals after one telemetry batch of ``attempt``: ``points`` are ``(step, when, metrics)`` in any order.
 
     The result is a new, JSON-safe dict of bounded size: ``attempt``, ``loss_window`` (trailing finite, non-spike
     losses), ``rates`` (steps/s samples) and their ``anchor``, and while one is latched, ``divergence`` and
-    ``recovered_points``. A batch of an attempt older than the one recorded (a previous attempt flushing its tail)
-    changes nothing.
+    ``recovered_points``; when the job reports them, ``rl`` (trailing windows of the RL metrics), ``alerts`` (each
+    alert's state, :func:`labbot.training.alerts.track`), ``first_point_at`` (the attempt's first point) and
+    ``phase`` (``{"name", "since"}``: the phase the batch names and when it was entered). A batch of an attempt older
+    than the one recorded (a previous attempt flushing its tail) changes nothing.
     """
     recorded = vitals.get("attempt")
     if isinstance(recorded, int) and not isinstance(recorded, bool) and attempt < recorded:
@@ -284,8 +464,26 @@ def observe(
     raw_div = vitals.get("divergence") if same_attempt else None
     divergence: dict[str, Any] | None = _json_safe(dict(raw_div)) if isinstance(raw_div, Mapping) else None
     recovered = _int(vitals.get("recovered_points")) if divergence is not None else 0
+    ordered = sorted(points, key=lambda p: p[0])
+    raw_rl = vitals.get("rl") if same_attempt else None
+    rl = {key: _finite_list(raw_rl.get(key))[-RL_WINDOW:] for key in raw_rl} if isinstance(raw_rl, Mapping) else {}
+    for _, _, metrics in ordered:
+        for name, key in RL_METRICS.items():
+            value = _number(metrics.get(name))
+            if value is not None and math.isfinite(value):
+                rl.setdefault(key, []).append(value)
+    rl = {key: values[-RL_WINDOW:] for key, values in rl.items()}
+    raw_alerts = vitals.get("alerts") if same_attempt else None
+    alert_states = _alert_states(raw_alerts, alerts, ordered)
+    first_point_at = vitals.get("first_point_at") if same_attempt else None
+    if first_point_at is None and ordered:
+        first_point_at = _utc(ordered[0][1]).isoformat()
+    raw_phase = vitals.get("phase") if same_attempt else None
+    phase_state = dict(raw_phase) if isinstance(raw_phase, Mapping) else None
+    if phase is not None and (phase_state is None or phase_state.get("name") != phase):
+        phase_state = {"name": phase, "since": now.isoformat()}
 
-    for step, when, metrics in sorted(points, key=lambda p: p[0]):
+    for step, when, metrics in ordered:
         when = _utc(when)
         if anchor is None:
             anchor = (step, when)
@@ -318,6 +516,32 @@ def observe(
     if divergence is not None:
         out["divergence"] = divergence
         out["recovered_points"] = recovered
+    if rl:
+        out["rl"] = rl
+    if alert_states:
+        out["alerts"] = alert_states
+    if first_point_at is not None:
+        out["first_point_at"] = first_point_at
+    if phase_state is not None:
+        out["phase"] = phase_state
+    return out
+
+
+def _alert_states(
+    raw: Any, alerts: Sequence[Alert], ordered: Sequence[tuple[int, datetime, Mapping[str, float]]]
+) -> dict[str, Any]:
+    """Each alert's state after the batch; the states of alerts the run no longer has are dropped."""
+    previous = raw if isinstance(raw, Mapping) else {}
+    out: dict[str, Any] = {}
+    for alert in alerts:
+        values = []
+        for _, when, metrics in ordered:
+            value = _number(metrics.get(alert.metric))
+            if value is not None:
+                values.append((when, value))
+        old = previous.get(alert.name)
+        if values or isinstance(old, Mapping):
+            out[alert.name] = _json_safe(alert_rules.track(old if isinstance(old, Mapping) else None, alert, values))
     return out
 
 

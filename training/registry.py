@@ -84,6 +84,20 @@ TINY_RL = JobSpec(
         "reward_stuck_at_step": 0,
         "entropy_collapse_at_step": 0,
     },
+    checks={
+        "algo": {"choices": ("grpo", "sdpo", "blend", "rlsd")},
+        "teacher": {"choices": ("self", "ema")},
+        "group_size": {"min": 2},
+        "lam": {"min": 0, "max": 1},
+        "ema_decay": {"min": 0, "max": 0.999},
+        "n_digits": {"min": 1, "max": 8},
+        "warmup_hint_frac": {"min": 0, "max": 1},
+        "num_rollout_workers": {"min": 0},
+    },
+    # the default run starts from a warm-up at ~0.9 held-out pass rate: falling under 0.5 means RL broke it
+    alerts=["pass_rate below 0.5 for 2m"],
+    plot=["reward", "pass_rate", "entropy", "kl", "frac_reward_zero_std"],
+    headline="pass_rate",
 )
 
 EVAL = JobSpec(

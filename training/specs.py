@@ -7,24 +7,141 @@ is stored with the run, or raises ``BadRequest`` naming what was wrong and what 
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
+from labbot.training.alerts import alert_from_json, make_alert, merge_alerts, parse_alert
+from labbot.training.monitoring import RL_THRESHOLDS
 from labbot.training.params import PARAM_KEY, ParamValue, coerce_param
+from labbot.training.telemetry_ingest import METRIC_NAME_RULE, metric_name_ok
 
 DEFAULT_STALL_AFTER_S = 600.0
 DEFAULT_MAX_RESTARTS = 2
 RestartCondition = Literal["failed", "hung", "silent"]
 RESTART_CONDITIONS: tuple[str, ...] = get_args(RestartCondition)
+DEFAULT_PLOT: tuple[str, ...] = ("loss",)
+MAX_PLOTTED = 8  # panels in a run's thread plot: more would be too small to read in Slack
+
+
+def _default_plot() -> list[str]:
+    return list(DEFAULT_PLOT)
+
+
+def check_plot(names: list[str]) -> list[str]:
+    """A job's ``plot``: 1 to ``MAX_PLOTTED`` distinct metric names, each one the telemetry accepts."""
+    if not names:
+        raise ValueError('plot must name at least one metric, e.g. plot = ["loss"]')
+    if len(names) > MAX_PLOTTED:
+        raise ValueError(f"plot names {len(names)} metrics; at most {MAX_PLOTTED} fit in a run's thread plot")
+    for name in names:
+        if not metric_name_ok(name):
+            raise ValueError(f"bad metric name {name!r} in plot: {METRIC_NAME_RULE}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"plot names {', '.join(map(repr, repeated))} more than once")
+    return names
+
+
+def check_headline(plot: list[str], headline: str | None) -> str:
+    """The headline metric: ``headline`` when given (it must be one of ``plot``), else the first of ``plot``."""
+    if headline is None:
+        return plot[0]
+    if headline not in plot:
+        raise ValueError(
+            f"headline {headline!r} is not one of plot {plot}: the card's metric must be one the thread plots"
+        )
+    return headline
+
+
+class ParamCheck(BaseModel):
+    """What values a parameter accepts beyond its type: one of ``choices``, or a number within ``[min, max]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    choices: tuple[ParamValue, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def accepted(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.min is not None and self.max is not None:
+            return f"a number from {self.min:g} to {self.max:g}"
+        if self.min is not None:
+            return f"a number of at least {self.min:g}"
+        return f"a number of at most {self.max:g}"
+
+    def check(self, key: str, value: ParamValue, job: str) -> None:
+        if self.choices is not None and value not in self.choices:
+            raise BadRequest(f"parameter {key}={value!r} is not accepted by job {job}; {key} is {self.accepted()}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            low = self.min is not None and value < self.min
+            high = self.max is not None and value > self.max
+            if low or high:
+                raise BadRequest(f"parameter {key}={value!r} is out of range for job {job}; {key} is {self.accepted()}")
+
+
+def _alert_table(item: Any, where: str) -> dict[str, Any]:
+    """One alert of a job's ``alerts`` list (a table or the words of ``--alert``) as stored JSON."""
+    try:
+        if isinstance(item, str):
+            return parse_alert(item).to_json()
+        if isinstance(item, dict):
+            keys = {"metric", "condition", "threshold", "within", "for", "for_s", "severity", "name"}
+            unknown = sorted(set(item) - keys)
+            if unknown:
+                raise BadRequest(
+                    f"{where}: unknown key {', '.join(unknown)}; "
+                    "keys: metric, condition, threshold (within, for flat), for, severity, name"
+                )
+            for_ = item.get("for", item.get("for_s"))
+            alert = make_alert(
+                item.get("metric"),
+                item.get("condition"),
+                item.get("threshold", item.get("within")),
+                for_,
+                item.get("severity", "page"),
+                item.get("name"),
+                where=where,
+            )
+            return alert.to_json()
+    except BadRequest as e:
+        raise ValueError(e.message) from None
+    raise ValueError(f"{where}: an alert is a table (metric, condition, threshold, for, severity) or its words")
+
+
+def check_watch(raw: Any, where: str) -> dict[str, float]:
+    """RL watchdog thresholds (``RL_THRESHOLDS``) set by a job or a launch; BadRequest names the accepted keys."""
+    if not isinstance(raw, dict):
+        raise BadRequest(f"{where}: watch is a table of thresholds, e.g. {{ kl_max = 5 }}")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if key not in RL_THRESHOLDS:
+            raise BadRequest(f"{where}: unknown threshold {key!r}; accepted: {', '.join(RL_THRESHOLDS)}")
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            raise BadRequest(f"{where}: threshold {key}={value!r} must be a number ≥ 0")
+        if key == "no_signal_frac" and not 0 < number <= 1:
+            raise BadRequest(f"{where}: no_signal_frac={value!r} is a fraction in (0, 1]")
+        if key == "no_signal_points" and (number < 2 or not number.is_integer()):
+            raise BadRequest(f"{where}: no_signal_points={value!r} must be a whole number of at least 2")
+        out[key] = number
+    return out
 
 
 class JobSpec(BaseModel):
-    """A launchable job. ``params`` are its parameters with their defaults (and so their types)."""
+    """A launchable job. ``params`` are its parameters with their defaults (and so their types); ``checks`` what
+    some of them accept beyond their type; ``alerts`` its metric alerts (:mod:`labbot.training.alerts`); ``watch``
+    the RL watchdog thresholds it sets (``labbot.training.monitoring.RL_THRESHOLDS``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -40,6 +157,32 @@ class JobSpec(BaseModel):
     # None: the [watchdog] defaults of labbot.toml
     pending_after: float | None = None
     restart_on: tuple[RestartCondition, ...] | None = None
+    checks: dict[str, ParamCheck] = Field(default_factory=dict)
+    alerts: list[dict[str, Any]] = Field(default_factory=list)
+    watch: dict[str, float] = Field(default_factory=dict)
+    # the metrics the run's thread plots, one panel each, and the one its card shows (None: the first of plot)
+    plot: list[str] = Field(default_factory=_default_plot)
+    headline: str | None = None
+
+    @field_validator("alerts", mode="before")
+    @classmethod
+    def _alerts(cls, v: Any) -> list[dict[str, Any]]:
+        if not isinstance(v, list | tuple):
+            raise ValueError("alerts is a list of [[jobs.NAME.alerts]] tables")
+        out = [_alert_table(item, f"alert {i + 1}") for i, item in enumerate(v)]
+        names = [a["name"] for a in out]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two alerts named {', '.join(twice)}: give one a 'name'")
+        return out
+
+    @field_validator("watch", mode="before")
+    @classmethod
+    def _watch(cls, v: Any) -> dict[str, float]:
+        try:
+            return check_watch(v, "watch")
+        except BadRequest as e:
+            raise ValueError(e.message) from None
 
     @field_validator("stall_after", "pending_after", mode="before")
     @classmethod
@@ -56,6 +199,33 @@ class JobSpec(BaseModel):
                 raise ValueError(f"bad parameter name {key!r}: use letters, digits, '_' or '-'")
         return v
 
+    @model_validator(mode="after")
+    def _checks_name_params(self) -> JobSpec:
+        unknown = sorted(set(self.checks) - set(self.params))
+        if unknown:
+            raise ValueError(f"checks name parameters the job does not have: {', '.join(unknown)}")
+        for key, check in self.checks.items():
+            try:
+                check.check(key, self.params[key], self.name)  # the defaults must pass their own checks
+            except BadRequest as e:
+                raise ValueError(f"the default {e.message}") from None
+        return self
+
+    @field_validator("plot")
+    @classmethod
+    def _plot(cls, v: list[str]) -> list[str]:
+        return check_plot(v)
+
+    @model_validator(mode="after")
+    def _headline_in_plot(self) -> JobSpec:
+        check_headline(self.plot, self.headline)
+        return self
+
+    @property
+    def headline_metric(self) -> str:
+        """The metric the run card shows: ``headline``, or the first of ``plot``."""
+        return check_headline(self.plot, self.headline)
+
 
 class LaunchRequest(BaseModel):
     """What a front door asks for. ``params`` values are raw strings (``KEY=VALUE``) or already typed (JSON)."""
@@ -71,10 +241,17 @@ class LaunchRequest(BaseModel):
     pending_after: str | float | None = None
     max_restarts: int | None = Field(default=None, ge=0)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    # metric alerts added at launch, in the words of labbot.training.alerts ("pass_rate below 0.2 for 10m")
+    alerts: list[str] = Field(default_factory=list, max_length=20)
+    watch: dict[str, float | str] = Field(default_factory=dict)  # RL watchdog thresholds for this run
 
 
 class RunConfig(BaseModel):
-    """Stored with the run: everything needed to (re)submit it."""
+    """Stored with the run (``Run.config``, JSON): everything needed to (re)submit it, and what its thread shows.
+
+    ``plot`` and ``headline`` are copied from the job at launch, so a run keeps its plots when ``labbot.toml``
+    changes later; a config stored before they existed reads as loss (see ``plotted`` for the lenient reader).
+    """
 
     params: dict[str, ParamValue]
     gpus: float
@@ -82,6 +259,29 @@ class RunConfig(BaseModel):
     max_restarts: int
     pending_after_s: float | None = None  # None: the watchdog's default
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
+    alerts: list[dict[str, Any]] = Field(default_factory=list)  # the job's and the launch's (Alert.to_json)
+    watch: dict[str, float] = Field(default_factory=dict)  # RL thresholds over [watchdog]'s
+    plot: list[str] = Field(default_factory=_default_plot)  # the metrics the thread plots
+    headline: str | None = None  # the metric the card shows; None (a config stored without it): the first of plot
+
+    @model_validator(mode="after")
+    def _fill_headline(self) -> RunConfig:
+        if not self.plot:
+            self.plot = _default_plot()
+        if self.headline is None:
+            self.headline = self.plot[0]
+        return self
+
+
+def plotted(config: Mapping[str, Any] | None) -> tuple[list[str], str]:
+    """``(plot, headline)`` of a stored run config, read leniently: a config stored before labbot kept them (or
+    one missing anything else ``RunConfig`` needs) plots loss and shows loss."""
+    cfg = config or {}
+    raw = cfg.get("plot")
+    plot = [m for m in raw if isinstance(m, str) and m] if isinstance(raw, list) else []
+    plot = plot or _default_plot()
+    headline = cfg.get("headline")
+    return plot, headline if isinstance(headline, str) and headline else plot[0]
 
 
 def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
@@ -96,6 +296,10 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         )
     for key, raw in req.params.items():
         params[key] = coerce_param(key, raw, spec.params[key])
+        if key in spec.checks:
+            spec.checks[key].check(key, params[key], spec.name)
+    alerts = merge_alerts([alert_from_json(a) for a in spec.alerts], [parse_alert(text) for text in req.alerts])
+    watch = {**spec.watch, **check_watch(req.watch, "watch")}
     stall_after = _duration_or(req.stall_after, spec.stall_after)
     pending_after = _duration_or(req.pending_after, spec.pending_after)
     return RunConfig(
@@ -105,6 +309,10 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
         pending_after_s=pending_after,
         restart_on=list(spec.restart_on) if spec.restart_on is not None else None,
+        alerts=[a.to_json() for a in alerts],
+        watch=watch,
+        plot=list(spec.plot),
+        headline=spec.headline_metric,
     )
 
 

@@ -2,7 +2,8 @@
 
     {"attempt": 1, "sent_at": 1764000000.0,
      "points": [{"step": 12, "ts": 1764000000.0, "metrics": {"loss": 2.31, "tokens_per_s": 40960.0}}],
-     "events": [{"kind": "checkpoint", "step": 10, "ts": 1764000000.0, "path": "..."}]}
+     "events": [{"kind": "checkpoint", "step": 10, "ts": 1764000000.0, "path": "..."}],
+     "phase": "rollout"}                                # optional: what the job is doing now
 
 Non-finite values arrive as ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (or bare JSON NaN tokens) and are kept:
 they are a divergence signal, not an error. Anything else malformed raises BadRequest naming the field.
@@ -11,6 +12,7 @@ they are a divergence signal, not an error. Anything else malformed raises BadRe
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +28,13 @@ MAX_METRICS_PER_POINT = 64
 MAX_NAME = 64
 MAX_INT = 2**63 - 1  # steps and attempts are SQL BIGINTs: a larger integer is refused here, not overflowed there
 EVENT_KINDS = frozenset({"checkpoint"})
+PHASE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # labbot_client.telemetry.PHASE_NAME
+METRIC_NAME_RULE = f"metric names must be 1-{MAX_NAME} characters"
+
+
+def metric_name_ok(name: str) -> bool:
+    """Whether ``name`` is a metric name the control plane accepts (the client drops the others before sending)."""
+    return 0 < len(name) <= MAX_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,7 @@ class TelemetryBatch:
     attempt: int
     points: list[TelemetryPoint]
     events: list[TelemetryEvent]
+    phase: str | None = None  # what the job says it is doing ("rollout", "learn"), with every request once set
 
 
 def _int(value: Any, where: str) -> int:
@@ -93,8 +103,8 @@ def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
             raise BadRequest(f"points[{i}].metrics must be an object of at most {MAX_METRICS_PER_POINT} numbers")
         values = {}
         for name, v in metrics.items():
-            if not name or len(name) > MAX_NAME:
-                raise BadRequest(f"points[{i}]: metric names must be 1-{MAX_NAME} characters, got {name!r}")
+            if not metric_name_ok(name):
+                raise BadRequest(f"points[{i}]: {METRIC_NAME_RULE}, got {name!r}")
             try:
                 values[name] = decode_float(v)
             except ValueError as e:
@@ -114,4 +124,7 @@ def parse_batch(body: bytes, *, now: datetime | None = None) -> TelemetryBatch:
         if path is not None and not isinstance(path, str):
             raise BadRequest(f"events[{i}].path must be a string")
         events.append(TelemetryEvent(kind=ev["kind"], step=_int(ev.get("step"), f"events[{i}].step"), path=path))
-    return TelemetryBatch(attempt=attempt, points=points, events=events)
+    phase = doc.get("phase")
+    if phase is not None and (not isinstance(phase, str) or not PHASE_NAME.match(phase)):
+        raise BadRequest(f"phase must be 1-32 letters, digits, '_', '-' or '.', got {str(phase)[:40]!r}")
+    return TelemetryBatch(attempt=attempt, points=points, events=events, phase=phase)

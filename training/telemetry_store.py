@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,6 +19,7 @@ from labbot.common.errors import Unauthorized, UnknownRun
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
 from labbot.storage.models import MetricPoint, Run, RunStatus, utcnow
+from labbot.training.alerts import alerts_of
 from labbot.training.monitoring import observe
 from labbot.training.telemetry_ingest import TelemetryBatch
 
@@ -85,7 +87,9 @@ class TelemetryStore:
                     merged.update({k: encode_float(v) for k, v in p.metrics.items()})
                 run.metrics = merged
             points = [(p.step, p.when, p.metrics) for p in batch.points]
-            run.vitals = observe(run.vitals or {}, batch.attempt, points, now=now)  # what the watchdog judges
+            run.vitals = observe(  # what the watchdog judges
+                run.vitals or {}, batch.attempt, points, now=now, alerts=alerts_of(run.config), phase=batch.phase
+            )
             ckpts = [e.step for e in batch.events if e.kind == "checkpoint"]
             if ckpts:
                 run.checkpoint_step = max([*ckpts, run.checkpoint_step or 0])
@@ -106,8 +110,19 @@ class TelemetryStore:
             )
             return [(int(step), float(value)) for step, value in s.execute(q)]
 
+    def series(self, run_id: str, names: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
+        """Each named metric's points, one per step in step order (where a restarted attempt re-ran steps, its
+        values win): what a run's plot draws. A metric with no points yet is an empty list."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for name in names:
+            latest: dict[int, float] = {}
+            for step, value in self.metrics(run_id, name):
+                latest[step] = value  # ordered by step, then insertion: the newest attempt's value comes last
+            out[name] = sorted(latest.items())
+        return out
+
     def attempt_starts(self, run_id: str) -> list[tuple[int, int]]:
-        """``[(attempt, first step it reported)]``, for marking restarts on a loss plot."""
+        """``[(attempt, first step it reported)]``, for marking restarts on a run's plot."""
         with self.db.session() as s:
             q = (
                 select(MetricPoint.attempt, func.min(MetricPoint.step))

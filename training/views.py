@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from labbot.storage.models import Run
+from labbot.training.alerts import alerts_of
+from labbot.training.specs import plotted
 
 
 def run_view(run: Run) -> dict[str, Any]:
@@ -15,6 +17,7 @@ def run_view(run: Run) -> dict[str, Any]:
         return v.isoformat() if v is not None else None
 
     cfg = run.config or {}
+    plot, headline = plotted(cfg)
     return {
         "id": run.id,
         "job": run.job,
@@ -33,6 +36,9 @@ def run_view(run: Run) -> dict[str, Any]:
         "gpus": cfg.get("gpus", 0),
         "stall_after_s": cfg.get("stall_after_s"),
         "max_restarts": cfg.get("max_restarts"),
+        "plot": plot,
+        "headline": headline,
+        "alerts": [a.describe() + f" ({a.severity}, as {a.name})" for a in alerts_of(cfg)],
         "created_at": ts(run.created_at),
         "updated_at": ts(run.updated_at),
         "started_at": ts(run.started_at),

@@ -32,7 +32,7 @@ from labbot.common.durations import format_duration
 from labbot.common.errors import Conflict, UnknownPage
 from labbot.storage.db import Database
 from labbot.storage.models import OPEN_INCIDENT_STATES, Delivery, Incident, IncidentState, Run, utcnow
-from labbot.training.monitoring import INFRA, PAGE, Finding
+from labbot.training.monitoring import INFRA, METRIC, PAGE, Finding, condition_of
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,23 @@ CLEARED = {
     "diverged": "the loss is back to normal",
     "slow": "throughput recovered",
     "infra": "the Ray API answers again",
+    "no_signal": "the rewards vary again",
+    "entropy_collapse": "entropy recovered",
+    "kl_blowup": "KL is back within bounds",
+    "metric": "the metric is back within its alert",
 }
+
+
+def incident_condition(inc: Incident) -> str:
+    """What the incident is kept per (``Finding.condition``): its kind, or ``metric:NAME`` for a metric alert."""
+    alert = (inc.detail or {}).get("alert")
+    return condition_of(inc.kind, alert if isinstance(alert, str) else None)
+
+
+def incident_label(inc: Incident) -> str:
+    """The condition as people read it: ``hung``, or ``metric pass_rate-below``."""
+    alert = (inc.detail or {}).get("alert")
+    return f"{inc.kind} {alert}" if inc.kind == METRIC and isinstance(alert, str) else inc.kind
 
 
 def incident_key(run_id: str | None, kind: str) -> str:
@@ -127,10 +143,11 @@ class Pager:
     ) -> None:
         """Open, re-open or clear ``run``'s incidents (the cluster's when ``run`` is None) from what was found.
 
-        ``incidents`` are the existing rows by kind; ``kinds`` limits which conditions were judged this time
-        (the others are left as they are); by default every kind with an incident or a finding.
+        ``incidents`` are the existing rows by condition (:func:`incident_condition`: the kind, or ``metric:NAME``);
+        ``kinds`` limits which conditions were judged this time (the others are left as they are); by default every
+        condition with an incident or a finding.
         """
-        found = {f.kind: f for f in findings}
+        found = {f.condition: f for f in findings}
         judged = set(kinds) if kinds is not None else set(found) | set(incidents)
         for kind, finding in found.items():
             self._present(s, run, incidents.get(kind), finding, now)
@@ -143,7 +160,7 @@ class Pager:
         if inc is None:
             inc = Incident(
                 id=new_page_id(),
-                key=incident_key(run_id, f.kind),
+                key=incident_key(run_id, f.condition),
                 run_id=run_id,
                 kind=f.kind,
                 severity=f.severity,
@@ -214,8 +231,8 @@ class Pager:
             run,
             inc,
             f"reopen-{inc.reopened}",
-            f":repeat: *{inc.kind}* is back — {inc.summary}. Page `{inc.id}` re-opened (flapping: back {times} "
-            f"within {format_duration(self.policy.flap_window_s)} of clearing).",
+            f":repeat: *{incident_label(inc)}* is back — {inc.summary}. Page `{inc.id}` re-opened "
+            f"(flapping: back {times} within {format_duration(self.policy.flap_window_s)} of clearing).",
         )
         self._refresh(s, inc, f"reopen-{inc.reopened}")
         if self.pagerduty and inc.escalation_level >= TOP_LEVEL and not inc.pagerduty_open:
@@ -231,7 +248,7 @@ class Pager:
             reason = "the run was stopped"
         elif run is not None and run.status == "succeeded" and inc.kind != "failed":
             reason = "the run finished"
-        self._resolve(s, run, inc, LABBOT, now, note=f":white_check_mark: *{inc.kind}* cleared — {reason}.")
+        self._resolve(s, run, inc, LABBOT, now, note=f":white_check_mark: *{incident_label(inc)}* cleared — {reason}.")
 
     def escalate(self, s: Session, run: Run | None, inc: Incident, now: datetime) -> None:
         """Move an unacknowledged page up a level, or re-notify its current level, when its timer is due."""

@@ -11,6 +11,14 @@ both tables are optional::
     startup_grace = "2m"      # before an attempt's first telemetry / first step, a stall needs at least this long
     restart_on = ["failed"]   # conditions restarted automatically from the checkpoint (add "hung", "silent")
     restart_backoff = "10s"   # before the first automatic restart; doubles for each next one (at most 5m)
+    # RL conditions, for jobs that report the metrics (a job's `watch = {...}` and a launch's --watch override):
+    no_signal_frac = 0.95     # no_signal: frac_reward_zero_std at least this ...
+    no_signal_points = 20     # ... for this many reports in a row (or the reward flat that long)
+    reward_flat_within = 0.0  # how far the mean reward may move and still count as flat
+    entropy_floor = 0.02      # entropy_collapse: the latest entropies under this ...
+    entropy_drop = 10.0       # ... or under their trailing maximum divided by this
+    kl_max = 2.0              # kl_blowup: KL to the reference over this ...
+    kl_jump = 10.0            # ... or over this × its trailing maximum
 
     [paging]
     escalate_after = "15m"    # unacknowledged this long: level 1 (on-call channel), as long again: level 2 (PagerDuty)
@@ -32,7 +40,8 @@ from typing import Any
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
 from labbot.common.retry import Backoff
-from labbot.training.specs import RESTART_CONDITIONS
+from labbot.training.monitoring import RL_THRESHOLDS
+from labbot.training.specs import RESTART_CONDITIONS, check_watch
 
 
 def _seconds(table: Mapping[str, Any], key: str, default: str, where: str, *, allow_zero: bool = False) -> float:
@@ -43,6 +52,13 @@ def _seconds(table: Mapping[str, Any], key: str, default: str, where: str, *, al
         return parse_duration(str(raw))
     except BadRequest as e:
         raise BadRequest(f"labbot.toml: [{where}] {key}: {e.message}") from None
+
+
+def _watch(table: Mapping[str, Any]) -> dict[str, float]:
+    try:
+        return check_watch({k: v for k, v in table.items() if k in RL_THRESHOLDS}, "labbot.toml: [watchdog]")
+    except BadRequest as e:
+        raise BadRequest(e.message) from None
 
 
 def _table(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -61,6 +77,7 @@ class WatchdogPolicy:
     restart_on: tuple[str, ...] = ("failed",)
     restart_backoff_s: float = 10.0
     max_backoff_s: float = 300.0
+    watch: tuple[tuple[str, float], ...] = ()  # RL thresholds set in [watchdog] (the rest: Thresholds' defaults)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> WatchdogPolicy:
@@ -78,6 +95,7 @@ class WatchdogPolicy:
             startup_grace_s=_seconds(t, "startup_grace", "2m", "watchdog", allow_zero=True),
             restart_on=tuple(restart_on),
             restart_backoff_s=_seconds(t, "restart_backoff", "10s", "watchdog"),
+            watch=tuple(sorted(_watch(t).items())),
         )
 
     def backoff(self, restarts_done: int) -> float:

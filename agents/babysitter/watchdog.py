@@ -25,24 +25,27 @@ from typing import Any
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
-from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.pager import Pager, incident_condition
 from labbot.agents.babysitter.policy import WatchdogPolicy
 from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError, RayUnavailable
 from labbot.storage.db import Database
 from labbot.storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
+from labbot.training.alerts import alerts_missing_after, alerts_of
 from labbot.training.launcher import RAY_FAILED, RAY_PENDING, RAY_RUNNING, RayJob, RayLauncher, submission_id
 from labbot.training.monitoring import (
     FAILED,
     HUNG,
     INFRA,
     PAGE,
+    RL_THRESHOLDS,
     SILENT,
     Finding,
     RunState,
     Thresholds,
     evaluate,
     infra_finding,
+    missing_alert_metrics,
 )
 from labbot.training.service import LOST, RunService, reconcile_run
 
@@ -65,6 +68,21 @@ WATCHED = (
     Run.restart_at,
 )
 LOG_TAIL_LINES = 20
+
+
+def _watch_items(raw: Any) -> tuple[tuple[str, float], ...]:
+    """A run's stored RL thresholds as a hashable key (entries that are not a known number are left out)."""
+    if not isinstance(raw, dict):
+        return ()
+    return tuple(
+        sorted(
+            (k, float(v))
+            for k, v in raw.items()
+            if k in RL_THRESHOLDS and isinstance(v, int | float) and not isinstance(v, bool)
+        )
+    )
+
+
 STOP_RETRY_WINDOW_S = 3600.0  # stops of PENDING jobs are re-issued for this long
 
 
@@ -101,6 +119,7 @@ class Watchdog:
         self.address = address
         self.clock = clock
         self.down_since: datetime | None = None
+        self._told: set[tuple[str, str]] = set()  # (run, alert) whose missing metric was said in the thread
         with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
             self._infra_open = s.scalar(self._infra_query()) is not None
 
@@ -169,7 +188,7 @@ class Watchdog:
         for row in s.execute(q):
             entry = grouped.setdefault(row.id, (row, {}))
             if row.Incident is not None:
-                entry[1][row.Incident.kind] = row.Incident
+                entry[1][incident_condition(row.Incident)] = row.Incident
         return list(grouped.values())
 
     def _all_well(self, row: Any, incidents: dict[str, Incident], job: RayJob | None, now: datetime) -> bool:
@@ -183,7 +202,10 @@ class Watchdog:
             return False
         if any(i.condition_active or i.state != IncidentState.RESOLVED.value for i in incidents.values()):
             return False
-        return not evaluate(self._state(row, job), now)
+        state = self._state(row, job)
+        if state.alerts and any((row.id, a.name) not in self._told for a in missing_alert_metrics(state, now)):
+            return False
+        return not evaluate(state, now)
 
     def _look(
         self,
@@ -206,7 +228,9 @@ class Watchdog:
                 report.due.append(run.id)
             self.pager.judge(s, run, incidents, [], now)  # the old attempt's conditions are gone with it
             return
-        findings = evaluate(self._state(run, job), now)
+        state = self._state(run, job)
+        self._tell_missing_metrics(s, run, state, now)
+        findings = evaluate(state, now)
         findings = self._maybe_restart(s, run, findings, now, report, was_terminal=was_terminal)
         report.findings += len(findings)
         self._mark_stalled(run, findings)
@@ -232,17 +256,43 @@ class Watchdog:
             last_step=run.last_step,
             last_step_at=run.last_step_at,
             vitals=run.vitals or {},
-            thresholds=self._thresholds(cfg.get("stall_after_s"), cfg.get("pending_after_s")),
+            thresholds=self._thresholds(
+                cfg.get("stall_after_s"), cfg.get("pending_after_s"), _watch_items(cfg.get("watch"))
+            ),
             stop_requested=run.stop_requested,
+            alerts=alerts_of(cfg),
         )
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - a few distinct thresholds, judged for every run every tick
-    def _thresholds(self, stall_after_s: float | None, pending_after_s: float | None) -> Thresholds:
+    def _thresholds(
+        self, stall_after_s: float | None, pending_after_s: float | None, watch: tuple[tuple[str, float], ...]
+    ) -> Thresholds:
+        rl = {**dict(self.policy.watch), **dict(watch)}  # the run's (its job's, its launch's) over [watchdog]'s
+        if "no_signal_points" in rl:
+            rl["no_signal_points"] = int(rl["no_signal_points"])
         return Thresholds(
             stall_after_s=float(stall_after_s or 600.0),
             pending_after_s=float(pending_after_s or self.policy.pending_after_s),
             startup_grace_s=self.policy.startup_grace_s,
+            **rl,  # type: ignore[arg-type]
         )
+
+    def _tell_missing_metrics(self, s: Session, run: Run, state: RunState, now: datetime) -> None:
+        """An alert on a metric the run never reports is said once in its thread (the outbox key keeps it once
+        across labbot restarts too), not paged: it cannot fire, and that is a typo or a job that changed."""
+        for alert in missing_alert_metrics(state, now):
+            if (run.id, alert.name) in self._told:
+                continue
+            self._told.add((run.id, alert.name))
+            self.pager.tell_thread(
+                s,
+                run,
+                f"alert-missing-{alert.name}",
+                f":grey_question: alert *{alert.name}* ({alert.describe()}) watches `{alert.metric}`, which this run "
+                f"has not reported in {format_duration(alerts_missing_after(alert))} of telemetry; it cannot fire "
+                "until the job reports it.",
+            )
+            log.warning("run %s: alert %s watches %s, which the run never reports", run.id, alert.name, alert.metric)
 
     @staticmethod
     def _mark_stalled(run: Run, findings: list[Finding]) -> None:

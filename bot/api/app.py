@@ -14,7 +14,8 @@ Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` 
     POST   /api/v1/artifacts/{id}/share?agent=A&with=B     {"artifact": {...}}
     DELETE /api/v1/artifacts/{id}?agent=A                  {"deleted": id}
 
-And one route without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot behind a signed
+And two routes without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot, and
+``GET /plots/{run_id}/metrics.png?sig=SIG``, the metrics its job plots (one panel each), each behind its own signed
 link (``labbot.bot.api.plots``), for the Notion report's image.
 """
 
@@ -39,7 +40,7 @@ from labbot.bot.api.body import read_limited, receive_into
 from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
-from labbot.bot.slack.blocks.plot import loss_plot_png
+from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json
@@ -54,6 +55,7 @@ from labbot.storage.artifacts import (
 )
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
+from labbot.training.alerts import alert_from_json
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 from labbot.training.telemetry_ingest import MAX_BODY_BYTES, parse_batch
@@ -189,28 +191,44 @@ def create_app(
 
         return wrapped
 
-    async def loss_plot(request: Request) -> Response:
-        run_id, sig = request.path_params["run_id"], request.query_params.get("sig")
-        if sig and not well_formed_signature(sig):  # the format is no secret: say what is wrong (400)
-            return error_response(
-                400,
-                "bad_request",
-                f"the plot link's sig={sig[:40]!r} is not {SIGNATURE_HEX} hex digits: copy the "
-                "whole link, or ask labbot for a new one",
-            )
-        if not signature_ok(admin_token, run_id, sig):
-            return JSONResponse(
-                {"error": {"code": "forbidden", "message": "this plot link is not valid: ask labbot for a new one"}},
-                status_code=403,
-            )
-        try:
-            run = await _blocking(service.get, run_id)
-        except Exception as e:
-            return from_exception(e)
-        points = await _blocking(telemetry_store.metrics, run_id, "loss")
-        starts = await _blocking(telemetry_store.attempt_starts, run_id)
-        png = await _blocking(loss_plot_png, points, title=f"{run['name']} — loss", attempts=starts)
-        return Response(png, media_type="image/png", headers={"Cache-Control": "max-age=300"})
+    def signed_plot(image: str) -> Callable[[Request], Awaitable[Response]]:
+        """The route of one of a run's plot images (``labbot.bot.api.plots.PLOT_IMAGES``), its signature checked."""
+
+        async def plot(request: Request) -> Response:
+            run_id, sig = request.path_params["run_id"], request.query_params.get("sig")
+            if sig and not well_formed_signature(sig):  # the format is no secret: say what is wrong (400)
+                return error_response(
+                    400,
+                    "bad_request",
+                    f"the plot link's sig={sig[:40]!r} is not {SIGNATURE_HEX} hex digits: copy the "
+                    "whole link, or ask labbot for a new one",
+                )
+            if not signature_ok(admin_token, run_id, sig, image):
+                return JSONResponse(
+                    {
+                        "error": {
+                            "code": "forbidden",
+                            "message": "this plot link is not valid: ask labbot for a new one",
+                        }
+                    },
+                    status_code=403,
+                )
+            try:
+                run = await _blocking(service.get, run_id)
+            except Exception as e:
+                return from_exception(e)
+            starts = await _blocking(telemetry_store.attempt_starts, run_id)
+            if image == "loss":
+                points = await _blocking(telemetry_store.metrics, run_id, "loss")
+                png = await _blocking(loss_plot_png, points, title=f"{run['name']} — loss", attempts=starts)
+            else:
+                names = list(run["plot"])
+                series = await _blocking(telemetry_store.series, run_id, names)
+                title = f"{run['name']} — {', '.join(names)}"
+                png = await _blocking(metrics_plot_png, series, title=title, attempts=starts)
+            return Response(png, media_type="image/png", headers={"Cache-Control": "max-age=300"})
+
+        return plot
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, **health()})
@@ -226,6 +244,11 @@ def create_app(
                     "params": spec.params,
                     "stall_after_s": spec.stall_after,
                     "max_restarts": spec.max_restarts,
+                    "plot": list(spec.plot),
+                    "headline": spec.headline_metric,
+                    "alerts": [alert_from_json(a).describe() for a in spec.alerts],
+                    "watch": dict(spec.watch),
+                    "checks": {k: c.accepted() for k, c in spec.checks.items()},
                 }
                 for spec in service.registry.all()
             ]
@@ -415,7 +438,8 @@ def create_app(
         Route("/api/v1/pages/{page_id}/ack", admin(ack_page), methods=["POST"]),
         Route("/api/v1/pages/{page_id}/resolve", admin(resolve_page), methods=["POST"]),
         Route("/api/v1/audit", admin(audit)),
-        Route("/plots/{run_id}/loss.png", loss_plot),
+        Route("/plots/{run_id}/loss.png", signed_plot("loss")),
+        Route("/plots/{run_id}/metrics.png", signed_plot("metrics")),
         Route("/api/v1/artifacts", admin(list_artifacts), methods=["GET"]),
         Route("/api/v1/artifacts", admin(put_artifact), methods=["POST"]),
         Route("/api/v1/artifacts/{artifact_id}", admin(get_artifact), methods=["GET"]),

@@ -1,11 +1,13 @@
-"""A run's loss plot at a capability URL, for documents outside Slack that embed images by URL (the run's Notion
+"""A run's plots at capability URLs, for documents outside Slack that embed images by URL (the run's Notion
 report: Notion's API takes an image as an external URL).
 
-``GET /plots/{run_id}/loss.png?sig=SIG`` needs no admin token: ``SIG``, an HMAC-SHA256 of the run id under a key
-derived from the admin token, is the permission, and it grants nothing but that one PNG (rendered afresh from the
-run's telemetry, so the report's image follows the run). A wrong or missing signature is 403, the same whether or
-not the run exists; a malformed one (not 32 hex digits) is 400, saying so. Links are only made when
-``LABBOT_PUBLIC_URL`` is not a loopback address: a report's readers must be able to reach it.
+``GET /plots/{run_id}/IMAGE.png?sig=SIG`` needs no admin token: ``SIG``, an HMAC-SHA256 of the image and the run id
+under a key derived from the admin token, is the permission, and it grants nothing but that one PNG of that run
+(rendered afresh from the run's telemetry, so the image follows the run). ``IMAGE`` is ``loss`` (the loss curve,
+the links labbot has always made) or ``metrics`` (the metrics the run's job plots, one panel each, as in its Slack
+thread). A wrong or missing signature is 403, the same whether or not the run exists; a malformed one (not 32 hex
+digits) is 400, saying so. Links are only made when ``LABBOT_PUBLIC_URL`` is not a loopback address: a report's
+readers must be able to reach it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ipaddress
 from urllib.parse import urlparse
 
 __all__ = [
+    "PLOT_IMAGES",
     "SIGNATURE_HEX",
     "plot_signature",
     "plot_url",
@@ -27,14 +30,16 @@ __all__ = [
 _PURPOSE = b"labbot plot links v1"
 SIGNATURE_HEX = 32  # a signature is this many lowercase hex digits
 _HEX = frozenset("0123456789abcdef")
+PLOT_IMAGES = ("loss", "metrics")  # the images a link may name; "loss" links are in documents already
 
 
 def _key(secret: str) -> bytes:
     return hmac.new(secret.encode(), _PURPOSE, hashlib.sha256).digest()  # not the admin token itself
 
 
-def plot_signature(secret: str, run_id: str) -> str:
-    return hmac.new(_key(secret), f"loss:{run_id}".encode(), hashlib.sha256).hexdigest()[:SIGNATURE_HEX]
+def plot_signature(secret: str, run_id: str, image: str = "loss") -> str:
+    """The signature of one image of one run (``loss`` signs as it always has, so old links keep working)."""
+    return hmac.new(_key(secret), f"{image}:{run_id}".encode(), hashlib.sha256).hexdigest()[:SIGNATURE_HEX]
 
 
 def well_formed_signature(sig: str) -> bool:
@@ -42,12 +47,13 @@ def well_formed_signature(sig: str) -> bool:
     return len(sig) == SIGNATURE_HEX and set(sig) <= _HEX
 
 
-def signature_ok(secret: str, run_id: str, sig: str | None) -> bool:
-    """Whether ``sig`` signs ``run_id``. Compared as bytes: ``hmac.compare_digest`` raises TypeError on a str
-    with non-ASCII characters (``?sig=é``), and a malformed signature is a wrong one (403), not a 500."""
+def signature_ok(secret: str, run_id: str, sig: str | None, image: str = "loss") -> bool:
+    """Whether ``sig`` signs ``image`` of ``run_id``. Compared as bytes: ``hmac.compare_digest`` raises TypeError on
+    a str with non-ASCII characters (``?sig=é``), and a malformed signature is a wrong one (403), not a 500."""
     if not sig:
         return False
-    return hmac.compare_digest(plot_signature(secret, run_id).encode(), str(sig).encode("utf-8", "surrogatepass"))
+    expected = plot_signature(secret, run_id, image).encode()
+    return hmac.compare_digest(expected, str(sig).encode("utf-8", "surrogatepass"))
 
 
 def reachable_by_others(public_url: str) -> bool:
@@ -61,8 +67,11 @@ def reachable_by_others(public_url: str) -> bool:
         return True  # a name: someone's DNS resolves it
 
 
-def plot_url(public_url: str, secret: str, run_id: str) -> str | None:
-    """The run's loss plot link for a document, or None when nobody else could open it."""
+def plot_url(public_url: str, secret: str, run_id: str, image: str = "loss") -> str | None:
+    """A link to one of the run's plots (``PLOT_IMAGES``) for a document, or None when nobody else could open it."""
+    if image not in PLOT_IMAGES:
+        raise ValueError(f"no plot image {image!r}; there are {', '.join(PLOT_IMAGES)}")
     if not reachable_by_others(public_url):
         return None
-    return f"{public_url.rstrip('/')}/plots/{run_id}/loss.png?sig={plot_signature(secret, run_id)}"
+    sig = plot_signature(secret, run_id, image)
+    return f"{public_url.rstrip('/')}/plots/{run_id}/{image}.png?sig={sig}"

@@ -89,6 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stall-after", metavar="DUR", help="no progress for this long is a stall, e.g. 30s, 10m")
     s.add_argument("--pending-after", metavar="DUR", help="PENDING in Ray this long is a page, e.g. 5m")
     s.add_argument("--max-restarts", type=int, metavar="N", help="automatic restarts before paging a human")
+    s.add_argument(
+        "--alert",
+        action="append",
+        default=[],
+        metavar="WORDS",
+        help="a metric alert, e.g. 'pass_rate below 0.2 for 10m' or 'reward flat for 15m warning' (repeatable; "
+        "replaces the job's alert of the same name)",
+    )
+    s.add_argument(
+        "--watch",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an RL watchdog threshold for this run, e.g. kl_max=5 or entropy_floor=0.1 (repeatable)",
+    )
     s.add_argument("--idempotency-key", help="the same key twice launches once (default: a fresh key)")
     s.add_argument("--no-wait", action="store_true", help="return once submitted, without waiting for RUNNING")
     s.add_argument("--wait-timeout", type=float, default=180.0, metavar="S", help="how long to wait for RUNNING")
@@ -156,6 +171,10 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
     for key in ("name", "gpus", "stall_after", "pending_after", "max_restarts"):
         if getattr(a, key) is not None:
             body[key] = getattr(a, key)
+    if a.alert:
+        body["alerts"] = list(a.alert)
+    if a.watch:
+        body["watch"] = parse_assignments(a.watch)
     try:
         doc = api.json("POST", "/runs", json=body)
     except ApiError as e:

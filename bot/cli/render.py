@@ -34,8 +34,17 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> str:
+    """``labbot runs`` (and ``/lab runs``): one row per run. The metric column is loss while every run shown reports
+    loss first; once a run's job names another headline metric it is ``headline``, each cell naming its metric."""
     if not runs:
         return "no runs yet — launch one with `labbot launch tiny-lm`"
+    only_loss = all((r.get("headline") or "loss") == "loss" for r in runs)
+
+    def headline(r: dict[str, Any]) -> str:
+        name = r.get("headline") or "loss"
+        value = metric(r["metrics"].get(name))
+        return value if only_loss else f"{name} {value}"
+
     rows = [
         [
             r["id"],
@@ -44,14 +53,15 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> str:
             r["status"],
             str(r["attempt"]),
             "-" if r["step"] is None else str(r["step"]),
-            metric(r["metrics"].get("loss")),
+            headline(r),
             metric(r["metrics"].get("tokens_per_s")),
             r["owner"],
             age(r["created_at"]),
         ]
         for r in runs
     ]
-    return table(["id", "job", "name", "status", "attempt", "step", "loss", "tok/s", "owner", "age"], rows)
+    column = "loss" if only_loss else "headline"
+    return table(["id", "job", "name", "status", "attempt", "step", column, "tok/s", "owner", "age"], rows)
 
 
 def run_details(r: dict[str, Any]) -> str:

@@ -22,9 +22,21 @@ LAUNCH = Command(
         Option("--stall-after", "duration", "no progress for this long is a stall, e.g. 30s, 10m (default: the job's)"),
         Option("--pending-after", "duration", "PENDING in Ray this long is a page, e.g. 5m (default: 10m)"),
         Option("--max-restarts", "int", "automatic restarts before paging a human (default: the job's)", minimum=0),
+        Option(
+            "--alert",
+            "str",
+            "metric alerts, ';' between two: 'pass_rate below 0.2 for 10m; reward flat for 15m warning'",
+            metavar="WORDS",
+        ),
+        Option("--watch", "str", "RL watchdog thresholds for this run: 'kl_max=5 entropy_floor=0.1'", metavar="K=V"),
     ),
     accepts_params=True,
-    examples=("launch tiny-lm", "launch tiny-lm steps=200 lr=3e-4", "launch tiny-lm --gpus 1 --stall-after 10m"),
+    examples=(
+        "launch tiny-lm",
+        "launch tiny-lm steps=200 lr=3e-4",
+        "launch tiny-lm --gpus 1 --stall-after 10m",
+        "launch tiny-rl algo=sdpo --alert 'pass_rate below 0.3 for 10m'",
+    ),
 )
 
 RUNS = Command(

@@ -34,6 +34,7 @@ from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.storage.artifacts import ArtifactNotFound, ArtifactStore
+from labbot.training.params import parse_assignments
 from labbot.training.permissions import approvers, may, who_may
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -126,6 +127,8 @@ class LabActions:
             stall_after=opts.get("stall_after"),
             pending_after=opts.get("pending_after"),
             max_restarts=opts.get("max_restarts"),
+            alerts=[part.strip() for part in (opts.get("alert") or "").split(";") if part.strip()],
+            watch=dict(parse_assignments((opts.get("watch") or "").replace(",", " ").split())),
             # the same slash command delivered twice (a retry) carries the same trigger id: one run
             idempotency_key=f"slack-{who.trigger_id}" if who.trigger_id else None,
         )

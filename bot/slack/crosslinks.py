@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.fleet.tools import CallContext, ToolResult
 from labbot.bot.integrations import Integrations
-from labbot.bot.run_report import run_report
+from labbot.bot.run_report import plot_image, report_metrics, run_report
 from labbot.bot.slack.blocks.run_card import escape, mention
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
@@ -43,7 +43,6 @@ Act = Callable[[str, Mapping[str, Any], CallContext, str | None], Awaitable[Tool
 ROLE = "labbot"  # the role of labbot's own tool calls in the audit trail (no [mcp.roles] table: every tool)
 _URL = re.compile(r"https?://[^\s<>|)\"']+")
 _IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]{0,9}-\d+\b")
-REPORT_METRICS = ("loss", "val_loss", "eval_loss")
 PRIORITY = {"infra": 1, "failed": 2, "hung": 2, "silent": 2, "diverged": 2, "pending": 3, "slow": 3}
 
 
@@ -71,7 +70,7 @@ class CrossLinks:
         pager: Pager | None = None,
         admins: frozenset[str] = frozenset(),
         after_page_change: Callable[[], Awaitable[None]] | None = None,
-        plot_url: Callable[[str], str | None] = lambda run_id: None,
+        plot_url: Callable[[str, str], str | None] = lambda run_id, image: None,
     ) -> None:
         self.client = client
         self.service = service
@@ -82,7 +81,8 @@ class CrossLinks:
         self.pager = pager
         self.admins = admins
         self.after_page_change = after_page_change
-        self.plot_url = plot_url  # run id -> a link to its loss plot that the report's readers can open, if any
+        # (run id, image) -> a link to that plot of the run (labbot.bot.api.plots) the report's readers can open, if any
+        self.plot_url = plot_url
 
     # -- /lab report RUN -------------------------------------------------------------------------------------------
 
@@ -102,12 +102,13 @@ class CrossLinks:
             raise BadRequest(f"run {run_id} has no Slack thread to ask for the approval in")
         channel, thread_ts = thread
         series: dict[str, list[tuple[int, float]]] = {}
-        for metric in REPORT_METRICS:
+        for metric in report_metrics(run):
             points = await to_thread.run_sync(self.telemetry.metrics, run_id, metric)
             if points:
                 series[metric] = points
         thread_url = await self.permalink(channel, thread_ts)
-        title, markdown = run_report(run, series, thread_url=thread_url, plot_url=self.plot_url(run_id))
+        plot_url = self.plot_url(run_id, plot_image(run))
+        title, markdown = run_report(run, series, thread_url=thread_url, plot_url=plot_url)
         arguments = {
             "parent_id": setup.notion_reports_parent,
             "parent_type": setup.notion_reports_parent_type,

@@ -3,7 +3,8 @@
 The thread keeper calls ``plan`` every tick for each run with a thread and carries out what it returns. All of
 labbot's Slack chattiness is decided here, so the rate of Web API calls per run is easy to reason about and test:
 the card is updated on a status or attempt change at once and otherwise at most every ``card_every_s``; a progress
-line is posted at most every ``progress_every_s``; a loss plot at each milestone and at the end; one summary.
+line is posted at most every ``progress_every_s``; a plot of the job's metrics at each milestone and at the end; one
+summary.
 """
 
 from __future__ import annotations

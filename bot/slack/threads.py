@@ -1,5 +1,8 @@
 """Run threads: one Slack thread per run, its card kept current, progress, plots and a summary posted into it.
 
+The plots are of the metrics the run's job names (``plot`` in the run JSON, from ``JobSpec.plot``; loss by
+default): one image with a panel per metric, so a job plotting several costs the thread no more uploads.
+
 ``open_thread`` posts the run card to the channel (the card is the thread's root) and a launch confirmation in the
 thread. ``tick`` (called every few seconds by the keeper loop) asks ``thread_plan.plan`` what each thread needs and
 does it; what was posted is a row in ``run_threads``, so nothing is posted twice, even across a restart of labbot.
@@ -9,6 +12,7 @@ Replies in a run's thread are stored with the run.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from labbot.bot.slack.blocks import loss_plot_png, progress_text, restart_text, run_card, summary_blocks
+from labbot.bot.slack.blocks import metrics_plot_png, progress_text, restart_text, run_card, summary_blocks
 from labbot.bot.slack.blocks.posts import launch_confirmation
 from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
 from labbot.storage.models import RunThread, ThreadMessage, utcnow
@@ -28,6 +32,7 @@ from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 MAX_HISTORY = 20
+_UNSAFE_IN_FILENAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,10 @@ class RunThreads:
         return calls
 
     def _summary(self, run: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-        losses = [v for _, v in self.telemetry.metrics(run["id"], "loss")]
-        finite = [v for v in losses if v == v and abs(v) != float("inf")]
+        headline = str(run.get("headline") or "loss")
+        values = [v for _, v in self.telemetry.metrics(run["id"], headline)]
+        # "best" is the lowest only for loss: for another metric labbot cannot know which way is better
+        finite = [v for v in values if v == v and abs(v) != float("inf")] if headline == "loss" else []
         duration = None
         if run.get("started_at") and run.get("ended_at"):
             duration = (
@@ -164,7 +171,7 @@ class RunThreads:
             ).total_seconds()
         return summary_blocks(
             run,
-            first_loss=losses[0] if losses else None,
+            first_loss=values[0] if values else None,
             best_loss=min(finite) if finite else None,
             duration_s=duration,
         )
@@ -204,27 +211,28 @@ class RunThreads:
             row.card_digest, row.card_updated_at = digest, self.clock()
 
     async def _upload_plot(self, row: RunThread, run: dict[str, Any], label: str) -> int:
-        points, starts = await to_thread.run_sync(self._loss_series, row.run_id)
-        if not points:
+        names = [str(m) for m in run.get("plot") or ["loss"]]
+        series, starts = await to_thread.run_sync(self._series, row.run_id, names)
+        if not any(series.values()):
             return 0
+        shown = ", ".join(names)
         png = await to_thread.run_sync(
-            lambda: loss_plot_png(points, title=f"{run['name']} — loss ({label})", attempts=starts)
+            lambda: metrics_plot_png(series, title=f"{run['name']} — {shown} ({label})", attempts=starts)
         )
+        what = "+".join(_UNSAFE_IN_FILENAME.sub("_", name) for name in names)[:80]
         await self.client.files_upload_v2(
             channel=row.channel,
             thread_ts=row.card_ts,
             content=png,
-            filename=f"{run['id']}-loss-{label.split('%')[0].replace(' ', '-')}.png",
-            title=f"{run['name']} loss ({label})",
+            filename=f"{run['id']}-{what}-{label.split('%')[0].replace(' ', '-')}.png",
+            title=f"{run['name']} {shown} ({label})",
         )
         return 3  # files.getUploadURLExternal, the upload, files.completeUploadExternal
 
-    def _loss_series(self, run_id: str) -> tuple[list[tuple[int, float]], list[tuple[int, int]]]:
-        latest: dict[int, float] = {}
-        for step, value in self.telemetry.metrics(run_id, "loss"):
-            latest[step] = value  # a restarted attempt overwrites the steps it re-ran
-        starts = self.telemetry.attempt_starts(run_id)
-        return sorted(latest.items()), starts
+    def _series(
+        self, run_id: str, names: list[str]
+    ) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[int, int]]]:
+        return self.telemetry.series(run_id, names), self.telemetry.attempt_starts(run_id)
 
     async def post_file(self, channel: str, thread_ts: str | None, filename: str, data: bytes) -> None:
         """An artifact (or any file) uploaded into a thread."""

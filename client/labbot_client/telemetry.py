@@ -22,7 +22,13 @@ Usage inside a job::
         ...
         telemetry.log(step, loss=loss, tokens_per_s=tps)
     telemetry.checkpoint(step, path)
+    telemetry.phase("rollout")            # optional: what the job is doing now, carried by every request
     telemetry.finish()                    # optional: an atexit hook flushes the tail anyway
+
+A job with phases (an RL job alternating rollout and learning) names the current one with ``phase()``: every
+following request, heartbeats included, carries ``"phase": "rollout"``, so when the step stops advancing labbot
+can say where the job is stuck ("stuck in rollout for 12m"). Phase names are 1-32 characters of letters, digits,
+``_``, ``-`` and ``.``; anything else is ignored with a warning.
 
 Guarantees and design:
 
@@ -58,6 +64,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -69,7 +76,7 @@ import httpx
 
 from labbot_client.backoff import RETRY_AFTER_STATUS, RETRYABLE_STATUS, Backoff, retry_after_seconds
 
-__all__ = ["Telemetry", "checkpoint", "finish", "init", "log"]
+__all__ = ["Telemetry", "checkpoint", "finish", "init", "log", "phase"]
 
 ENV_URL = "LABBOT_CONTROL_URL"
 ENV_RUN_ID = "LABBOT_RUN_ID"
@@ -85,6 +92,8 @@ MAX_PATH_CHARS = 4096
 #: front: non-negative steps, metric names of 1-64 characters, at most 64 metrics a point (the rest dropped).
 MAX_METRICS_PER_POINT = 64
 MAX_METRIC_NAME_CHARS = 64
+#: A phase name: what the control plane accepts (telemetry_ingest checks the same).
+PHASE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 _OK, _REJECTED, _RETRY = "ok", "rejected", "retry"
 
@@ -178,6 +187,7 @@ class Telemetry:
         self._logged = 0  # points appended to _buf, ever
         self._ev_logged = 0
         self._invalid = 0  # log() calls whose step could not be converted
+        self._phase: str | None = None  # what the job says it is doing; sent with every request
 
         # Sender side. Only the sender thread writes these.
         self._popped = 0  # points taken out of _buf, ever (the rest of logged - len(_buf) was evicted)
@@ -246,6 +256,18 @@ class Telemetry:
             self._logged += 1
             if len(self._buf) >= self._batch_size and not self._backing_off and not self._wake.is_set():
                 self._wake.set()
+        except Exception:
+            pass
+
+    def phase(self, name: str) -> None:
+        """Name what the job is doing now (e.g. ``"rollout"``, ``"learn"``); every following request, heartbeats
+        included, carries it. Never raises; a name that is not 1-32 letters, digits, ``_``, ``-``, ``.`` is
+        ignored with a warning."""
+        try:
+            if isinstance(name, str) and PHASE_NAME.match(name):
+                self._phase = name  # sent with the next batch or heartbeat (within heartbeat_interval)
+            else:
+                self._warn_once("phase", f"ignored phase {name!r:.40}: use 1-32 letters, digits, '_', '-' or '.'")
         except Exception:
             pass
 
@@ -477,12 +499,14 @@ class Telemetry:
                 return points, events, body
 
     def _encode(self, points: list[_Point], events: list[_Event]) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "attempt": self._attempt,
             "sent_at": time.time(),
             "points": [{"step": s, "ts": ts, "metrics": m} for s, ts, m in points],
             "events": [{"kind": kind, "step": s, "ts": ts, "path": p} for kind, s, ts, p in events],
         }
+        if self._phase is not None:
+            body["phase"] = self._phase
         return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
     def _send(self, client: httpx.Client, points: list[_Point], events: list[_Event], body: bytes | None = None) -> str:
@@ -633,6 +657,13 @@ def checkpoint(step: int, path: str | None = None) -> None:
     client = _default
     if client is not None:
         client.checkpoint(step, path)
+
+
+def phase(name: str) -> None:
+    """Name the default client's current phase (see :meth:`Telemetry.phase`); a no-op without one. Never raises."""
+    client = _default
+    if client is not None:
+        client.phase(name)
 
 
 def finish(timeout: float = 5.0) -> None:

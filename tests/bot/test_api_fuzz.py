@@ -73,6 +73,7 @@ TEMPLATES = [
     ("POST", "/api/v1/pages/{}/resolve"),
     ("GET", "/api/v1/audit"),
     ("GET", "/plots/{}/loss.png"),
+    ("GET", "/plots/{}/metrics.png"),
     ("GET", "/api/v1/artifacts"),
     ("POST", "/api/v1/artifacts"),
     ("GET", "/api/v1/artifacts/{}"),

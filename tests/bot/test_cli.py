@@ -21,6 +21,8 @@ from labbot.common.api_client import ApiClient
         (["launch", "tiny-lm", "steps=ten"], "parameter 'steps' expects an integer, got 'ten'"),
         (["launch", "tiny-lm", "stepz=10"], "unknown parameter stepz for job tiny-lm; accepted:"),
         (["launch", "tiny-lm", "--stall-after", "soon"], "bad duration 'soon': use a number with a unit"),
+        (["launch", "tiny-lm", "--alert", "loss under 2"], "condition 'under' is not one of above, below, flat, nan"),
+        (["launch", "tiny-lm", "--watch", "kl_maximum=3"], "unknown threshold 'kl_maximum'; accepted: no_signal_frac"),
         (["run", "nosuch"], "unknown run 'nosuch'"),
         (["stop", "nosuch"], "unknown run 'nosuch'"),
         (["restart", "nosuch"], "unknown run 'nosuch'"),

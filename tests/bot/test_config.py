@@ -8,6 +8,7 @@ import pytest
 
 from labbot.bot.config import Settings
 from labbot.common.errors import BadRequest
+from labbot.training.registry import JobRegistry
 
 
 def test_embedded_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +61,26 @@ def test_admin_token_is_created_once_and_private(tmp_path: Path) -> None:
     token = s.admin_token(create=True)
     assert token and s.admin_token(create=True) == token
     assert (tmp_path / "admin_token").stat().st_mode & 0o077 == 0
+
+
+def test_watchdog_rl_thresholds_and_a_jobs_alerts_from_labbot_toml(tmp_path: Path) -> None:
+    cfg = tmp_path / "labbot.toml"
+    cfg.write_text(
+        "[watchdog]\nkl_max = 4.0\nno_signal_points = 30\n"
+        '[jobs.my-rl]\nentrypoint = "python rl.py"\n'
+        '[[jobs.my-rl.alerts]]\nmetric = "pass_rate"\ncondition = "below"\nthreshold = 0.2\nfor = "10m"\n'
+    )
+    s = Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_HOME": str(tmp_path / "h"), "RAY_AUTH_TOKEN": "tok"})
+    assert dict(s.watchdog.watch) == {"kl_max": 4.0, "no_signal_points": 30.0}
+    [alert] = JobRegistry.from_config(s.jobs_table).get("my-rl").alerts
+    assert alert == {
+        "name": "pass_rate-below",
+        "metric": "pass_rate",
+        "condition": "below",
+        "threshold": 0.2,
+        "for_s": 600.0,
+        "severity": "page",
+    }
+    cfg.write_text("[watchdog]\nentropy_floor = -1\n")
+    with pytest.raises(BadRequest, match=r"\[watchdog\]: threshold entropy_floor=-1 must be a number ≥ 0"):
+        Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_HOME": str(tmp_path / "h"), "RAY_AUTH_TOKEN": "tok"})

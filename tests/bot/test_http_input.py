@@ -187,7 +187,8 @@ def _error(r: Any, status: int = 400) -> str:
 
 def test_a_malformed_plot_signature_is_400(api: TestClient) -> None:
     for sig in ("é", "%C3%A9", "0" * 31 + "é", "x" * 5000):
-        assert "sig=" in _error(api.get(f"/plots/r1/loss.png?sig={sig}", headers={"Authorization": ""}))
+        for image in ("loss", "metrics"):
+            assert "sig=" in _error(api.get(f"/plots/r1/{image}.png?sig={sig}", headers={"Authorization": ""}))
 
 
 def test_integer_query_parameters_are_ascii_digits_in_range(api: TestClient) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from labbot.bot.run_report import loss_chart, run_report
+from labbot.bot.run_report import loss_chart, plot_image, report_metrics, run_report
 
 RUN = {
     "id": "k3xq7p",
@@ -60,3 +60,16 @@ def test_a_plot_link_is_embedded_as_the_curves_image() -> None:
 def test_a_failed_run_shows_its_error_and_no_curve_without_points() -> None:
     _, md = run_report({**RUN, "status": "failed", "error": "CUDA error: out of memory"}, {"loss": []})
     assert "## Error" in md and "out of memory" in md and "curve" not in md
+
+
+def test_a_job_plotting_other_metrics_gets_their_curves_and_its_plot_image() -> None:
+    rl = {**RUN, "job": "rl-demo", "plot": ["reward", "pass_rate"], "headline": "pass_rate"}
+    assert report_metrics(rl) == ["reward", "pass_rate", "loss", "val_loss", "eval_loss"]
+    assert report_metrics(RUN) == ["loss", "val_loss", "eval_loss"]  # a run JSON from before jobs named plots
+    assert (plot_image(rl), plot_image(RUN), plot_image({**RUN, "plot": ["loss"]})) == ("metrics", "loss", "loss")
+    url = "https://labbot.acme.internal/plots/k3xq7p/metrics.png?sig=ab12"
+    series = {"reward": [(1, 0.1), (2, 0.4)], "pass_rate": [(1, 0.2), (2, 0.5)], "loss": [(1, 3.0), (2, 2.0)]}
+    _, md = run_report(rl, series, plot_url=url)
+    assert f"## Plots\n\n![reward, pass_rate of run k3xq7p]({url})" in md
+    assert "## Reward curve" in md and "## Pass_rate curve" in md and "## Loss curve" in md
+    assert md.count("![") == 1  # the plot image once, not again under loss

@@ -255,6 +255,20 @@ def test_heartbeats_are_sent_without_log_calls(make_client: Callable[..., Teleme
     assert all(b["points"] == [] for b in rec.bodies[after:])
 
 
+def test_the_phase_rides_on_every_request_heartbeats_included(make_client: Callable[..., Telemetry]) -> None:
+    rec = Recorder()
+    client = make_client(rec, heartbeat_interval=0.05)
+    wait_for(lambda: rec.count >= 1, what="a heartbeat")
+    assert "phase" not in rec.bodies[0], "no phase until the job names one"
+    client.phase("rollout")
+    client.phase("not a phase!")  # ignored, with a warning: the phase stays
+    wait_for(lambda: rec.bodies[-1].get("phase") == "rollout", what="a heartbeat naming the phase")
+    client.phase("learn")
+    client.log(3, loss=1.0)
+    wait_for(lambda: rec.accepted_steps() == [3], what="the point")
+    assert next(b for b in rec.bodies if b["points"])["phase"] == "learn"
+
+
 def test_checkpoint_events_are_sent_promptly(make_client: Callable[..., Telemetry]) -> None:
     rec = Recorder()
     client = make_client(rec, flush_interval=60.0)

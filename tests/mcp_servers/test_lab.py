@@ -17,7 +17,7 @@ from mcp import Client
 from support import Serve, make_service, wait_for
 
 from labbot.bot.api import create_app
-from labbot.mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, summarise_series
+from labbot.mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, run_line, summarise_series
 from labbot.storage.artifacts import ArtifactStore
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
@@ -37,6 +37,14 @@ def test_series_are_summarised_to_fit_a_models_context() -> None:
     assert "min 0.01," in lines[0] and "max 10" in lines[0]
     assert len(lines) <= 62 and lines[-1] == "1001\tNaN"
     assert summarise_series([]) == "no points yet"
+
+
+def test_a_run_is_listed_with_its_headline_metric() -> None:
+    run = {"id": "r1", "job": "rl-demo", "status": "running", "attempt": 1, "step": 40, "owner": "U1"}
+    rl = run | {"metrics": {"reward": 1.5, "pass_rate": 0.5, "loss": 9.0}, "headline": "pass_rate"}
+    assert run_line(rl) == "r1 · rl-demo · running · attempt 1 · step 40 · pass_rate 0.5 · owner U1"
+    assert "loss 2.5" in run_line(run | {"metrics": {"loss": 2.5}})  # a run JSON from before headlines
+    assert "pass_rate" not in run_line(rl | {"metrics": {"reward": 1.5}})  # not reported yet
 
 
 def test_lab_tools_over_a_running_labbot(tmp_path: Any, ray_head: RayConnection) -> None:

@@ -38,6 +38,11 @@ def test_bare_json_nan_tokens_are_accepted() -> None:
     assert math.isnan(batch.points[0].metrics["loss"]) and batch.points[0].metrics["g"] == math.inf
 
 
+def test_a_batch_or_heartbeat_names_the_jobs_phase() -> None:
+    assert parse_batch(_body(attempt=1, points=[], events=[], phase="rollout")).phase == "rollout"
+    assert parse_batch(_body(attempt=1, points=[], events=[])).phase is None
+
+
 def test_heartbeat_is_an_empty_batch() -> None:
     batch = parse_batch(_body(attempt=1, points=[], events=[]))
     assert batch.points == [] and batch.events == []
@@ -56,6 +61,8 @@ def test_heartbeat_is_an_empty_batch() -> None:
         (_body(points=[{"step": 1, "metrics": [1]}]), "object of at most"),
         (_body(events=[{"kind": "party", "step": 1}]), "kind is one of"),
         (_body(attempt="one"), "attempt"),
+        (_body(phase="roll out"), "phase must be 1-32 letters"),
+        (_body(phase=7), "phase must be"),
     ],
 )
 def test_malformed_bodies_say_what_is_wrong(body: bytes, message: str) -> None:

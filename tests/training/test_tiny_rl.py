@@ -216,7 +216,7 @@ class HintReader(torch.nn.Module):
 
 
 def test_gate_passes_a_model_that_reads_hints_and_fails_one_that_does_not() -> None:
-    cfg = TinyRLConfig(n_digits=2, gate_size=60)
+    cfg = TinyRLConfig(n_digits=2, gate_size=60, gate_max_ratio=0.5)
     result = hint_gate(HintReader(cfg, reads_hints=True), cfg)
     assert result["ratio"] < 0.01 and result["flagged"] >= 10 and result["p_plain"] > 0
     with pytest.raises(GateFailed, match=r"hint gate failed: .* \(ratio 1\.00 > gate_max_ratio 0\.5\)"):
@@ -266,6 +266,8 @@ def test_short_run_reports_every_metric_to_telemetry(
     assert all(points[s]["tokens_per_s"] > 0 and points[s]["stale_dropped"] == 0 for s in (1, 2, 3, 4))
     assert all(math.isfinite(points[s][k]) for s in (1, 2, 3, 4) for k in STEP_METRICS)
     assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 2), ("checkpoint", 4)]
+    phases = [body.get("phase") for body in bodies]
+    assert set(phases) <= {"warmup", "rollout", "learn", "eval"} and phases[-1] == "eval"  # the last step evaluates
     assert summary["generations"] == 64 and summary["final_pass_rate"] == points[4]["pass_rate"]
     assert set(summary["pass_rates"]) == {0, 2, 4}
 

@@ -754,12 +754,6 @@ def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] |
 # training
 
 
-def _phase(name: str) -> None:
-    set_phase = getattr(telemetry, "phase", None)  # until main's telemetry.phase is merged
-    if set_phase is not None:
-        set_phase(name)
-
-
 def _hang_forever(step: int) -> NoReturn:
     print(f"injected hang at step {step} (LABBOT_ATTEMPT=1): no further progress", flush=True)
     while True:
@@ -818,13 +812,13 @@ def _train(
         stale_dropped = int(state.get("stale_dropped", 0))
         print(f"resumed from checkpoint step {state['step']}", flush=True)
     else:
-        _phase("warmup")
+        telemetry.phase("warmup")
         root = Path(cfg.warmup_dir) if cfg.warmup_dir else job.checkpoint_dir
         warm, path, cached = load_or_warmup(cfg, root, verbose=True)
         print(f"warm-up {'loaded from' if cached else 'saved to'} {path}", flush=True)
         model.load_state_dict(warm.state_dict())
         ref.load_state_dict(warm.state_dict())
-        _phase("eval")
+        telemetry.phase("eval")
         gate = hint_gate(model, cfg)
         print(
             f"hint gate passed: p(flagged) {gate['p_plain']:.3f} -> {gate['p_hinted']:.3f} with the hint "
@@ -862,7 +856,7 @@ def _train(
     try:
         for step in range(start, cfg.steps + 1):
             t0 = time.perf_counter()
-            _phase("rollout")
+            telemetry.phase("rollout")
             batch, dropped = source.next(step, version)
             stale_dropped += dropped
             lag = version - batch.version
@@ -872,7 +866,7 @@ def _train(
             tokens += n_samples * cfg.answer_len
             if not job.is_restart and step == cfg.crash_at_step:
                 raise RuntimeError(f"injected crash at step {step}")
-            _phase("learn")
+            telemetry.phase("learn")
             nan = not job.is_restart and cfg.nan_at_step > 0 and step >= cfg.nan_at_step
             metrics = learner.step(batch, nan=nan)
             version += 1
@@ -886,7 +880,7 @@ def _train(
                 rollout_lag=float(lag),
             )
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                _phase("eval")
+                telemetry.phase("eval")
                 metrics["pass_rate"] = pass_rates[step] = pass_rate(model, cfg, evals)
                 gens_at[step] = generations
             telemetry.log(step, **metrics)

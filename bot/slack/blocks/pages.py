@@ -34,6 +34,12 @@ def _when(iso: str | None) -> str:
     return t.strftime("%H:%M UTC") if t else "?"
 
 
+def page_label(page: dict[str, Any]) -> str:
+    """The page's condition as people read it: its kind, or ``metric NAME`` for a job's metric alert."""
+    alert = (page.get("detail") or {}).get("alert")
+    return f"{page['kind']} {alert}" if page["kind"] == "metric" and isinstance(alert, str) else str(page["kind"])
+
+
 def page_headline(page: dict[str, Any], run: dict[str, Any] | None) -> str:
     where = f"run `{page['run_id']}`" if page.get("run_id") else "the Ray cluster"
     if run is not None:
@@ -41,7 +47,7 @@ def page_headline(page: dict[str, Any], run: dict[str, Any] | None) -> str:
     emoji = EMOJI.get(page["state"], ":grey_question:")
     if page["state"] == "triggered" and page.get("severity") == "warning":
         emoji = ":warning:"
-    return f"{emoji} *{page['kind']}* — {where}"
+    return f"{emoji} *{escape(page_label(page))}* — {where}"
 
 
 def page_message(
@@ -78,7 +84,8 @@ def page_message(
     buttons = _buttons(page, run, file_incidents=file_incidents)
     if buttons:
         blocks.append({"type": "actions", "block_id": f"page_actions_{page['id']}", "elements": buttons})
-    text = f"{page['kind']} on {'run ' + str(page['run_id']) if page.get('run_id') else 'the Ray cluster'}: "
+    where = f"run {page['run_id']}" if page.get("run_id") else "the Ray cluster"
+    text = f"{escape(page_label(page))} on {where}: "
     text += escape(str(page.get("summary", "")))
     if owner and page["state"] == "triggered" and page.get("severity") != "warning":
         text = f"{owner} {text}"  # the mention in the text is what notifies
@@ -130,7 +137,7 @@ def pages_list(pages: list[dict[str, Any]], *, command: str = "/lab") -> str:
         where = f"run `{p['run_id']}`" if p.get("run_id") else "cluster"
         who = f", acked by {mention(p['acknowledged_by'])}" if p.get("acknowledged_by") else ""
         lines.append(
-            f"{EMOJI.get(p['state'], '')} `{p['id']}` *{p['kind']}* {where} — {p['state']}, level "
+            f"{EMOJI.get(p['state'], '')} `{p['id']}` *{escape(page_label(p))}* {where} — {p['state']}, level "
             f"{p.get('escalation_level', 0)}{who} — {escape(clip(str(p.get('summary', '')), 200))}"
         )
     lines.append(f"_acknowledge with `{command} ack PAGE`_")

@@ -1,4 +1,5 @@
-"""The loss-curve PNG that the thread keeper uploads into a run's thread at milestones and at the end.
+"""The metric-curve PNG that the thread keeper uploads into a run's thread at milestones and at the end: the
+metrics the job plots (``JobSpec.plot``, loss by default), one panel each, sharing the step axis.
 
 Rendered with matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``): no pyplot, so no global current
 figure, no GUI backend and no display; each call owns its figure, which is what makes it safe to call from worker
@@ -11,12 +12,14 @@ from __future__ import annotations
 import io
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.0, 100
+PANEL_HEIGHT_IN = 2.3  # each metric's panel when a job plots several
 SMOOTH_ABOVE = 50  # more raw points than this and an EMA line is drawn over them
 RAW_COLOR, EMA_COLOR, NAN_COLOR, ATTEMPT_COLOR = "#9ecae1", "#08519c", "#d62728", "#636363"
 
@@ -53,52 +56,95 @@ def loss_plot_png(
     title: str,
     attempts: Sequence[tuple[int, int]] = (),
 ) -> bytes:
-    """``points`` (step, loss) as a PNG line chart.
+    """``points`` (step, loss) as a PNG line chart: ``metrics_plot_png`` of loss alone."""
+    return metrics_plot_png({"loss": points}, title=title, attempts=attempts)
 
-    Non-finite losses are left out of the lines; the first one is marked with a red vertical line labelled "NaN"
-    (or "inf"). ``attempts`` holds (attempt, first step) pairs: each restart (attempt > 1) gets a dashed line.
+
+def metrics_plot_png(
+    series: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    title: str,
+    attempts: Sequence[tuple[int, int]] = (),
+) -> bytes:
+    """Each metric's ``(step, value)`` points in ``series`` (in its order) as one PNG.
+
+    One metric is one 8×4-inch chart; several are stacked panels sharing the step axis, one per metric, so the
+    thread gets one image (one upload) whatever the job plots. A metric with no points yet is a panel saying
+    "no data yet"; when no metric has any point, the whole image is a small "no data yet" card. Non-finite values
+    are left out of the lines; the first one is marked with a red vertical line labelled "NaN" (or "inf").
+    ``attempts`` holds (attempt, first step) pairs: each restart (attempt > 1) gets a dashed line on every panel.
     """
-    if not points:
+    ordered = {name: sorted((int(s), float(v)) for s, v in points) for name, points in series.items()}
+    if not any(ordered.values()):
         return _no_data(title)
-    ordered = sorted((int(s), float(v)) for s, v in points)
+    if len(ordered) == 1:
+        fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
+        axes = [fig.add_subplot()]
+        axes[0].set_title(title, fontsize=11)
+    else:
+        # fixed margins, not a layout engine: constrained layout measures every tick label of every panel, which
+        # cost more than the drawing itself (about half a second a panel)
+        height = PANEL_HEIGHT_IN * len(ordered) + 0.4
+        fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
+        fig.subplots_adjust(left=0.9 / WIDTH_IN, right=1 - 0.25 / WIDTH_IN, top=1 - 0.55 / height,
+                            bottom=0.55 / height, hspace=0.35)  # fmt: skip
+        axes = list(fig.subplots(len(ordered), 1, sharex=True, squeeze=False)[:, 0])
+        fig.suptitle(title, fontsize=11, y=1 - 0.12 / height, va="top")
+    steps = [s for points in ordered.values() for s, _ in points]
+    first, last = min(steps), max(steps)
+    for i, (ax, (name, points)) in enumerate(zip(axes, ordered.items(), strict=True)):
+        _panel(ax, name, points, attempts, single=len(axes) == 1, label_attempts=i == 0)
+        if first == last:
+            ax.set_xlim(first - 1, last + 1)
+    axes[-1].set_xlabel("step")
+    return _png(fig)
+
+
+def _panel(
+    ax: Axes,
+    name: str,
+    ordered: Sequence[tuple[int, float]],
+    attempts: Sequence[tuple[int, int]],
+    *,
+    single: bool,
+    label_attempts: bool,
+) -> None:
+    """One metric's curve on ``ax`` (its points sorted by step)."""
     finite = [(s, v) for s, v in ordered if math.isfinite(v)]
     bad = next(((s, v) for s, v in ordered if not math.isfinite(v)), None)
-
-    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
-    ax = fig.add_subplot()
-    ax.set_title(title, fontsize=11)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
+    if single:
+        ax.set_ylabel(name)
+    else:
+        ax.set_title(name, loc="left", fontsize=9)
     ax.grid(True, alpha=0.3)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
-    if finite:
-        steps, losses = [s for s, _ in finite], [v for _, v in finite]
+    if not ordered:
+        ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center", color=ATTEMPT_COLOR)
+        ax.set_yticks([])
+    elif finite:
+        steps, values = [s for s, _ in finite], [v for _, v in finite]
         smooth = len(finite) > SMOOTH_ABOVE
-        ax.plot(steps, losses, color=RAW_COLOR if smooth else EMA_COLOR, linewidth=1, label="loss")
+        ax.plot(steps, values, color=RAW_COLOR if smooth else EMA_COLOR, linewidth=1, label=name)
         if smooth:
             alpha = min(1.0, 40 / len(finite))  # an averaging window of about 5% of the points
-            ax.plot(steps, ema(losses, alpha), color=EMA_COLOR, linewidth=2, label="loss (EMA)")
-        if min(losses) > 0 and max(losses) / min(losses) > 100:
+            ax.plot(steps, ema(values, alpha), color=EMA_COLOR, linewidth=2, label=f"{name} (EMA)")
+        if min(values) > 0 and max(values) / min(values) > 100:
             ax.set_yscale("log")  # a blow-up before the NaN would otherwise flatten the whole curve
     else:
-        ax.text(0.5, 0.5, "no finite loss", transform=ax.transAxes, ha="center", va="center", color=NAN_COLOR)
+        ax.text(0.5, 0.5, f"no finite {name}", transform=ax.transAxes, ha="center", va="center", color=NAN_COLOR)
 
     for attempt, first_step in sorted(attempts):
         if attempt > 1:
             ax.axvline(first_step, color=ATTEMPT_COLOR, linestyle="--", linewidth=1)
-            ax.text(first_step, 0.98, f" attempt {attempt}", transform=ax.get_xaxis_transform(), va="top",
-                    fontsize=8, color=ATTEMPT_COLOR)  # fmt: skip
+            if label_attempts:
+                ax.text(first_step, 0.98, f" attempt {attempt}", transform=ax.get_xaxis_transform(), va="top",
+                        fontsize=8, color=ATTEMPT_COLOR)  # fmt: skip
     if bad is not None:
         label = "NaN" if math.isnan(bad[1]) else "inf"
         ax.axvline(bad[0], color=NAN_COLOR, linewidth=1.5)
         ax.text(bad[0], 0.02, f"{label} ", transform=ax.get_xaxis_transform(), ha="right", va="bottom", fontsize=9,
                 color=NAN_COLOR, fontweight="bold")  # fmt: skip
-
-    first, last = ordered[0][0], ordered[-1][0]
-    if first == last:
-        ax.set_xlim(first - 1, last + 1)
-    if finite and len(finite) > 1:
+    if single and len(finite) > 1:
         ax.legend(loc="upper right", fontsize=8, frameon=False)
-    return _png(fig)

@@ -20,6 +20,8 @@ from labbot.bot.slack.blocks.run_card import (
     error_text,
     escape,
     eta_text,
+    headline_label,
+    headline_metric,
     mention,
     number,
     parse_time,
@@ -33,11 +35,13 @@ _OUTCOME = {"succeeded": "finished", "failed": "failed", "stopped": "was stopped
 
 
 def progress_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | None = None) -> str:
-    """One compact line: ``step 120 / 200 · loss 2.3145 · 41.2k tok/s · ETA ~3m`` (unknown parts left out)."""
+    """One compact line: ``step 120 / 200 · loss 2.3145 · 41.2k tok/s · ETA ~3m`` (unknown parts left out; the
+    run's headline metric in place of loss when its job names another)."""
     metrics = run.get("metrics") or {}
     parts = [f":chart_with_upwards_trend: step *{step_text(run)}*"]
-    if metrics.get("loss") is not None:
-        parts.append(f"loss *{number(metrics['loss'])}*")
+    headline = headline_metric(run)
+    if metrics.get(headline) is not None:
+        parts.append(f"{escape(headline)} *{number(metrics[headline])}*")
     tps = throughput(metrics.get("tokens_per_s"))
     if tps != DASH:
         parts.append(tps)
@@ -58,7 +62,8 @@ def launch_confirmation(run: dict[str, Any]) -> str:
         line += f" with {params}"
     if run.get("ray_submission_id"):
         line += f"\nRay job `{escape(str(run['ray_submission_id']))}`"
-    return line + ". Progress, loss curves and the summary will follow in this thread."
+    curves = "loss curves" if list(run.get("plot") or ["loss"]) == ["loss"] else "metric plots"
+    return line + f". Progress, {curves} and the summary will follow in this thread."
 
 
 def restart_text(run: dict[str, Any], by: str | None) -> str:
@@ -84,9 +89,12 @@ def summary_blocks(
     best_loss: float | None = None,
     duration_s: float | None = None,
 ) -> tuple[str, list[Block]]:
-    """The final summary posted when a run ends: outcome, steps, loss first → last (best), throughput, wall time."""
+    """The final summary posted when a run ends: outcome, steps, the headline metric first → last (best),
+    throughput, wall time. ``first_loss`` and ``best_loss`` are of the run's headline metric (loss unless its job
+    names another; the thread keeper gives a best only for loss, where lower is better)."""
     status = str(run.get("status", "?"))
     metrics = run.get("metrics") or {}
+    shown = headline_metric(run)
     if duration_s is None:
         started, ended = parse_time(run.get("started_at")), parse_time(run.get("ended_at"))
         if started and ended:
@@ -96,7 +104,7 @@ def summary_blocks(
     steps = step_text(run)
     fields = [
         ("Steps", steps),
-        ("Loss", _loss_line(metrics.get("loss"), first_loss, best_loss)),
+        (headline_label(run), _loss_line(metrics.get(shown), first_loss, best_loss)),
         ("Throughput", throughput(metrics.get("tokens_per_s"))),
         ("Wall time", format_duration(duration_s)),
         ("Checkpoints", DASH if ckpt is None else f"latest at step {ckpt}"),
@@ -114,7 +122,7 @@ def summary_blocks(
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": error_text(str(run["error"]))}})
     fallback = (
         f"{escape(run_title(run))} {_OUTCOME.get(status, escape(status))}: step {steps}, "
-        f"loss {_loss_line(metrics.get('loss'), first_loss, best_loss)}"
+        f"{escape(shown)} {_loss_line(metrics.get(shown), first_loss, best_loss)}"
     )
     return fallback, blocks
 

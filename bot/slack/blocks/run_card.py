@@ -142,6 +142,18 @@ def eta_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | 
     return "finishing" if eta < 1 else f"~{format_duration(eta)}"
 
 
+def headline_metric(run: dict[str, Any]) -> str:
+    """The metric the run's card shows (``headline`` in the run JSON, from its job; loss by default)."""
+    name = run.get("headline")
+    return name if isinstance(name, str) and name else "loss"
+
+
+def headline_label(run: dict[str, Any]) -> str:
+    """The card field's name for the headline metric: "Loss" for loss, the metric's own name (escaped) otherwise."""
+    name = headline_metric(run)
+    return "Loss" if name == "loss" else escape(name)
+
+
 def run_title(run: dict[str, Any]) -> str:
     return f"{run.get('job', '?')} · {run.get('name') or run.get('id', '?')}"
 
@@ -199,7 +211,10 @@ def run_card(
     now: datetime | None = None,
     rate: float | None = None,
 ) -> tuple[str, list[Block]]:
-    """The card for ``run``: (fallback text, blocks). ``history`` lines are mrkdwn written by labbot (mentions kept)."""
+    """The card for ``run``: (fallback text, blocks). ``history`` lines are mrkdwn written by labbot (mentions kept).
+
+    Besides status, step, throughput and the rest, it shows the run's headline metric and its latest value
+    (``pass_rate 0.6200`` for a job whose headline is ``pass_rate``; loss when the job names none)."""
     status = str(run.get("status", "?"))
     metrics = run.get("metrics") or {}
     ckpt = run.get("checkpoint_step")
@@ -207,7 +222,7 @@ def run_card(
         ("Status", status_label(status)),
         ("Owner", mention(run.get("owner"))),
         ("Step", step_text(run)),
-        ("Loss", number(metrics.get("loss"))),
+        (headline_label(run), number(metrics.get(headline_metric(run)))),
         ("Throughput", throughput(metrics.get("tokens_per_s"))),
         ("ETA", eta_text(run, rate=rate, now=now)),
         ("Attempt", str(run.get("attempt", 1))),
@@ -227,7 +242,11 @@ def run_card(
     if recent:
         blocks.append({"type": "context", "elements": [_mrkdwn(_tail("\n".join(recent), 3000))]})
     blocks.append(actions(run))
-    fallback = f"{escape(run_title(run))}: {escape(status)}, step {step_text(run)}, loss {number(metrics.get('loss'))}"
+    headline = headline_metric(run)
+    fallback = (
+        f"{escape(run_title(run))}: {escape(status)}, step {step_text(run)}, "
+        f"{escape(headline)} {number(metrics.get(headline))}"
+    )
     return fallback, blocks
 
 

@@ -147,7 +147,7 @@ def test_float_text_round_trips(x: float) -> None:
 def test_launch_full() -> None:
     p = ok(
         "launch tiny-lm steps=100 lr=3e-4 --name baseline --gpus 0.5 --stall-after 10m --pending-after 5m"
-        " --max-restarts 2"
+        " --max-restarts 2 --alert 'pass_rate below 0.2 for 10m; reward flat for 15m' --watch kl_max=5"
     )
     assert p.command.name == "launch"
     assert p.args == {"job": "tiny-lm"}
@@ -157,6 +157,8 @@ def test_launch_full() -> None:
         "stall_after": "10m",
         "pending_after": "5m",
         "max_restarts": 2,
+        "alert": "pass_rate below 0.2 for 10m; reward flat for 15m",
+        "watch": "kl_max=5",
     }
     assert p.params == {"steps": "100", "lr": "3e-4"}
     assert list(p.params) == ["steps", "lr"]
@@ -169,6 +171,8 @@ def test_options_default_when_absent() -> None:
         "stall_after": None,
         "pending_after": None,
         "max_restarts": None,
+        "alert": None,
+        "watch": None,
     }
     assert ok("runs").options == {"status": None, "mine": False, "limit": 20}
     assert ok("logs ab12").options == {"tail": None}
@@ -336,7 +340,7 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert e.command is not None and e.command.name == "launch"
     assert e.usage == (
         "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-        " [KEY=VALUE ...]"
+        " [--alert WORDS] [--watch K=V] [KEY=VALUE ...]"
     )
     unknown = err("nope")
     assert unknown.command is None
@@ -448,6 +452,8 @@ def launches(draw: st.DrawFn) -> Parsed:
         "stall_after": draw(durations),
         "pending_after": draw(durations),
         "max_restarts": restarts,
+        "alert": draw(st.none() | safe_text),
+        "watch": draw(st.none() | safe_text),
     }
     return Parsed(cmd, {"job": job}, options, {k: draw(safe_text) for k in keys})
 

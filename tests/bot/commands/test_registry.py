@@ -149,7 +149,7 @@ def test_usage_lines() -> None:
     assert lines == {
         "launch": (
             "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-            " [KEY=VALUE ...]"
+            " [--alert WORDS] [--watch K=V] [KEY=VALUE ...]"
         ),
         "runs": "/lab runs [--status S] [--mine] [--limit N]",
         "status": "/lab status RUN_ID",

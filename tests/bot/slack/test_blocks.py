@@ -329,3 +329,35 @@ def test_messages_and_files() -> None:
     assert len(messages) > 3 and all(len(m) <= MAX_BLOCKS for m in messages)
     assert not fits_in_messages(log) and fits_in_messages(log[:50_000]) and fits_in_messages("")
     assert text_blocks("short") == [[{"type": "section", "text": {"type": "mrkdwn", "text": "short"}}]]
+
+
+def test_the_card_shows_the_jobs_headline_metric_and_its_latest_value() -> None:
+    rl = make_run(
+        job="tiny-rl",
+        plot=["reward", "pass_rate"],
+        headline="pass_rate",
+        metrics={"reward": 1.25, "pass_rate": 0.62, "tokens_per_s": 900.0},
+    )
+    text, blocks = run_card(rl, now=NOW)
+    validate_message(text, blocks)
+    f = fields_of(blocks)
+    assert f["*pass_rate*"] == "0.6200" and "*Loss*" not in f and len(f) == 8
+    assert "pass_rate 0.6200" in text and "loss" not in text
+    assert "pass_rate *0.6200*" in progress_text(rl, now=NOW)
+    summary_text, summary = summary_blocks(rl | {"status": "succeeded"}, first_loss=0.1)
+    validate_message(summary_text, summary)
+    assert fields_of(summary)["*pass_rate*"] == "0.1000 → 0.6200" and "pass_rate 0.1000 → 0.6200" in summary_text
+    assert "metric plots" in launch_confirmation(rl)
+    before = fields_of(run_card(rl | {"metrics": {"reward": 1.0}}, now=NOW)[1])
+    assert before["*pass_rate*"] == "—"  # not reported yet
+    # a headline of loss, and a run JSON from before runs carried one, read as they always have
+    for run in (make_run(headline="loss", plot=["loss"]), make_run()):
+        text, blocks = run_card(run, now=NOW)
+        assert fields_of(blocks)["*Loss*"] == "2.3146" and text.endswith("loss 2.3146")
+        assert "loss curves" in launch_confirmation(run)
+
+
+def test_a_headline_metric_name_is_escaped_in_the_card() -> None:
+    run = make_run(plot=["<b>&"], headline="<b>&", metrics={"<b>&": 1.0})
+    text, blocks = run_card(run, now=NOW)
+    assert fields_of(blocks)["*&lt;b&gt;&amp;*"] == "1.0000" and "&lt;b&gt;&amp; 1.0000" in text

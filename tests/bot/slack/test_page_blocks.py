@@ -260,3 +260,18 @@ def test_file_incident_shows_where_linear_is_set_up_until_the_page_is_filed_then
     assert "Linear: <https://linear.app/acme/issue/ENG-7|ENG-7>" in status
     _, resolved = page_message(make_page(state="resolved", links={"linear": link}), run, file_incidents=True)
     assert _buttons(resolved) == [] and "ENG-7" in str(resolved)
+
+
+def test_a_metric_alerts_page_and_the_pages_list_name_the_alert() -> None:
+    page = make_page(
+        kind="metric",
+        key="labbot-r0blocks1-metric:pass_rate-below",
+        summary="alert pass_rate-below: pass_rate 0.12 is below 0.2 for 11m (pass_rate below 0.2 for 10m)",
+        detail={"alert": "pass_rate-below", "last": 0.12},
+    )
+    text, blocks = page_message(page, make_run())
+    check_limits(text, blocks)
+    assert blocks[0]["text"]["text"].startswith(":rotating_light: *metric pass_rate-below* — run `r0blocks1`")
+    assert "metric pass_rate-below on run r0blocks1: alert pass_rate-below: pass_rate 0.12" in text
+    listed = pages_list([page])
+    assert "*metric pass_rate-below* run `r0blocks1`" in listed

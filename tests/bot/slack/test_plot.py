@@ -1,4 +1,5 @@
-"""The loss-curve PNG (bot/slack/blocks/plot.py): valid PNGs for every input, fast, and safe across threads."""
+"""The metric-curve PNG (bot/slack/blocks/plot.py): valid PNGs for every input, one panel per metric a job plots,
+fast, and safe across threads."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from matplotlib.image import imread
 
-from labbot.bot.slack.blocks import loss_plot_png
-from labbot.bot.slack.blocks.plot import ema
+from labbot.bot.slack.blocks import loss_plot_png, metrics_plot_png
+from labbot.bot.slack.blocks.plot import DPI, PANEL_HEIGHT_IN, ema
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -91,3 +92,48 @@ def test_safe_from_several_threads_at_once() -> None:
         sys.setswitchinterval(switch)
     for n, png in results:
         assert png == expected[n]  # same bytes as a render with nothing else running
+
+
+def rising(n: int) -> list[tuple[int, float]]:
+    return [(s, 1 - 0.9 * math.exp(-s / 40)) for s in range(1, n + 1)]
+
+
+def test_loss_alone_is_the_loss_plot() -> None:
+    assert metrics_plot_png({"loss": curve(80)}, title="t") == loss_plot_png(curve(80), title="t")
+
+
+def test_two_metrics_one_without_points_yet_are_two_panels_one_saying_no_data() -> None:
+    png = metrics_plot_png({"reward": curve(80), "pass_rate": []}, title="tiny-rl — reward, pass_rate")
+    width, height = png_size(png)
+    assert width == 800 and height == round((2 * PANEL_HEIGHT_IN + 0.4) * DPI)
+    pixels = imread(io.BytesIO(png))
+    top, bottom = pixels[: height // 2], pixels[height // 2 :]
+    assert top.std() > bottom.std()  # a curve above, a nearly empty panel below
+    both = metrics_plot_png({"reward": curve(80), "pass_rate": rising(80)}, title="tiny-rl — reward, pass_rate")
+    assert png_size(both) == (width, height) and both != png
+    assert metrics_plot_png({"pass_rate": rising(80), "reward": curve(80)}, title="tiny-rl — reward, pass_rate") != both
+
+
+def test_no_metric_with_points_is_the_small_no_data_card() -> None:
+    width, height = png_size(metrics_plot_png({"reward": [], "pass_rate": []}, title="tiny-rl"))
+    assert width < 800 and height < 400
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_value_is_marked_on_its_own_panel(bad: float) -> None:
+    series = {"reward": [*rising(60), (61, bad)], "pass_rate": rising(61), "kl": [(5, bad)]}
+    png = metrics_plot_png(series, title="diverged", attempts=[(1, 1), (2, 30)])
+    width, height = png_size(png)
+    assert width == 800 and height == round((3 * PANEL_HEIGHT_IN + 0.4) * DPI)
+    pixels = imread(io.BytesIO(png))
+    red = (pixels[..., 0] > 0.75) & (pixels[..., 1] < 0.3) & (pixels[..., 2] < 0.3)
+    rows = red.any(axis=1).nonzero()[0]
+    assert red.sum() > 100 and rows.min() < height // 3  # the marker is in the reward panel at the top
+
+
+def test_eight_panels_of_ten_thousand_points_under_four_seconds() -> None:
+    metrics_plot_png({"a": curve(10), "b": curve(10)}, title="warm-up")
+    started = time.perf_counter()
+    png = metrics_plot_png({f"m{i}": curve(10_000) for i in range(8)}, title="long run", attempts=[(2, 4000)])
+    assert time.perf_counter() - started < 4.0
+    assert png_size(png)[1] == round((8 * PANEL_HEIGHT_IN + 0.4) * DPI)

@@ -1,0 +1,40 @@
+"""The CLI's human tables (bot/cli/render.py), pure functions of the API's JSON: the runs table's metric column."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labbot.bot.cli.render import runs_table
+
+
+def _run(run_id: str, job: str, metrics: dict[str, Any], **over: Any) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "job": job,
+        "name": f"{job}-{run_id}",
+        "status": "running",
+        "attempt": 1,
+        "step": 40,
+        "metrics": metrics,
+        "owner": "alice",
+        "created_at": None,
+    } | over
+
+
+def test_a_table_of_loss_runs_keeps_its_loss_column() -> None:
+    old = _run("aaaaaa", "tiny-lm", {"loss": 2.5, "tokens_per_s": 900.0})  # a run JSON from before headlines
+    new = _run("bbbbbb", "tiny-lm", {"loss": 1.25}, plot=["loss"], headline="loss")
+    header, *rows = runs_table([old, new]).splitlines()
+    assert header.split()[6] == "LOSS"
+    assert rows[0].split()[6] == "2.5000" and rows[1].split()[6] == "1.2500"
+
+
+def test_once_a_run_headlines_another_metric_the_column_names_each_runs_metric() -> None:
+    lm = _run("aaaaaa", "tiny-lm", {"loss": 2.5})
+    rl = _run(
+        "bbbbbb", "tiny-rl", {"reward": 1.0, "pass_rate": 0.62}, plot=["reward", "pass_rate"], headline="pass_rate"
+    )
+    waiting = _run("cccccc", "tiny-rl", {}, plot=["reward"], headline="reward")
+    header, *rows = runs_table([lm, rl, waiting]).splitlines()
+    assert header.split()[6] == "HEADLINE"
+    assert "loss 2.5000" in rows[0] and "pass_rate 0.6200" in rows[1] and "reward -" in rows[2]

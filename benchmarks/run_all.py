@@ -10,6 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     "telemetry_overhead.py",
+    "rl_feedback.py",
     "ingest.py",
     "launch.py",
     "slack_ack.py",

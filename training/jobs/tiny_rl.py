@@ -247,7 +247,7 @@ class RLSummary(TypedDict):
     stale_dropped: int
     max_rollout_lag: int  # the largest version lag of a batch that was trained on
     steps_per_s: float
-    rollout_tokens_per_s: float  # completion tokens generated / wall time of the RL loop
+    rollout_tokens_per_s: float  # completion tokens / wall time of the RL loop, from the first batch's arrival on
 
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -850,7 +850,8 @@ def _train(
     else:
         source = LocalRollouts(cfg, model, rng, job)
     max_lag = 0
-    tokens = 0
+    tokens = 0  # completion tokens trained on after the first step (which pays for starting rollout workers)
+    t_first: float | None = None
     step = start - 1
     t_start = time.perf_counter()
     try:
@@ -863,7 +864,10 @@ def _train(
             max_lag = max(max_lag, lag)
             n_samples = batch.seqs.size(0)
             generations += n_samples
-            tokens += n_samples * cfg.answer_len
+            if t_first is None:
+                t_first = time.perf_counter()
+            else:
+                tokens += n_samples * cfg.answer_len
             if not job.is_restart and step == cfg.crash_at_step:
                 raise RuntimeError(f"injected crash at step {step}")
             telemetry.phase("learn")
@@ -928,7 +932,7 @@ def _train(
         stale_dropped=stale_dropped,
         max_rollout_lag=max_lag,
         steps_per_s=n_steps / elapsed if n_steps and elapsed > 0 else 0.0,
-        rollout_tokens_per_s=tokens / elapsed if n_steps and elapsed > 0 else 0.0,
+        rollout_tokens_per_s=tokens / (time.perf_counter() - t_first) if tokens and t_first is not None else 0.0,
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from labbot.common.errors import BadRequest, UnknownJob
-from labbot.training.specs import JobSpec
+from labbot.training.specs import JobSpec, ParamCheck
 
 TINY_LM = JobSpec(
     name="tiny-lm",
@@ -85,17 +85,17 @@ TINY_RL = JobSpec(
         "entropy_collapse_at_step": 0,
     },
     checks={
-        "algo": {"choices": ("grpo", "sdpo", "blend", "rlsd")},
-        "teacher": {"choices": ("self", "ema")},
-        "group_size": {"min": 2},
-        "lam": {"min": 0, "max": 1},
-        "ema_decay": {"min": 0, "max": 0.999},
-        "n_digits": {"min": 1, "max": 8},
-        "warmup_hint_frac": {"min": 0, "max": 1},
-        "num_rollout_workers": {"min": 0},
+        "algo": ParamCheck(choices=("grpo", "sdpo", "blend", "rlsd")),
+        "teacher": ParamCheck(choices=("self", "ema")),
+        "group_size": ParamCheck(min=2),
+        "lam": ParamCheck(min=0, max=1),
+        "ema_decay": ParamCheck(min=0, max=0.999),
+        "n_digits": ParamCheck(min=1, max=8),
+        "warmup_hint_frac": ParamCheck(min=0, max=1),
+        "num_rollout_workers": ParamCheck(min=0),
     },
     # the default run starts from a warm-up at ~0.9 held-out pass rate: falling under 0.5 means RL broke it
-    alerts=["pass_rate below 0.5 for 2m"],
+    alerts=[{"metric": "pass_rate", "condition": "below", "threshold": 0.5, "for": "2m"}],
     plot=["reward", "pass_rate", "entropy", "kl", "frac_reward_zero_std"],
     headline="pass_rate",
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -95,6 +96,20 @@ def test_tiny_rl_registry_has_every_config_field_with_its_default() -> None:
     from labbot.training.jobs.tiny_rl import TinyRLConfig
 
     assert TINY_RL.params == dataclasses.asdict(TinyRLConfig())
+
+
+@pytest.mark.parametrize(
+    ("params", "msg"),
+    [
+        ({"algo": "ppo"}, "algo='ppo' is not accepted by job tiny-rl; algo is one of grpo, sdpo, blend, rlsd"),
+        ({"group_size": "1"}, "group_size=1 is out of range for job tiny-rl; group_size is a number of at least 2"),
+        ({"lam": "1.5"}, "lam=1.5 is out of range for job tiny-rl; lam is a number from 0 to 1"),
+    ],
+)
+def test_tiny_rl_refuses_bad_params_at_launch(params: dict[str, str], msg: str) -> None:
+    with pytest.raises(BadRequest, match=re.escape(msg)):
+        resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", params=params))
+    assert resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", params={"algo": "blend", "lam": "0.25"}))
 
 
 def test_tiny_lm_registry_params_are_fields_of_the_job() -> None:

@@ -316,6 +316,14 @@ def test_entropy_collapse_drives_sampling_entropy_to_zero(ckpt_dir: Path, warm_d
     assert all(rec.metrics[s]["entropy"] < 0.01 for s in (3, 4))
 
 
+def test_nan_at_step_reports_nan_from_that_step_and_keeps_running(ckpt_dir: Path, warm_dir: Path) -> None:
+    rec = Recorder()
+    summary = train(tiny(warm_dir, steps=4, nan_at_step=3), on_step=rec)
+    assert summary["final_step"] == 4
+    assert all(math.isfinite(rec.metrics[s]["loss"]) for s in (1, 2))
+    assert all(math.isnan(rec.metrics[s]["loss"]) for s in (3, 4))
+
+
 # ----------------------------------------------------------------------------- config and command line
 
 

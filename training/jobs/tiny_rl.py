@@ -401,7 +401,8 @@ def sample(
     toks, logps, ents = [], [], []
     for _ in range(length):
         logits, _ = model(seqs)
-        logits = logits[:, -1] / temperature + ANSWER_MASK  # (B, V)
+        # a diverged (NaN) policy samples uniformly instead of crashing; its NaN loss is what gets reported
+        logits = torch.nan_to_num(logits[:, -1], nan=0.0) / temperature + ANSWER_MASK  # (B, V)
         sampling = torch.log_softmax(logits * scale, dim=-1)
         nxt = sampling.argmax(-1) if greedy else torch.multinomial(sampling.exp(), 1).squeeze(-1)
         logps.append(torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None]).squeeze(-1))
@@ -1019,6 +1020,7 @@ class RayRollouts(RolloutSource):
         self.step = 0
         self.pending: dict[Any, int] = {}  # object ref -> actor index
         self.failures = 0
+        self._last = 0  # the actor whose batch the learner took last: asked again after the learner's step
         for i in range(len(self.actors)):
             self._request(i)
         if on_workers is not None:

@@ -106,7 +106,7 @@ def test_tiny_rl_registry_has_every_config_field_with_its_default() -> None:
         ({"lam": "1.5"}, "lam=1.5 is out of range for job tiny-rl; lam is a number from 0 to 1"),
     ],
 )
-def test_tiny_rl_refuses_bad_params_at_launch(params: dict[str, str], msg: str) -> None:
+def test_tiny_rl_refuses_bad_params_at_launch(params: dict[str, bool | int | float | str], msg: str) -> None:
     with pytest.raises(BadRequest, match=re.escape(msg)):
         resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", params=params))
     assert resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", params={"algo": "blend", "lam": "0.25"}))

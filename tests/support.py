@@ -77,7 +77,11 @@ class Serve:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        wait_for(self._healthy, timeout=timeout, what=f"labbot serve on {self.url} (log: {self.log_path})")
+        try:
+            wait_for(self._healthy, timeout=timeout, what=f"labbot serve on {self.url} (log: {self.log_path})")
+        except BaseException:
+            self.stop()  # a serve that did not come up in time is not left running after the test
+            raise
         return self
 
     def _healthy(self) -> bool:

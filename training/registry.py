@@ -77,7 +77,7 @@ TINY_RL = JobSpec(
         "rl_seed": 0,
         "num_threads": 0,
         "num_rollout_workers": 0,
-        "max_restarts": 2,
+        "worker_restarts": 2,
         "hang_at_step": 0,
         "crash_at_step": 0,
         "nan_at_step": 0,

@@ -385,7 +385,7 @@ def test_ray_workers_never_train_on_stale_rollouts_and_survive_a_killed_actor(
     def kill_one(step: int, metrics: dict[str, float]) -> None:
         rec(step, metrics)
         if step == 3:
-            ray.kill(actors[0], no_restart=False)  # Ray restarts it (max_restarts); the run must carry on
+            ray.kill(actors[0], no_restart=False)  # Ray restarts it (worker_restarts); the run must carry on
 
     summary = train(
         tiny(warm_dir, steps=6, num_rollout_workers=2, eval_every=3),

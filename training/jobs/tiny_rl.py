@@ -56,7 +56,7 @@ near-zero temperature), so the sampling entropy drops to about 0.
 Scale-out: ``num_rollout_workers N`` (N > 0) starts N Ray actors that generate and verify rollouts while the learner
 trains. Weights go through the object store (``ray.put``) after every learner step with a version number; each batch
 carries the version it was generated with and the learner drops batches more than one version old (counted in
-``stale_dropped``). An actor that dies is restarted by Ray (``max_restarts``) and asked again; the other keeps
+``stale_dropped``). An actor that dies is restarted by Ray (``worker_restarts``) and asked again; the other keeps
 working. ``ray`` is imported only on that path, and the job connects with ``ray.init()`` as tiny-lm does.
 """
 
@@ -152,7 +152,7 @@ class TinyRLConfig:
     num_threads: int = field(default=0, metadata={"help": "torch.set_num_threads(N); 0 = torch's default"})
     # scale-out
     num_rollout_workers: int = field(default=0, metadata={"help": "0 = in-process; N = N Ray rollout actors"})
-    max_restarts: int = field(default=2, metadata={"help": "Ray restarts of a rollout actor that dies"})
+    worker_restarts: int = field(default=2, metadata={"help": "Ray restarts of a rollout actor that dies"})
     # fault injection (LABBOT_ATTEMPT == 1 only); 0 = off
     hang_at_step: int = field(default=0, metadata={"help": "stop making progress after this step (0 = off)"})
     crash_at_step: int = field(default=0, metadata={"help": "raise RuntimeError at this step (0 = off)"})
@@ -198,7 +198,7 @@ class TinyRLConfig:
             "checkpoint_every",
             "num_threads",
             "num_rollout_workers",
-            "max_restarts",
+            "worker_restarts",
             "hang_at_step",
             "crash_at_step",
             "nan_at_step",
@@ -1013,7 +1013,7 @@ class RayRollouts(RolloutSource):
             ray.init()  # inside a Ray job this connects to its cluster; by hand it starts a local one
         self.ray = ray
         self.cfg, self.model, self.job = cfg, model, job
-        actor: Any = ray.remote(num_cpus=1, max_restarts=cfg.max_restarts, max_task_retries=0)(tiny_rl.RolloutWorker)
+        actor: Any = ray.remote(num_cpus=1, max_restarts=cfg.worker_restarts, max_task_retries=0)(tiny_rl.RolloutWorker)
         self.actors: list[Any] = [actor.remote(asdict(cfg), i) for i in range(cfg.num_rollout_workers)]
         self.weights = ray.put({k: v.detach().clone() for k, v in model.state_dict().items()})
         self.version = version
@@ -1041,9 +1041,9 @@ class RayRollouts(RolloutSource):
             i = self.pending.pop(done[0])
             try:
                 batch: Rollout = self.ray.get(done[0])
-            except RayActorError as e:  # died mid-request: Ray restarts it (max_restarts); ask again
+            except RayActorError as e:  # died mid-request: Ray restarts it (up to worker_restarts times); ask again
                 self.failures += 1
-                if self.failures > self.cfg.max_restarts * len(self.actors) + len(self.actors):
+                if self.failures > self.cfg.worker_restarts * len(self.actors) + len(self.actors):
                     raise RuntimeError(f"rollout workers keep dying ({self.failures} failures): {e}") from e
                 print(f"rollout worker {i} died ({type(e).__name__}); asking it again", flush=True)
                 self._request(i)

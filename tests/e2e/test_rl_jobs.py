@@ -8,6 +8,8 @@ when the metric recovers; the built-in `tiny-rl` with a stuck reward pages `no_s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,9 +67,26 @@ for = "3s"
 """
 
 
+class RLLab(SlackSide):
+    warmup_dir: Path
+
+    def tiny_rl(self, words: str) -> str:
+        """Launch tiny-rl from Slack, its warm-up read from the module's cache (trained once, in the fixture)."""
+        return self.launched(f"launch tiny-rl warmup_dir={self.warmup_dir} {words}")
+
+
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[SlackSide]:
+def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[RLLab]:
     home = tmp_path_factory.mktemp("rl")
+    warmup_dir = home / "warmup"
+    # the warm-up every tiny-rl run here starts from, trained once (it is cached under its config's hash)
+    subprocess.run(
+        [sys.executable, "-m", "labbot.training.jobs.tiny_rl", "--steps", "1", "--warmup_dir", str(warmup_dir)],
+        env={"PATH": "/usr/bin:/bin", "LABBOT_CHECKPOINT_DIR": str(home / "prewarm"), "HOME": str(home)},
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     job_dir = home / "own-rl"
     job_dir.mkdir()
     (job_dir / "own_rl.py").write_text(OWN_JOB)
@@ -81,7 +100,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
         "LABBOT_CONFIG": str(home / "labbot.toml"),
     }
     serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
-    side = SlackSide(fake, serve)
+    side = RLLab(fake, serve)
+    side.warmup_dir = warmup_dir
     try:
         yield side
         fake.check_against_spec()
@@ -90,19 +110,19 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
         fake.stop()
 
 
-def page_of(lab: SlackSide, run_id: str, kind: str, *, state: str | None = None) -> dict[str, Any] | None:
+def page_of(lab: RLLab, run_id: str, kind: str, *, state: str | None = None) -> dict[str, Any] | None:
     for p in lab.pages(all="1", run=run_id):
         if p["kind"] == kind and (state is None or p["state"] == state):
             return p
     return None
 
 
-def stop(lab: SlackSide, run_id: str) -> None:
+def stop(lab: RLLab, run_id: str) -> None:
     with lab.serve.client() as api:
         api.post(f"/runs/{run_id}/stop", params={"by": "test"})
 
 
-def test_a_researchers_own_job_is_paged_by_the_alert_it_declared_and_the_page_clears(lab: SlackSide) -> None:
+def test_a_researchers_own_job_is_paged_by_the_alert_it_declared_and_the_page_clears(lab: RLLab) -> None:
     run_id = lab.launched("launch own-rl")
     try:
         page = wait_for(lambda: page_of(lab, run_id, "metric"), timeout=90, what="the declared alert's page")
@@ -118,3 +138,58 @@ def test_a_researchers_own_job_is_paged_by_the_alert_it_declared_and_the_page_cl
         assert lab.run(run_id)["headline"] == "reward", "the card follows the job's plot"
     finally:
         stop(lab, run_id)
+
+
+def test_tiny_rl_trains_to_a_rising_pass_rate_with_its_reward_and_pass_rate_plotted_in_the_thread(lab: RLLab) -> None:
+    run_id = lab.tiny_rl("steps=60 eval_every=10")
+    wait_for(lambda: lab.run(run_id)["status"] == "succeeded", timeout=300, interval=1, what="tiny-rl to finish")
+    with lab.serve.client() as api:
+        passes = api.get(f"/runs/{run_id}/metrics/pass_rate").json()["points"]
+        rewards = api.get(f"/runs/{run_id}/metrics/reward").json()["points"]
+    assert len(rewards) >= 60 and passes[-1][1] > passes[0][1], f"pass rate did not rise: {passes}"
+    run = lab.run(run_id)
+    assert run["headline"] == "pass_rate" and run["plot"][:2] == ["reward", "pass_rate"]
+    assert "pass_rate below 0.5 for 2m (page, as pass_rate-below)" in run["alerts"], "the alert tiny-rl ships"
+    card = lab.card(run_id)
+    assert "pass_rate" in str(card.blocks), "the card shows the job's headline metric"
+    plots = wait_for(
+        lambda: [f for m in lab.thread(run_id) for f in (m.files or []) if f.get("name", "").endswith(".png")],
+        timeout=30,
+        what="the run's plot in its thread",
+    )
+    assert plots
+    assert lab.pages(run=run_id) == [], "a healthy RL run pages nobody"
+
+
+def test_a_stuck_reward_is_paged_as_no_signal_in_the_thread(lab: RLLab) -> None:
+    run_id = lab.tiny_rl("steps=100000 log_every=1 reward_stuck_at_step=3")
+    try:
+        page = wait_for(lambda: page_of(lab, run_id, "no_signal"), timeout=240, what="a no_signal page")
+        assert "no learning signal" in page["summary"] and "frac_reward_zero_std" in page["summary"]
+        posted = wait_for(lambda: lab.page_messages(run_id=run_id), timeout=15, what="the page in the thread")
+        assert "*no_signal*" in str(posted[0].blocks)
+    finally:
+        stop(lab, run_id)
+
+
+def test_a_collapsed_entropy_is_paged_as_entropy_collapse(lab: RLLab) -> None:
+    run_id = lab.tiny_rl("steps=100000 log_every=1 entropy_collapse_at_step=3")
+    try:
+        page = wait_for(lambda: page_of(lab, run_id, "entropy_collapse"), timeout=240, what="an entropy page")
+        assert "entropy" in page["summary"] and "stopped exploring" in page["summary"]
+    finally:
+        stop(lab, run_id)
+
+
+def test_a_crashed_rl_run_restarted_by_hand_resumes_from_its_checkpoint(lab: RLLab) -> None:
+    run_id = lab.tiny_rl("steps=40 checkpoint_every=10 crash_at_step=25 --max-restarts 0")
+    wait_for(lambda: page_of(lab, run_id, "failed"), timeout=240, what="the crash paged")
+    assert lab.run(run_id)["checkpoint_step"] == 20
+    restarted = lab.serve.cli("restart", run_id)
+    assert restarted.returncode == 0, restarted.stderr
+    wait_for(lambda: lab.run(run_id)["status"] == "succeeded", timeout=240, interval=1, what="attempt 2 to finish")
+    with lab.serve.client() as api:
+        steps = [s for s, _ in api.get(f"/runs/{run_id}/metrics/reward").json()["points"]]
+    # attempt 1 reported steps 1..24; attempt 2 resumed RL at step 21 (after checkpoint 20), not from the warm-up
+    assert steps.count(1) == 1 and steps.count(21) == 2 and steps.count(25) == 1 and max(steps) == 40
+    assert lab.run(run_id)["attempt"] == 2

@@ -58,6 +58,7 @@ TINY_RL = JobSpec(
         "ppo_epochs": 1,
         "lam": 0.5,
         "teacher": "self",
+        "sd_kl_coef": 1.0,
         "ema_decay": 0.99,
         "eval_every": 10,
         "eval_size": 200,

@@ -47,7 +47,7 @@ TINY_RL = JobSpec(
     description="RL with textual feedback (GRPO / self-distillation) on multi-digit addition (CPU; Ray rollout actors)",
     entrypoint="python -m labbot.training.jobs.tiny_rl",
     params={
-        "algo": "blend",
+        "algo": "sdpo",
         "steps": 200,
         "n_digits": 2,
         "group_size": 8,

@@ -2,7 +2,7 @@
 
 Run it by hand, or the way labbot does through Ray's Jobs API::
 
-    python -m labbot.training.jobs.tiny_rl                     # algo=blend: GRPO and self-distillation, half each
+    python -m labbot.training.jobs.tiny_rl                     # algo=sdpo: self-distillation from the hinted model
     python -m labbot.training.jobs.tiny_rl --algo grpo --steps 100 --group_size 8
     python -m labbot.training.jobs.tiny_rl --algo blend --lam 0.5 --num_rollout_workers 2   # Ray rollout actors
     python -m labbot.training.jobs.tiny_rl --help
@@ -130,7 +130,7 @@ WARMUP_FIELDS = (
 
 @dataclass
 class TinyRLConfig:
-    algo: str = field(default="blend", metadata={"help": "advantage: grpo, sdpo, blend or rlsd"})
+    algo: str = field(default="sdpo", metadata={"help": "advantage: grpo, sdpo, blend or rlsd"})
     steps: int = field(default=200, metadata={"help": "RL learner steps (numbered 1..steps)"})
     n_digits: int = field(default=2, metadata={"help": "digits per operand (1..8)"})
     group_size: int = field(default=8, metadata={"help": "samples per prompt (a GRPO group), at least 2"})

@@ -47,7 +47,7 @@ TINY_RL = JobSpec(
     description="RL with textual feedback (GRPO / self-distillation) on multi-digit addition (CPU; Ray rollout actors)",
     entrypoint="python -m labbot.training.jobs.tiny_rl",
     params={
-        "algo": "blend",
+        "algo": "sdpo",
         "steps": 200,
         "n_digits": 2,
         "group_size": 8,
@@ -58,6 +58,7 @@ TINY_RL = JobSpec(
         "ppo_epochs": 1,
         "lam": 0.5,
         "teacher": "self",
+        "sd_kl_coef": 1.0,
         "ema_decay": 0.99,
         "eval_every": 10,
         "eval_size": 200,

@@ -29,6 +29,9 @@ from labbot.training.jobs.tiny_rl import (
     checkpoints,
     clipped_policy_loss,
     combine_advantages,
+    distill_loss,
+    distill_targets,
+    distill_weight,
     encode,
     flagged_advantages,
     grpo_advantages,
@@ -173,6 +176,39 @@ def test_blend_and_rlsd_combine_the_two_advantages() -> None:
     assert torch.allclose(rlsd, torch.tensor([[-0.3, -2.0], [2.0, 2.0], [0.4, 0.1]]))
     with pytest.raises(ValueError, match="grpo, sdpo, blend, rlsd"):
         combine_advantages("ppo", a_grpo, a_sd, hinted, 0.3)
+
+
+def test_with_distillation_the_sampled_token_sd_advantage_leaves_sdpo_and_blend() -> None:
+    a_grpo = torch.tensor([[-1.0, -1.0], [2.0, 2.0]])
+    a_sd = torch.tensor([[0.3, -2.0], [0.0, 0.0]])
+    hinted = torch.tensor([True, False])
+    assert torch.equal(combine_advantages("sdpo", a_grpo, a_sd, hinted, 0.3, distill=True), torch.zeros(2, 2))
+    assert torch.allclose(combine_advantages("blend", a_grpo, a_sd, hinted, 0.25, distill=True), 0.25 * a_grpo)
+    assert torch.equal(combine_advantages("grpo", a_grpo, a_sd, hinted, 0.3, distill=True), a_grpo)
+    rlsd = combine_advantages("rlsd", a_grpo, a_sd, hinted, 0.3)
+    assert torch.equal(combine_advantages("rlsd", a_grpo, a_sd, hinted, 0.3, distill=True), rlsd)
+    assert (distill_weight("sdpo", 0.3, 2.0), distill_weight("blend", 0.25, 2.0)) == (2.0, 1.5)
+    assert distill_weight("grpo", 0.3, 2.0) == distill_weight("rlsd", 0.3, 2.0) == 0.0
+
+
+def test_distillation_target_is_the_teacher_without_the_flagged_token_at_the_flagged_position() -> None:
+    teacher = torch.log(torch.tensor([[[0.5, 0.3, 0.2], [0.2, 0.6, 0.2]], [[0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]]))
+    tokens = torch.tensor([[0, 1], [1, 2]])  # row 0 is wrong at position 1 (token 1); row 1 has no hint
+    target, mask = distill_targets(teacher, tokens, torch.tensor([True, False]), torch.tensor([1, -1]))
+    assert mask.tolist() == [[False, True], [False, False]]
+    assert torch.allclose(target[0, 1].exp(), torch.tensor([0.5, 0.0, 0.5]))  # mass moves off the flagged token
+    assert torch.allclose(target[0, 0].exp(), teacher[0, 0].exp())
+    # the loss is the KL at the flagged position only: 0 when the student already matches the target there
+    student = teacher.clone().requires_grad_(True)
+    loss = distill_loss(torch.log_softmax(student, -1), target, mask)
+    assert loss.item() == pytest.approx(math.log(0.5 / 0.2) / tokens.numel(), rel=1e-4)  # per (B, C) token
+    loss.backward()
+    assert student.grad is not None
+    grad = student.grad
+    assert grad[0, 1, 1] > 0 > grad[0, 1, 0]  # descent lowers the flagged token, raises the others
+    assert torch.equal(grad[0, 0], torch.zeros(3)) and torch.equal(grad[1], torch.zeros(2, 3))
+    matched = distill_loss(target.clamp_min(-1e4), target, mask)  # student == target (finite logs)
+    assert matched.item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_clipped_loss_stops_pushing_past_the_clip() -> None:
@@ -336,6 +372,7 @@ def test_nan_at_step_reports_nan_from_that_step_and_keeps_running(ckpt_dir: Path
         ({"teacher": "frozen"}, "teacher must be one of self, ema"),
         ({"n_digits": 9}, "n_digits must be between 1 and 8"),
         ({"clip_eps": 0.0}, "clip_eps must be a positive number"),
+        ({"sd_kl_coef": -1.0}, "sd_kl_coef must be 0 or more"),
     ],
 )
 def test_config_validation_names_what_is_accepted(overrides: dict[str, Any], msg: str) -> None:

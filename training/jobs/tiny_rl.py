@@ -2,7 +2,7 @@
 
 Run it by hand, or the way labbot does through Ray's Jobs API::
 
-    python -m labbot.training.jobs.tiny_rl                     # algo=blend: GRPO and self-distillation, half each
+    python -m labbot.training.jobs.tiny_rl                     # algo=sdpo: self-distillation from the hinted model
     python -m labbot.training.jobs.tiny_rl --algo grpo --steps 100 --group_size 8
     python -m labbot.training.jobs.tiny_rl --algo blend --lam 0.5 --num_rollout_workers 2   # Ray rollout actors
     python -m labbot.training.jobs.tiny_rl --help
@@ -31,12 +31,25 @@ The run.
    advantage chosen by ``algo``:
 
    * ``grpo``: ``(r - mean) / (std + eps)`` within each group, broadcast to every token of the sequence;
-   * ``sdpo`` (self-distillation): ``log p_teacher(token | hint + prompt, prefix) - log p_student(token | prompt,
-     prefix)`` on the student's own sampled tokens, for samples that got a hint (wrong ones); correct samples get 0.
-     The teacher is the policy itself (``teacher=self``, no grad) or an EMA copy (``teacher=ema``, ``ema_decay``);
-   * ``blend``: ``lam * A_grpo + (1 - lam) * A_sdpo``;
+   * ``sdpo`` (self-distillation): the sampled-token advantage ``A_sdpo = log p_teacher(token | hint + prompt,
+     prefix) - log p_student(token | prompt, prefix)`` on samples that got a hint (wrong ones), 0 on correct ones,
+     is what ``sd_adv_flagged`` / ``sd_adv_unflagged`` report; what trains (``sd_kl_coef`` > 0, the default) is a
+     distillation term instead, added to the (then zero-advantage) policy loss::
+
+         L_sd = sd_kl_coef / (B * C) * sum over hinted rows i, at their flagged position f_i, of
+                KL(q_i || p_student(. | prompt_i, prefix_i))
+         q_i(v) = p_teacher(v | hint_i + prompt_i, prefix_i) * [v != flagged token] / (1 - p_teacher(flagged))
+
+     i.e. the hinted teacher's distribution over the answer vocabulary conditioned on what the hint says for
+     certain (the flagged token is wrong), at the first wrong position, where the student's prefix is right. The
+     teacher is the policy itself (``teacher=self``, no grad) or an EMA copy (``teacher=ema``, ``ema_decay``).
+     ``sd_kl_coef 0`` trains on ``A_sdpo`` in the policy loss instead (the old objective: pushing down sampled
+     tokens with no target, with a teacher that shares the student's weights, loses pass rate);
+   * ``blend``: ``lam * A_grpo`` in the policy loss plus ``(1 - lam) * L_sd`` (``sd_kl_coef 0``:
+     ``lam * A_grpo + (1 - lam) * A_sdpo``);
    * ``rlsd``: ``sign(A_grpo) * |A_sdpo|`` on hinted samples (the reward says which way, the teacher says which
-     tokens and how much), ``A_grpo`` on samples without a hint (correct ones, where the teacher has nothing to say).
+     tokens and how much), ``A_grpo`` on samples without a hint (correct ones, where the teacher has nothing to say);
+     no distillation term.
 
 Environment (all optional, so the job also runs by hand): ``LABBOT_RUN_ID``, ``LABBOT_ATTEMPT`` (1 for the first
 launch), ``LABBOT_CHECKPOINT_DIR`` (default ``./checkpoints``): RL checkpoints ``ckpt_{step:08d}.pt`` (atomic, newest
@@ -117,7 +130,7 @@ WARMUP_FIELDS = (
 
 @dataclass
 class TinyRLConfig:
-    algo: str = field(default="blend", metadata={"help": "advantage: grpo, sdpo, blend or rlsd"})
+    algo: str = field(default="sdpo", metadata={"help": "advantage: grpo, sdpo, blend or rlsd"})
     steps: int = field(default=200, metadata={"help": "RL learner steps (numbered 1..steps)"})
     n_digits: int = field(default=2, metadata={"help": "digits per operand (1..8)"})
     group_size: int = field(default=8, metadata={"help": "samples per prompt (a GRPO group), at least 2"})
@@ -128,6 +141,10 @@ class TinyRLConfig:
     ppo_epochs: int = field(default=1, metadata={"help": "passes over each rollout batch (1 = one on-policy step)"})
     lam: float = field(default=0.5, metadata={"help": "blend: weight of the GRPO advantage, in [0, 1]"})
     teacher: str = field(default="self", metadata={"help": "self-distillation teacher: self or ema"})
+    sd_kl_coef: float = field(
+        default=1.0,
+        metadata={"help": "sdpo/blend: weight of the distillation KL at the flagged position (0 = off)"},
+    )
     ema_decay: float = field(default=0.99, metadata={"help": "EMA teacher decay, in [0, 1)"})
     eval_every: int = field(default=10, metadata={"help": "held-out pass rate every N steps (and at the end)"})
     eval_size: int = field(default=200, metadata={"help": "held-out problems for pass_rate"})
@@ -208,6 +225,8 @@ class TinyRLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if not (self.sd_kl_coef >= 0 and math.isfinite(self.sd_kl_coef)):
+            raise ValueError(f"sd_kl_coef must be 0 or more, got {self.sd_kl_coef}")
         for name in ("temperature", "lr", "warmup_lr", "clip_eps", "gate_max_ratio"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
@@ -338,12 +357,15 @@ def sdpo_advantages(teacher_logp: torch.Tensor, student_logp: torch.Tensor, hint
 
 
 def combine_advantages(
-    algo: str, a_grpo: torch.Tensor, a_sd: torch.Tensor, hinted: torch.Tensor, lam: float
+    algo: str, a_grpo: torch.Tensor, a_sd: torch.Tensor, hinted: torch.Tensor, lam: float, distill: bool = False
 ) -> torch.Tensor:
     """The per-token advantage of ``algo`` from the (B, C) GRPO (broadcast) and self-distillation advantages.
 
-    rlsd: ``sign(A_grpo) * |A_sdpo|`` on hinted rows, ``A_grpo`` on rows without a hint.
+    rlsd: ``sign(A_grpo) * |A_sdpo|`` on hinted rows, ``A_grpo`` on rows without a hint. ``distill``: the
+    distillation term carries the self-distillation signal, so sdpo and blend leave ``A_sdpo`` out (sdpo: 0).
     """
+    if distill and algo in ("sdpo", "blend"):
+        a_sd = torch.zeros_like(a_sd)
     if algo == "grpo":
         return a_grpo
     if algo == "sdpo":
@@ -375,11 +397,21 @@ def build_model(cfg: TinyRLConfig) -> TinyLM:
     return TinyLM(shape, len(VOCAB))
 
 
-def token_logprobs(model: torch.nn.Module, seqs: torch.Tensor, prompt_len: int, temperature: float) -> torch.Tensor:
-    """(B, P + C) token ids -> (B, C) log-probabilities of the last C tokens given everything before them."""
+def answer_logprobs(model: torch.nn.Module, seqs: torch.Tensor, prompt_len: int, temperature: float) -> torch.Tensor:
+    """(B, P + C) token ids -> (B, C, V) log-distributions over the vocabulary at each of the last C positions."""
     logits, _ = model(seqs[:, :-1])  # (B, P + C - 1, V)
     logits = logits[:, prompt_len - 1 :] / temperature + ANSWER_MASK  # (B, C, V): the completion tokens
-    return torch.log_softmax(logits, dim=-1).gather(-1, seqs[:, prompt_len:, None]).squeeze(-1)
+    return torch.log_softmax(logits, dim=-1)
+
+
+def gather_tokens(logp: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """(B, C, V) log-distributions and (B, C) token ids -> (B, C) log-probabilities of those tokens."""
+    return logp.gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def token_logprobs(model: torch.nn.Module, seqs: torch.Tensor, prompt_len: int, temperature: float) -> torch.Tensor:
+    """(B, P + C) token ids -> (B, C) log-probabilities of the last C tokens given everything before them."""
+    return gather_tokens(answer_logprobs(model, seqs, prompt_len, temperature), seqs[:, prompt_len:])
 
 
 @torch.no_grad()
@@ -486,14 +518,49 @@ def generate_rollout(
     )
 
 
-def teacher_logprobs(teacher: torch.nn.Module, batch: Rollout, cfg: TinyRLConfig) -> torch.Tensor:
-    """(B, C) log p_teacher(token | hint + prompt, prefix) on the student's tokens (rows without a hint: 0)."""
-    out = torch.zeros_like(batch.old_logp)
+def teacher_distributions(teacher: torch.nn.Module, batch: Rollout, cfg: TinyRLConfig) -> torch.Tensor:
+    """(B, C, V) log p_teacher(. | hint + prompt, prefix) at the student's completion positions, no grad (rows
+    without a hint: 0)."""
+    out = torch.zeros(*batch.old_logp.shape, len(VOCAB))
     if batch.hinted.any():
         seqs = torch.cat([batch.hints[batch.hinted], batch.seqs[batch.hinted]], dim=1)
         with torch.no_grad():
-            out[batch.hinted] = token_logprobs(teacher, seqs, cfg.hint_len + cfg.prompt_len, cfg.temperature)
+            out[batch.hinted] = answer_logprobs(teacher, seqs, cfg.hint_len + cfg.prompt_len, cfg.temperature)
     return out
+
+
+def teacher_logprobs(teacher: torch.nn.Module, batch: Rollout, cfg: TinyRLConfig) -> torch.Tensor:
+    """(B, C) log p_teacher(token | hint + prompt, prefix) on the student's tokens (rows without a hint: 0)."""
+    return gather_tokens(teacher_distributions(teacher, batch, cfg), batch.seqs[:, cfg.prompt_len :])
+
+
+def distill_targets(
+    teacher_logp: torch.Tensor, tokens: torch.Tensor, hinted: torch.Tensor, flagged: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distillation target and where it applies, from the (B, C, V) teacher log-distributions.
+
+    At the flagged position of each hinted row the target is the teacher's distribution conditioned on what the
+    hint says for certain, "not the flagged token": that token's probability set to 0, the rest renormalised.
+    Returns the (B, C, V) target log-distributions and the (B, C) bool mask of the flagged positions.
+    """
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    rows = hinted.nonzero().squeeze(1)
+    mask[rows, flagged[rows]] = True
+    excluded = F.one_hot(tokens, teacher_logp.size(-1)).bool() & mask[..., None]
+    target = torch.log_softmax(teacher_logp.masked_fill(excluded, -1e9), dim=-1)
+    return target, mask
+
+
+def distill_loss(student_logp: torch.Tensor, target_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``KL(target || student)`` over the vocabulary at the ``mask`` positions, summed and divided by the number
+    of (B, C) tokens: the same per-token normalisation as the policy loss."""
+    kl = (target_logp.exp() * (target_logp - student_logp)).sum(-1)  # (B, C)
+    return (kl * mask).sum() / mask.numel()
+
+
+def distill_weight(algo: str, lam: float, coef: float) -> float:
+    """Weight of the distillation term: ``coef`` for sdpo, ``(1 - lam) * coef`` for blend, 0 for grpo and rlsd."""
+    return {"sdpo": coef, "blend": (1.0 - lam) * coef}.get(algo, 0.0)
 
 
 # -----------------------------------------------------------------------------
@@ -666,17 +733,22 @@ class Learner:
         """One update on ``batch``; returns the step's metrics."""
         cfg = self.cfg
         a_grpo = grpo_advantages(batch.rewards).reshape(-1, 1).expand_as(batch.old_logp)  # (B, C)
-        t_logp = teacher_logprobs(self.teacher, batch, cfg)
+        tokens = batch.seqs[:, cfg.prompt_len :]
+        t_dist = teacher_distributions(self.teacher, batch, cfg)
+        target, at_flagged = distill_targets(t_dist, tokens, batch.hinted, batch.flagged)
+        sd_weight = distill_weight(cfg.algo, cfg.lam, cfg.sd_kl_coef)
         with torch.no_grad():
             s_logp = token_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature)
-            a_sd = sdpo_advantages(t_logp, s_logp, batch.hinted)
-            adv = combine_advantages(cfg.algo, a_grpo, a_sd, batch.hinted, cfg.lam)
+            a_sd = sdpo_advantages(gather_tokens(t_dist, tokens), s_logp, batch.hinted)
+            adv = combine_advantages(cfg.algo, a_grpo, a_sd, batch.hinted, cfg.lam, distill=sd_weight > 0)
             kl = self._kl(batch)
         loss = torch.zeros(())
         clip_frac = 0.0
         for _ in range(cfg.ppo_epochs):
-            logp = token_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature)
-            loss, clip_frac = clipped_policy_loss(logp, batch.old_logp, adv, cfg.clip_eps)
+            s_dist = answer_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature)
+            loss, clip_frac = clipped_policy_loss(gather_tokens(s_dist, tokens), batch.old_logp, adv, cfg.clip_eps)
+            if sd_weight > 0:
+                loss = loss + sd_weight * distill_loss(s_dist, target, at_flagged)
             if nan:
                 loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
             self.optimizer.zero_grad(set_to_none=True)

@@ -141,7 +141,7 @@ def test_a_researchers_own_job_is_paged_by_the_alert_it_declared_and_the_page_cl
 
 
 def test_tiny_rl_trains_to_a_rising_pass_rate_with_its_reward_and_pass_rate_plotted_in_the_thread(lab: RLLab) -> None:
-    run_id = lab.tiny_rl("steps=60 eval_every=10")
+    run_id = lab.tiny_rl("algo=sdpo steps=60 eval_every=10")
     wait_for(lambda: lab.run(run_id)["status"] == "succeeded", timeout=300, interval=1, what="tiny-rl to finish")
     with lab.serve.client() as api:
         passes = api.get(f"/runs/{run_id}/metrics/pass_rate").json()["points"]

@@ -19,7 +19,8 @@ front of the prompt: ``"[..1..]047+085="``.
 The run.
 
 1. Warm-up (supervised, from scratch): answers to plain prompts and to hinted prompts (a hint about a wrong digit,
-   then the correct answer), so the model learns to read hints. It is kept short so the model stays mediocre. The
+   then the correct answer), so the model learns to read hints. Hint reading appears only once the model has learned
+   addition, so with the defaults the warm-up ends near a 0.92 held-out pass rate (RL's room is the last 8%). The
    warm-up checkpoint is cached under ``warmup_dir`` (default: the checkpoint dir) in a folder named by a hash of
    the fields that shape it, so RL runs with different algorithms start from the same weights.
 2. Gate: on held-out problems the warm-up model samples answers; at each sample's first wrong token the hinted

@@ -67,12 +67,15 @@ for = "3s"
 """
 
 
+PREWARM = ("--steps", "1", "--num_threads", "1")
+
+
 class RLLab(SlackSide):
     warmup_dir: Path
 
     def tiny_rl(self, words: str) -> str:
         """Launch tiny-rl from Slack, its warm-up read from the module's cache (trained once, in the fixture)."""
-        return self.launched(f"launch tiny-rl warmup_dir={self.warmup_dir} {words}")
+        return self.launched(f"launch tiny-rl warmup_dir={self.warmup_dir} num_threads=1 {words}")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +84,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
     warmup_dir = home / "warmup"
     # the warm-up every tiny-rl run here starts from, trained once (it is cached under its config's hash)
     subprocess.run(
-        [sys.executable, "-m", "labbot.training.jobs.tiny_rl", "--steps", "1", "--warmup_dir", str(warmup_dir)],
+        # one torch thread: next to the other test workers, two threads each would oversubscribe the cores
+        [sys.executable, "-m", "labbot.training.jobs.tiny_rl", *PREWARM, "--warmup_dir", str(warmup_dir)],
         env={"PATH": "/usr/bin:/bin", "LABBOT_CHECKPOINT_DIR": str(home / "prewarm"), "HOME": str(home)},
         check=True,
         capture_output=True,

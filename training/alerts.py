@@ -238,9 +238,9 @@ def track(state: Mapping[str, Any] | None, alert: Alert, points: Sequence[tuple[
     value and ``at`` its time; for ``flat``, ``lo``/``hi`` are the range of the values since ``since``.
     """
     out: dict[str, Any] = dict(state or {})
-    since = _time(out.get("since"))
+    since = parse_time(out.get("since"))
     for when, value in points:
-        when = _utc(when)
+        when = as_utc(when)
         if alert.condition == "flat":
             lo, hi = _float(out.get("lo")), _float(out.get("hi"))
             threshold = alert.threshold or 0.0
@@ -269,10 +269,10 @@ def holding(alert: Alert, state: Mapping[str, Any] | None, now: datetime) -> flo
     """
     if not state:
         return None
-    since = _time(state.get("since"))
+    since = parse_time(state.get("since"))
     if since is None:
         return None
-    end = _time(state.get("at")) if alert.condition == "flat" else _utc(now)
+    end = parse_time(state.get("at")) if alert.condition == "flat" else as_utc(now)
     if end is None:
         return None
     held = (end - since).total_seconds()
@@ -307,7 +307,7 @@ def never_reported(
     alert's own ``for``, if longer)."""
     if first_point_at is None:
         return []
-    reporting_for = (_utc(now) - _utc(first_point_at)).total_seconds()
+    reporting_for = (as_utc(now) - as_utc(first_point_at)).total_seconds()
     out = []
     for alert in alerts:
         state = states.get(alert.name)
@@ -318,15 +318,17 @@ def never_reported(
     return out
 
 
-def _utc(when: datetime) -> datetime:
+def as_utc(when: datetime) -> datetime:
+    """Naive datetimes are taken as UTC, so that they compare with aware ones."""
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
-def _time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 time as the vitals store it, in UTC; None for anything else."""
     if not isinstance(value, str):
         return None
     try:
-        return _utc(datetime.fromisoformat(value))
+        return as_utc(datetime.fromisoformat(value))
     except ValueError:
         return None
 

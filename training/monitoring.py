@@ -21,13 +21,13 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from labbot.common.durations import format_duration
 from labbot.storage.floats import decode_float, encode_float
 from labbot.training import alerts as alert_rules
-from labbot.training.alerts import Alert
+from labbot.training.alerts import Alert, as_utc, parse_time
 
 SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
     "silent",
@@ -180,7 +180,7 @@ def missing_alert_metrics(state: RunState, now: datetime) -> list[Alert]:
     if not state.alerts or state.status in TERMINAL_STATUSES:
         return []
     states = state.vitals.get("alerts")
-    first = _parse_time(state.vitals.get("first_point_at"))
+    first = parse_time(state.vitals.get("first_point_at"))
     return alert_rules.never_reported(state.alerts, states if isinstance(states, Mapping) else {}, first, now)
 
 
@@ -282,7 +282,7 @@ def _hung(state: RunState, now: datetime) -> Finding | None:
     }
     phase = state.vitals.get("phase")
     if isinstance(phase, Mapping) and isinstance(phase.get("name"), str):
-        entered = _parse_time(phase.get("since"))
+        entered = parse_time(phase.get("since"))
         in_phase = stuck_for if entered is None else min(stuck_for, _seconds(now - entered))
         step = f" at step {state.last_step}" if state.last_step is not None else ""
         what = f"stuck in {phase['name']} for {format_duration(in_phase)}{step}"
@@ -477,14 +477,14 @@ def observe(
     alert_states = _alert_states(raw_alerts, alerts, ordered)
     first_point_at = vitals.get("first_point_at") if same_attempt else None
     if first_point_at is None and ordered:
-        first_point_at = _utc(ordered[0][1]).isoformat()
+        first_point_at = as_utc(ordered[0][1]).isoformat()
     raw_phase = vitals.get("phase") if same_attempt else None
     phase_state = dict(raw_phase) if isinstance(raw_phase, Mapping) else None
     if phase is not None and (phase_state is None or phase_state.get("name") != phase):
         phase_state = {"name": phase, "since": now.isoformat()}
 
     for step, when, metrics in ordered:
-        when = _utc(when)
+        when = as_utc(when)
         if anchor is None:
             anchor = (step, when)
         elif step > anchor[0] and _seconds(when - anchor[1]) >= MIN_RATE_INTERVAL_S:
@@ -506,7 +506,7 @@ def observe(
                 recovered += 1
 
     if divergence is not None and recovered >= RECOVERY_POINTS:
-        at = _parse_time(divergence.get("at"))
+        at = parse_time(divergence.get("at"))
         if at is None or _seconds(now - at) >= RECOVERY_S:
             divergence = None
 
@@ -570,29 +570,15 @@ def _seconds(delta: Any) -> float:
     return float(delta.total_seconds())
 
 
-def _utc(when: datetime) -> datetime:
-    """Naive datetimes are taken as UTC, so that they compare with aware ones."""
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
-
-
 def _latest(*times: datetime | None) -> datetime | None:
-    present = [_utc(t) for t in times if t is not None]
+    present = [as_utc(t) for t in times if t is not None]
     return max(present) if present else None
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return _utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
 
 
 def _anchor(value: Any) -> tuple[int, datetime] | None:
     if not isinstance(value, Mapping):
         return None
-    step, when = value.get("step"), _parse_time(value.get("when"))
+    step, when = value.get("step"), parse_time(value.get("when"))
     if not isinstance(step, int) or isinstance(step, bool) or when is None:
         return None
     return step, when

@@ -55,11 +55,11 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn, TypedDict
+from typing import Any, NoReturn, TypedDict, TypeVar
 
 import torch
 import torch.nn as nn
@@ -72,6 +72,7 @@ from labbot_client.checkpoints import CheckpointDir, JobEnv
 KEEP_CHECKPOINTS = 3
 DEVICES = ("auto", "cpu", "cuda")
 MODEL_SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
+T = TypeVar("T")
 
 
 # -----------------------------------------------------------------------------
@@ -559,18 +560,21 @@ def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
 # command line
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """One flag per TinyLMConfig field, typed from its default; ``--a_b`` and ``--a-b`` both work."""
+def dataclass_parser(
+    config: type[Any], *, prog: str, description: str, choices: Mapping[str, Sequence[str]] | None = None
+) -> argparse.ArgumentParser:
+    """One flag per field of the dataclass ``config``, typed from its default; ``--a_b`` and ``--a-b`` both work
+    (the reference jobs' command lines: every config field is a flag)."""
     parser = argparse.ArgumentParser(
-        prog="python -m labbot.training.jobs.tiny_lm",
-        description="Train a tiny character-level transformer LM (labbot's reference job).",
+        prog=prog,
+        description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,  # --step must not quietly mean --steps
     )
-    for f in fields(TinyLMConfig):
+    for f in fields(config):
         default = f.default
         if type(default) not in (int, float, str):
-            raise TypeError(f"TinyLMConfig.{f.name}: only int, float and str fields become flags")
+            raise TypeError(f"{config.__name__}.{f.name}: only int, float and str fields become flags")
         flags = [f"--{f.name}"]
         if "_" in f.name:
             flags.append(f"--{f.name.replace('_', '-')}")
@@ -579,20 +583,33 @@ def build_parser() -> argparse.ArgumentParser:
             dest=f.name,
             type=type(default),
             default=default,
-            choices=DEVICES if f.name == "device" else None,
+            choices=(choices or {}).get(f.name),
             help=f.metadata.get("help", ""),
         )
     return parser
 
 
-def parse_config(argv: Sequence[str] | None = None) -> TinyLMConfig:
-    """Flags to config; bad input exits with status 2 and a usage message (argparse's way)."""
-    parser = build_parser()
+def config_from_flags(parser: argparse.ArgumentParser, config: type[T], argv: Sequence[str] | None) -> T:
+    """Flags to a config; bad input exits with status 2 and a usage message (argparse's way), including what the
+    config's own validation refuses."""
     args = parser.parse_args(argv)
     try:
-        return TinyLMConfig(**vars(args))
+        return config(**vars(args))
     except ValueError as e:
         parser.error(str(e))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return dataclass_parser(
+        TinyLMConfig,
+        prog="python -m labbot.training.jobs.tiny_lm",
+        description="Train a tiny character-level transformer LM (labbot's reference job).",
+        choices={"device": DEVICES},
+    )
+
+
+def parse_config(argv: Sequence[str] | None = None) -> TinyLMConfig:
+    return config_from_flags(build_parser(), TinyLMConfig, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

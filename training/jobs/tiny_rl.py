@@ -86,14 +86,14 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
 import torch
 import torch.nn.functional as F
 
-from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig
+from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig, config_from_flags, dataclass_parser
 from labbot_client import telemetry
 from labbot_client.checkpoints import CheckpointDir, JobEnv
 
@@ -1143,39 +1143,16 @@ class RayRollouts(RolloutSource):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per TinyRLConfig field, typed from its default; ``--a_b`` and ``--a-b`` both work."""
-    parser = argparse.ArgumentParser(
+    return dataclass_parser(
+        TinyRLConfig,
         prog="python -m labbot.training.jobs.tiny_rl",
         description="RL with textual feedback (GRPO / self-distillation) on multi-digit addition.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        allow_abbrev=False,
+        choices={"algo": ALGOS, "teacher": TEACHERS},
     )
-    choices = {"algo": ALGOS, "teacher": TEACHERS}
-    for f in fields(TinyRLConfig):
-        default = f.default
-        if type(default) not in (int, float, str):
-            raise TypeError(f"TinyRLConfig.{f.name}: only int, float and str fields become flags")
-        flags = [f"--{f.name}"]
-        if "_" in f.name:
-            flags.append(f"--{f.name.replace('_', '-')}")
-        parser.add_argument(
-            *flags,
-            dest=f.name,
-            type=type(default),
-            default=default,
-            choices=choices.get(f.name),
-            help=f.metadata.get("help", ""),
-        )
-    return parser
 
 
 def parse_config(argv: Sequence[str] | None = None) -> TinyRLConfig:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return TinyRLConfig(**vars(args))
-    except ValueError as e:
-        parser.error(str(e))
+    return config_from_flags(build_parser(), TinyRLConfig, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,15 +3,8 @@ migrated SQLite database per test."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-
-# `make test` runs three workers on two cores: torch (and the BLAS under numpy) in each worker and in the processes
-# the tests start would each open a thread per core and spin against the others; one thread each (set before any test
-# imports torch) keeps the whole run from slowing to a crawl. A test that needs more sets it itself.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest
 from support import Serve

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,3 +158,34 @@ def telemetry_token(ray: Any, submission_id: str) -> str:
 
     client = JobSubmissionClient(ray.address, headers=dict(ray.headers))
     return str(client.get_job_info(submission_id).runtime_env["env_vars"]["LABBOT_TELEMETRY_TOKEN"])
+
+
+@contextlib.contextmanager
+def telemetry_receiver(monkeypatch: Any, run_id: str, token: str = "secret") -> Iterator[list[dict[str, Any]]]:
+    """A control plane's telemetry endpoint on 127.0.0.1 that accepts every batch of ``run_id`` and keeps its body;
+    the job's environment (``LABBOT_CONTROL_URL``, ``LABBOT_RUN_ID``, ``LABBOT_TELEMETRY_TOKEN``) points at it."""
+    bodies: list[dict[str, Any]] = []
+    paths: list[str] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            paths.append(self.path)
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("LABBOT_CONTROL_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("LABBOT_RUN_ID", run_id)
+        monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", token)
+        yield bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert set(paths) <= {f"/api/v1/runs/{run_id}/telemetry"}, paths

@@ -11,10 +11,8 @@ import asyncio
 import json
 import shutil
 import tempfile
-import threading
 import time
 import tomllib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from inspect_ai.log import read_eval_log
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.util import SandboxUserUnsupportedError
 from run_fixtures import CANARY, F2P, OPS_ORIGINAL, P2P, build_pytest_venv, make_suite
+from support import telemetry_receiver
 
 from labbot.common.errors import BadRequest
 from labbot.evals import job
@@ -384,31 +383,10 @@ def test_job_posts_progress_as_telemetry_and_exits_0(
     tmp_path: Path, pytest_venv: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite_dir = _suite(tmp_path, tasks=2)
-    bodies: list[dict] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            assert self.path == "/api/v1/runs/run-9/telemetry"
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("LABBOT_CONTROL_URL", f"http://127.0.0.1:{server.server_address[1]}")
-        monkeypatch.setenv("LABBOT_RUN_ID", "run-9")
-        monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", "secret-token")
+    with telemetry_receiver(monkeypatch, "run-9", token="secret-token") as bodies:
         argv = ["--suite", str(suite_dir), "--solver", "gold", "--out", str(tmp_path / "out")]
         launcher_style = ["--max_samples", "2", "--tamper", "false", "--timeout", "60", "--model", ""]
         code = job.main([*argv, "--venv", str(pytest_venv), *launcher_style])
-    finally:
-        server.shutdown()
-        server.server_close()
     assert code == 0
     points = sorted((p for b in bodies for p in b["points"]), key=lambda p: p["step"])
     assert points[0]["step"] == 0 and "isolation_score" in points[0]["metrics"]

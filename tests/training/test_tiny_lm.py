@@ -6,7 +6,6 @@ no-ray check, which need a real process.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import queue
@@ -15,12 +14,12 @@ import sys
 import threading
 import time
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from support import telemetry_receiver
 
 from labbot.training.jobs.tiny_lm import (
     JobEnv,
@@ -248,29 +247,8 @@ def test_telemetry_receives_steps_nan_and_checkpoints(
     ckpt_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bodies: list[dict] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            assert self.path == "/api/v1/runs/run-1/telemetry"
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("LABBOT_CONTROL_URL", f"http://127.0.0.1:{server.server_address[1]}")
-        monkeypatch.setenv("LABBOT_RUN_ID", "run-1")
-        monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", "secret")
+    with telemetry_receiver(monkeypatch, "run-1") as bodies:
         train(small(steps=4, checkpoint_every=2, nan_at_step=3))  # finish() flushes before train returns
-    finally:
-        server.shutdown()
-        server.server_close()
 
     points = [p for body in bodies for p in body["points"]]
     events = [e for body in bodies for e in body["events"]]

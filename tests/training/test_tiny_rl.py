@@ -7,17 +7,15 @@ gate threshold that any model passes: the gate has tests of its own).
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 from collections.abc import Iterator
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from support import telemetry_receiver
 
 from labbot.training.jobs.tiny_rl import (
     END,
@@ -267,28 +265,8 @@ def test_gate_passes_a_model_that_reads_hints_and_fails_one_that_does_not() -> N
 def test_short_run_reports_every_metric_to_telemetry(
     ckpt_dir: Path, warm_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bodies: list[dict[str, Any]] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("LABBOT_CONTROL_URL", f"http://127.0.0.1:{server.server_address[1]}")
-        monkeypatch.setenv("LABBOT_RUN_ID", "run-1")
-        monkeypatch.setenv("LABBOT_TELEMETRY_TOKEN", "secret")
+    with telemetry_receiver(monkeypatch, "run-1") as bodies:
         summary = train(tiny(warm_dir, steps=4, checkpoint_every=2))
-    finally:
-        server.shutdown()
-        server.server_close()
 
     points = {p["step"]: p["metrics"] for body in bodies for p in body["points"]}
     events = [e for body in bodies for e in body["events"]]

@@ -1,5 +1,5 @@
-"""The job registry: the built-ins (``tiny-lm``, ``tiny-rl``; ``eval`` and ``eval-generate`` for evals) plus the jobs
-declared in ``labbot.toml``.
+"""The job registry: the built-ins (``tiny-lm``, ``tiny-rl``; ``eval``, ``eval-generate``, ``eval-incidents``) plus
+the jobs declared in ``labbot.toml``.
 
 ``labbot.toml``::
 
@@ -33,13 +33,20 @@ TINY_LM = JobSpec(
         "log_every": 10,
         "num_workers": 0,
         "batch_size": 16,
+        "block_size": 64,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_embd": 64,
         "lr": 3e-3,
         "seed": 1337,
         "device": "auto",
+        "num_threads": 0,
+        "min_step_s": 0.0,
         "hang_at_step": 0,
         "crash_at_step": 0,
         "nan_at_step": 0,
     },
+    checks={"min_step_s": ParamCheck(min=0, max=60), "num_threads": ParamCheck(min=0)},
 )
 
 TINY_RL = JobSpec(
@@ -77,6 +84,7 @@ TINY_RL = JobSpec(
         "seed": 0,
         "rl_seed": 0,
         "num_threads": 0,
+        "min_step_s": 0.0,
         "num_rollout_workers": 0,
         "worker_restarts": 2,
         "hang_at_step": 0,
@@ -94,6 +102,7 @@ TINY_RL = JobSpec(
         "n_digits": ParamCheck(min=1, max=8),
         "warmup_hint_frac": ParamCheck(min=0, max=1),
         "num_rollout_workers": ParamCheck(min=0),
+        "min_step_s": ParamCheck(min=0, max=60),
     },
     # the default run starts from a warm-up at ~0.9 held-out pass rate: falling under 0.5 means RL broke it
     alerts=[{"metric": "pass_rate", "condition": "below", "threshold": 0.5, "for": "2m"}],
@@ -122,12 +131,27 @@ EVAL_GENERATE = JobSpec(
     name="eval-generate",
     description="an eval suite generated from the codebase labbot serves (delete-and-restore tasks, validated)",
     entrypoint="python -m labbot.evals.generate_job",
-    params={"count": 10, "seed": 0},
+    params={"count": 10, "seed": 0, "deletion": "body"},
+    checks={
+        "count": ParamCheck(min=1, max=500),
+        "seed": ParamCheck(min=0),
+        # body: function bodies removed (Commit0-style); function: whole functions (harder: the signature is gone too)
+        "deletion": ParamCheck(choices=("body", "function", "mixed")),
+    },
     stall_after=1800,  # one coverage run of the repository's whole test suite may take a while
     max_restarts=0,
 )
 
-BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE, TINY_RL)
+EVAL_INCIDENTS = JobSpec(
+    name="eval-incidents",
+    description="an incident suite: a model diagnoses each frozen incident, a judge model grades it (`eval run`)",
+    entrypoint="python -m labbot.evals.incident_job",
+    params={"suite": "", "solver": "agent", "judge": ""},
+    stall_after=1800,
+    max_restarts=0,  # a restarted run would ask (and pay for) every case twice
+)
+
+BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE, TINY_RL, EVAL_INCIDENTS)
 
 
 class JobRegistry:

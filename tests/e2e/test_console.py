@@ -73,7 +73,10 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
     )
     out = subprocess.run(
         [sys.executable, "-m", "labbot.bot.cli.main", "console", "--wait", "40"],
-        input="/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 --stall-after 5s\n",
+        input=(
+            "/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 num_threads=1 min_step_s=0.05 "
+            "--stall-after 5s\n"
+        ),
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -33,7 +33,9 @@ def test_launch_with_ray_unreachable_fails_fast_and_records_the_run(tmp_path: Pa
 def test_the_control_plane_restarts_while_a_job_runs(tmp_path: Path, ray_head: RayConnection) -> None:
     home = tmp_path / "home"
     serve = Serve(home, ray_address=ray_head.address, ray_token=ray_head.token).start()
-    out = serve.cli("launch", "tiny-lm", "steps=100000", "checkpoint_every=1000", "--json")
+    out = serve.cli(
+        "launch", "tiny-lm", "steps=100000", "checkpoint_every=1000", "num_threads=1", "min_step_s=0.05", "--json"
+    )
     assert out.returncode == 0, out.stderr
     run_id = json.loads(out.stdout)["id"]
 

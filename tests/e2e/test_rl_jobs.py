@@ -166,7 +166,7 @@ def test_tiny_rl_trains_to_a_rising_pass_rate_with_its_reward_and_pass_rate_plot
 
 
 def test_a_stuck_reward_is_paged_as_no_signal_in_the_thread(lab: RLLab) -> None:
-    run_id = lab.tiny_rl("steps=100000 log_every=1 reward_stuck_at_step=3")
+    run_id = lab.tiny_rl("steps=100000 log_every=1 reward_stuck_at_step=3 min_step_s=0.05")
     try:
         page = wait_for(lambda: page_of(lab, run_id, "no_signal"), timeout=240, what="a no_signal page")
         assert "no learning signal" in page["summary"] and "frac_reward_zero_std" in page["summary"]
@@ -177,7 +177,7 @@ def test_a_stuck_reward_is_paged_as_no_signal_in_the_thread(lab: RLLab) -> None:
 
 
 def test_a_collapsed_entropy_is_paged_as_entropy_collapse(lab: RLLab) -> None:
-    run_id = lab.tiny_rl("steps=100000 log_every=1 entropy_collapse_at_step=3")
+    run_id = lab.tiny_rl("steps=100000 log_every=1 entropy_collapse_at_step=3 min_step_s=0.05")
     try:
         page = wait_for(lambda: page_of(lab, run_id, "entropy_collapse"), timeout=240, what="an entropy page")
         assert "entropy" in page["summary"] and "stopped exploring" in page["summary"]

@@ -55,7 +55,7 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
 
 
 def test_stop_a_running_job(serve: Serve) -> None:
-    out = serve.cli("launch", "tiny-lm", "steps=100000")
+    out = serve.cli("launch", "tiny-lm", "steps=100000", "num_threads=1", "min_step_s=0.05")
     assert out.returncode == 0, out.stderr
     # a human sees progress while Ray starts the job, then how to follow it
     lines = out.stderr.splitlines()

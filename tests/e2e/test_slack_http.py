@@ -182,7 +182,9 @@ def test_slack_429_and_500_are_retried_without_duplicates(slack: SlackSide) -> N
 
 
 def test_long_logs_are_uploaded_not_rejected(slack: SlackSide) -> None:
-    run_id = slack.launched("launch tiny-lm steps=2000 log_every=1")
+    run_id = slack.launched(
+        "launch tiny-lm steps=2000 log_every=1 num_threads=1 batch_size=2 block_size=16 n_layer=1 n_head=2 n_embd=16"
+    )
     wait_for(lambda: (slack.run(run_id)["step"] or 0) > 900, timeout=120, what="a thousand log lines")
     r = slack.command(f"logs {run_id} --tail 5000")
     assert r.status_code == 200 and not r.content, r.text

@@ -101,6 +101,10 @@ class TinyLMConfig:
     seed: int = field(default=1337, metadata={"help": "seed for weights and batch sampling"})
     device: str = field(default="auto", metadata={"help": "auto (CUDA when available), cpu or cuda"})
     num_threads: int = field(default=0, metadata={"help": "torch.set_num_threads(N); 0 = torch's default"})
+    min_step_s: float = field(
+        default=0.0,
+        metadata={"help": "each step takes at least this long, the rest slept: a slower model, without its CPU"},
+    )
     # fault injection (LABBOT_ATTEMPT == 1 only); 0 = off
     hang_at_step: int = field(default=0, metadata={"help": "stop making progress after this step (0 = off)"})
     crash_at_step: int = field(default=0, metadata={"help": "raise RuntimeError at this step (0 = off)"})
@@ -121,6 +125,8 @@ class TinyLMConfig:
             raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr}")
+        if not (0 <= self.min_step_s <= 60):
+            raise ValueError(f"min_step_s must be from 0 to 60 seconds, got {self.min_step_s}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
@@ -435,6 +441,7 @@ def _run(
                     telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step, verbose=master)
+            pace(t0, cfg.min_step_s)
 
         elapsed = time.perf_counter() - t_start
         n_steps = step - start_step + 1
@@ -508,6 +515,13 @@ def ray_train_loop_per_worker(config: dict[str, Any]) -> None:
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(d))
     else:
         ray.train.report(metrics)
+
+
+def pace(started: float, min_step_s: float) -> None:
+    """Sleep out the rest of ``min_step_s`` since ``started`` (a ``perf_counter`` time); nothing when it is 0."""
+    left = min_step_s - (time.perf_counter() - started)
+    if left > 0:
+        time.sleep(left)
 
 
 def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:

@@ -93,7 +93,7 @@ from typing import Any, NoReturn, TypedDict
 import torch
 import torch.nn.functional as F
 
-from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig, config_from_flags, dataclass_parser
+from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig, config_from_flags, dataclass_parser, pace
 from labbot_client import telemetry
 from labbot_client.checkpoints import CheckpointDir, JobEnv
 
@@ -168,6 +168,10 @@ class TinyRLConfig:
     seed: int = field(default=0, metadata={"help": "seed of the warm-up and the held-out problems"})
     rl_seed: int = field(default=0, metadata={"help": "seed of RL's training problems and sampling"})
     num_threads: int = field(default=0, metadata={"help": "torch.set_num_threads(N); 0 = torch's default"})
+    min_step_s: float = field(
+        default=0.0,
+        metadata={"help": "each step takes at least this long, the rest slept: a slower model, without its CPU"},
+    )
     # scale-out
     num_rollout_workers: int = field(default=0, metadata={"help": "0 = in-process; N = N Ray rollout actors"})
     worker_restarts: int = field(default=2, metadata={"help": "Ray restarts of a rollout actor that dies"})
@@ -226,6 +230,8 @@ class TinyRLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if not (0 <= self.min_step_s <= 60):
+            raise ValueError(f"min_step_s must be from 0 to 60 seconds, got {self.min_step_s}")
         if not (self.sd_kl_coef >= 0 and math.isfinite(self.sd_kl_coef)):
             raise ValueError(f"sd_kl_coef must be 0 or more, got {self.sd_kl_coef}")
         for name in ("temperature", "lr", "warmup_lr", "clip_eps", "gate_max_ratio"):
@@ -989,6 +995,7 @@ def _train(
                 telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step)
+            pace(t0, cfg.min_step_s)
     finally:
         source.close()
     elapsed = time.perf_counter() - t_start

@@ -33,9 +33,10 @@ from labbot.bot.api.plots import plot_url
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
-from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOB, EVALS_OWNER, EvalService
+from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
@@ -83,6 +84,7 @@ class ControlPlane:
                 "LABBOT_EVAL_PROTECT": str(settings.home),
             },
         )
+        registry.set_env(EVAL_INCIDENTS_JOB, {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root)})
         # suites are generated from the repository the codebase server serves: an agent cannot name another path
         registry.set_env(
             EVAL_GENERATE_JOB,
@@ -138,6 +140,8 @@ class ControlPlane:
             )
             runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
             runtime.actions.artifacts = plane.artifacts
+            runtime.actions.evals = EvalActions(runtime.client, plane.evals, service, runtime.threads, slack.command)
+            runtime.threads.on_end.append(runtime.actions.evals.finished)
             runtime.actions.crosslinks = CrossLinks(
                 runtime.client,
                 service,

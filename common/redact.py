@@ -58,3 +58,35 @@ class Redactor:
         if self._known is not None:
             text = self._known.sub(REDACTED, text)
         return redact_text(text)
+
+
+# `WANDB_API_KEY=…`, `password: …`, `"token": "…"` in a log line: the value of an assignment whose name says secret
+SECRET_ASSIGNMENT = re.compile(
+    r"""(?P<name>\b[A-Za-z0-9_.-]*?(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|private[_-]?key|"""
+    r"""credentials?|authorization|auth)(?:[_-]?(?:key|id|value|string))?\b)(?P<quote>["']?)(?P<sep>\s*[=:]\s*)"""
+    r"""(?P<q2>["']?)(?P<value>[^\s"',;}]{4,})""",
+    re.IGNORECASE,
+)
+
+
+def redact_assignments(text: str) -> str:
+    """``text`` with the values of secret-named assignments redacted (``API_TOKEN=abc…`` → ``API_TOKEN=[redacted]``)."""
+    return SECRET_ASSIGNMENT.sub(
+        lambda m: f"{m['name']}{m['quote']}{m['sep']}{m['q2']}{REDACTED}" if m["value"] != REDACTED else m[0], text
+    )
+
+
+def redact_json(value: object, redactor: Redactor | None = None) -> object:
+    """A copy of JSON-like ``value`` with secrets replaced by ``[redacted]``: values under secret-named keys, credential
+    shapes and secret-named assignments in every string, and (with ``redactor``) the known secret values."""
+    if isinstance(value, str):
+        text = redactor(value) if redactor is not None else redact_text(value)
+        return redact_assignments(text)
+    if isinstance(value, Mapping):
+        return {
+            str(k): (REDACTED if SECRET_KEY.search(str(k)) and v not in (None, "", False) else redact_json(v, redactor))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_json(v, redactor) for v in value]
+    return value

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="labbot.evals.generate_job", description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deletion", choices=("body", "function", "mixed"), default="body", help="what a task deletes")
     p.add_argument("--source", default=os.environ.get("LABBOT_EVAL_SOURCE"), help="the repository")
     p.add_argument("--suites", default=os.environ.get("LABBOT_EVAL_SUITES"), help="where suites are kept")
     a = p.parse_args(argv)
@@ -50,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=suites, prefix=".generating-") as tmp:
         out = Path(tmp) / "suite"
         try:
-            suite = generate_suite(Path(a.source), out, count=a.count, seed=a.seed, progress=progress)
+            suite = generate_suite(
+                Path(a.source), out, count=a.count, seed=a.seed, progress=progress, deletion=a.deletion
+            )
         except LabbotError as e:
             print(f"eval-generate: {e.message}", file=sys.stderr)
             return 1

@@ -7,7 +7,8 @@ its sample at the limit and the others go on), keeping the ``.eval`` log in the 
 ``inspect view``), and writes ``results.json`` there::
 
     {"suite": "suite-…", "solver": "gold", "status": "succeeded", "pass_rate": 1.0,
-     "samples": [{"task": "mul", "passed": true, "output": "…tail of what the solver printed"}],
+     "samples": [{"task": "mul", "passed": true, "output": "…tail of what the solver printed",
+                  "time_s": 41.2, "tokens": 0}],
      "isolation": {"score": 1.0, "sealed": true, "probes": [{"name", "category", "passed", "evidence"}]},
      "untrusted": false, "log": "2026-…_labbot-eval-suite-…_….eval"}
 
@@ -71,7 +72,15 @@ def _sample_result(sample: EvalSample) -> dict[str, Any]:
         output = f"{output}\n[error] {sample.error.message}".strip()
     if sample.limit is not None:
         output = f"{output}\n[limit] {sample.limit.type}: {sample.limit.limit}".strip()
-    return {"task": str(sample.id), "passed": passed, "output": output}
+    tokens = sum(usage.total_tokens for usage in (sample.model_usage or {}).values())
+    seconds = sample.total_time if sample.total_time is not None else sample.working_time
+    return {
+        "task": str(sample.id),
+        "passed": passed,
+        "output": output,
+        "time_s": round(seconds, 1) if seconds is not None else None,
+        "tokens": tokens,
+    }
 
 
 def results_from_log(log: EvalLog, solver: str, isolation: IsolationReport) -> dict[str, Any]:

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.redact import Redactor
+from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
+from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, Suite, suite_id
 from labbot.storage.artifacts import ArtifactStore
 from labbot.training.service import RunService
@@ -32,8 +35,13 @@ from labbot.training.specs import LaunchRequest
 EVALS_OWNER = "evals"
 EVAL_JOB = "eval"
 EVAL_GENERATE_JOB = "eval-generate"
+EVAL_INCIDENTS_JOB = "eval-incidents"
+EVAL_JOBS = frozenset({EVAL_JOB, EVAL_INCIDENTS_JOB})
+CASES_DIR = "incident-cases"  # under the suites root: one CASE_ID.json per incident case
 RESULTS = "results.json"
+CASES_FILE = "cases.json"
 MAX_SUITE_BYTES = 500 << 20  # unpacked
+REFERENCE_SOLVERS = frozenset({"gold", "none"})  # they check a suite; they say nothing of its difficulty
 
 
 class UnknownSuite(LabbotError):
@@ -47,8 +55,10 @@ class NotAnEvalRun(LabbotError):
 
 
 def check_suite_id(value: str) -> str:
-    if not SUITE_ID.fullmatch(value):
-        raise BadRequest(f"{value[:60]!r} is not a suite id: suite- and 12 hex digits, as `labbot eval list` shows")
+    if not (SUITE_ID.fullmatch(value) or INCIDENT_SUITE_ID.fullmatch(value)):
+        raise BadRequest(
+            f"{value[:60]!r} is not a suite id: suite- (or incidents-) and 12 hex digits, as `eval list` shows"
+        )
     return value
 
 
@@ -58,10 +68,19 @@ def eval_dir(run_root: Path, run_id: str) -> Path:
 
 
 class EvalService:
-    def __init__(self, runs: RunService, artifacts: ArtifactStore | None, suites_root: Path) -> None:
+    def __init__(
+        self,
+        runs: RunService,
+        artifacts: ArtifactStore | None,
+        suites_root: Path,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.runs = runs
         self.artifacts = artifacts
         self.suites_root = suites_root
+        # what a frozen incident case is redacted with: the credential shapes and labbot's own secrets
+        self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
 
     # -- suites ------------------------------------------------------------------------------------------------
@@ -89,15 +108,71 @@ class EvalService:
         for folder in sorted(self.suites_root.iterdir()):
             if SUITE_ID.fullmatch(folder.name) and (folder / SUITE_FILE).is_file():
                 out.append(summary(_load(folder)))
+        current = self._incident_suite()
+        if current is not None:
+            out.append(current)
         return out
 
     def suite(self, suite_id_: str) -> dict[str, Any]:
-        folder = self.suites_root / check_suite_id(suite_id_)
+        try:
+            folder = self.suites_root / check_suite_id(suite_id_)
+        except BadRequest as e:
+            raise BadRequest(f"{e.message}; {self._known()}") from None
+        if INCIDENT_SUITE_ID.fullmatch(suite_id_):
+            if not (folder / CASES_FILE).is_file():
+                raise UnknownSuite(f"no suite {suite_id_}: {self._known()}")
+            cases = json.loads((folder / CASES_FILE).read_text())
+            return {**_incident_summary(suite_id_, cases), "tasks": [_case_task(c) for c in cases]}
         if not (folder / SUITE_FILE).is_file():
-            raise UnknownSuite(f"no suite {suite_id_}: `labbot eval list` shows the suites labbot has")
+            raise UnknownSuite(f"no suite {suite_id_}: {self._known()}")
         suite = _load(folder)
         self._keep_suite(folder, suite)
         return {**summary(suite), "tasks": [t.to_json() for t in suite.tasks]}
+
+    # -- incident cases ------------------------------------------------------------------------------------------
+
+    def from_incident(self, page_id: str, *, by: str) -> dict[str, Any]:
+        """Freeze resolved page ``page_id`` (its cause recorded) into an eval case, kept beside the others, and the
+        incident suite they now form (:mod:`labbot.evals.incidents`). Making the same case again replaces it (a cause
+        corrected). BadRequest says what to record when there is no cause; nothing is kept then."""
+
+        def logs(run_id: str) -> str:
+            return self.runs.logs(run_id, tail=80)
+
+        case = freeze(self.runs.db, page_id, by=by, logs=logs, redactor=self.redactor)
+        cases_dir = self.suites_root / CASES_DIR
+        cases_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with self._lock:
+            _write_atomic(cases_dir / f"{case['id']}.json", json.dumps(case, indent=1, sort_keys=True))
+            suite = self._incident_suite()
+            assert suite is not None
+            if self.artifacts is not None:
+                self._store(f"{case['id']}.json", io.BytesIO(json.dumps(case).encode()), "application/json")
+        return {"case": case, "suite": suite}
+
+    def _incident_cases(self) -> list[dict[str, Any]]:
+        folder = self.suites_root / CASES_DIR
+        if not folder.is_dir():
+            return []
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("incident-*.json")) if CASE_ID.fullmatch(p.stem)]
+
+    def _incident_suite(self) -> dict[str, Any] | None:
+        """The suite of every incident case kept now (written once per version: its id is its content's hash)."""
+        cases = self._incident_cases()
+        if not cases:
+            return None
+        sid = suite_of(cases)
+        folder = self.suites_root / sid
+        if not (folder / CASES_FILE).is_file():
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_atomic(folder / CASES_FILE, json.dumps(cases, indent=1, sort_keys=True))
+        return _incident_summary(sid, cases)
+
+    def _known(self) -> str:
+        known = [s["suite"] for s in self.suites()]
+        if not known:
+            return "labbot has no suites yet (`eval generate` makes one)"
+        return f"labbot has {', '.join(known[:5])}" + (f" and {len(known) - 5} more" if len(known) > 5 else "")
 
     def _keep_suite(self, folder: Path, suite: Suite) -> None:
         """A suite written by an ``eval-generate`` job goes into the artifact store the first time it is used."""
@@ -120,19 +195,32 @@ class EvalService:
         max_samples: int | None = None,
         name: str | None = None,
         idempotency_key: str | None = None,
+        judge: str | None = None,
     ) -> dict[str, Any]:
         self.suite(suite_id_)  # 404 before anything is created
+        job = EVAL_JOB
         params: dict[str, Any] = {"suite": suite_id_, "solver": solver}
-        if max_samples is not None:
+        if INCIDENT_SUITE_ID.fullmatch(suite_id_):
+            from labbot.evals.incident_job import incident_model
+
+            incident_model(solver, "configured")  # BadRequest naming what an incident suite accepts
+            job = EVAL_INCIDENTS_JOB
+            if judge:
+                params["judge"] = judge
+        else:
+            from labbot.evals.solvers import parse_solver  # inspect is a heavy import; only launches need it here
+
+            parse_solver(solver)  # BadRequest naming the accepted forms, before anything is created
+        if max_samples is not None and job == EVAL_JOB:
             params["max_samples"] = max_samples
-        req = LaunchRequest(job=EVAL_JOB, owner=owner, params=params, name=name, idempotency_key=idempotency_key)
+        req = LaunchRequest(job=job, owner=owner, params=params, name=name, idempotency_key=idempotency_key)
         return self.runs.launch(req).run
 
     def results(self, run_id: str) -> dict[str, Any]:
         """The run with its eval results: ``suite``, ``solver``, ``pass_rate``, ``samples``, ``isolation``... (the
         job's ``results.json``), or only the run and ``status`` while it has not written them."""
         run = self.runs.get(run_id)
-        if run.get("job") != EVAL_JOB:
+        if run.get("job") not in EVAL_JOBS:
             raise NotAnEvalRun(f"run {run_id} is a {run.get('job')} run, not an eval run (`labbot eval list`)")
         params = run.get("params") or {}
         out: dict[str, Any] = {
@@ -148,12 +236,67 @@ class EvalService:
             doc = json.loads(results.read_text())
             out.update({k: v for k, v in doc.items() if k not in ("id", "status")})
             out["eval_status"] = doc.get("status")
+            samples = out.get("samples") or []
+            out["interval"] = wilson(sum(bool(s.get("passed")) for s in samples), len(samples)).to_json()
             if run.get("status") in ("succeeded", "failed", "stopped"):
                 out["log_artifact"] = self._keep_log(run_id, folder / str(doc.get("log") or ""))
         return out
 
     def eval_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [self.results(r["id"]) for r in self.runs.runs(limit=limit * 4) if r.get("job") == EVAL_JOB][:limit]
+        return [self.results(r["id"]) for r in self.runs.runs(limit=limit * 4) if r.get("job") in EVAL_JOBS][:limit]
+
+    def compare(self, run_a: str, run_b: str) -> dict[str, Any]:
+        """Two finished eval runs on the same tasks of the same suite, paired by task (:mod:`labbot.evals.stats`);
+        BadRequest says what differs when they cannot be compared."""
+        if run_a == run_b:
+            raise BadRequest(f"both runs are {run_a}: compare two different eval runs of one suite")
+        a, b = self.results(run_a), self.results(run_b)
+        for doc in (a, b):
+            if doc.get("eval_status") is None or not doc.get("samples"):
+                raise BadRequest(
+                    f"eval run {doc['id']} has no results yet ({doc['status']}): compare it once it has finished"
+                )
+        if a["suite"] != b["suite"]:
+            raise BadRequest(
+                f"{run_a} ran {a['suite']} and {run_b} ran {b['suite']}: a comparison needs two runs of one suite"
+            )
+        verdicts_a = {str(s["task"]): bool(s["passed"]) for s in a["samples"]}
+        verdicts_b = {str(s["task"]): bool(s["passed"]) for s in b["samples"]}
+        differs = task_set_difference(list(verdicts_a), list(verdicts_b))
+        if differs:
+            raise BadRequest(
+                f"{run_a} and {run_b} ran different tasks of {a['suite']} ({differs}): compare runs of the same "
+                "tasks (run both without --max-samples limits on which tasks, or with the same task list)"
+            )
+
+        def side(doc: dict[str, Any]) -> dict[str, Any]:
+            keys = ("id", "solver", "pass_rate", "interval", "untrusted")
+            return {k: doc.get(k) for k in keys}
+
+        return {
+            "suite": a["suite"],
+            "a": side(a),
+            "b": side(b),
+            "untrusted": bool(a.get("untrusted") or b.get("untrusted")),
+            **compare(verdicts_a, verdicts_b).to_json(),
+        }
+
+    def saturation(self, suite_id_: str, *, limit: int = 200) -> dict[str, Any]:
+        """Each solver's latest finished, sealed run of the suite, and whether they all pass ≥ 90 % of it (gold and
+        none, which check the suite itself, do not count)."""
+        latest: dict[str, dict[str, Any]] = {}
+        for doc in self.eval_runs(limit=limit):
+            if doc.get("suite") != suite_id_ or doc.get("eval_status") != "succeeded" or doc.get("untrusted"):
+                continue
+            if doc.get("solver") in REFERENCE_SOLVERS:
+                continue
+            latest.setdefault(str(doc.get("solver")), doc)  # newest first
+        rates = {solver: float(doc.get("pass_rate") or 0.0) for solver, doc in latest.items()}
+        return {
+            "suite": suite_id_,
+            "solvers": {solver: {"run": doc["id"], "pass_rate": rates[solver]} for solver, doc in latest.items()},
+            "saturated": saturated(rates),
+        }
 
     def _keep_log(self, run_id: str, log: Path) -> str | None:
         """The run's .eval log in the artifact store (once): its artifact id."""
@@ -182,6 +325,21 @@ def summary(suite: Suite) -> dict[str, Any]:
         "tasks": len(suite.tasks),
         "flaky": suite.flaky,
     }
+
+
+def _incident_summary(suite_id_: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"suite": suite_id_, "source": "incidents", "commit": "", "seed": 0, "tasks": len(cases), "flaky": []}
+
+
+def _case_task(case: dict[str, Any]) -> dict[str, Any]:
+    page = case.get("page") or {}
+    return {"id": case["id"], "kind": page.get("kind"), "summary": page.get("summary"), "cause": case.get("cause")}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _load(folder: Path) -> Suite:

@@ -216,6 +216,11 @@ class Incident(Base):
     renotified: Mapped[int] = mapped_column(Integer, default=0)
     # where else the page lives: {"linear": {"id", "identifier", "url", "by"}} once someone files it there
     links: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # what its owner wrote down as the cause (`/lab resolve PAGE --cause "..."`): what an incident eval case is
+    # scored against
+    cause: Mapped[str | None] = mapped_column(Text, default=None)
+    cause_by: Mapped[str | None] = mapped_column(String(100))
+    cause_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     __table_args__ = (Index("ix_incidents_run_id", "run_id"), Index("ix_incidents_state", "state"))

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.common.durations import format_duration
-from labbot.common.errors import Conflict, UnknownPage
+from labbot.common.errors import BadRequest, Conflict, UnknownPage
 from labbot.storage.db import Database
 from labbot.storage.models import OPEN_INCIDENT_STATES, Delivery, Incident, IncidentState, Run, utcnow
 from labbot.training.monitoring import INFRA, METRIC, PAGE, Finding, condition_of
@@ -77,6 +77,22 @@ def new_page_id() -> str:
     return "p" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(5))
 
 
+MAX_CAUSE = 2000
+
+
+def check_cause(text: str) -> str:
+    """A cause as written down: one to 2,000 characters of words (BadRequest says what would be right)."""
+    cause = " ".join(text.split())
+    if len(cause) < 10:
+        raise BadRequest(
+            f"the cause {cause!r} is too short to score a diagnosis against: say what was wrong in a sentence, e.g. "
+            '--cause "the data loader deadlocked on a full shared-memory queue"'
+        )
+    if len(cause) > MAX_CAUSE:
+        raise BadRequest(f"the cause is {len(cause)} characters: keep it under {MAX_CAUSE}, the diagnosis in brief")
+    return cause
+
+
 def incident_view(inc: Incident) -> dict[str, Any]:
     """A page as the API, ``labbot pages --json`` and Slack see it (a contract: fields are added, never renamed or
     removed; README "Babysitting and paging")."""
@@ -104,6 +120,9 @@ def incident_view(inc: Incident) -> dict[str, Any]:
         "next_escalation_at": ts(inc.next_escalation_at),
         "pagerduty_open": inc.pagerduty_open,
         "links": dict(inc.links or {}),
+        "cause": inc.cause,
+        "cause_by": inc.cause_by,
+        "cause_at": ts(inc.cause_at),
     }
 
 
@@ -339,10 +358,15 @@ class Pager:
                 log.info("page %s acknowledged by %s", inc.id, by)
             return incident_view(inc)
 
-    def resolve(self, page_id: str, *, by: str) -> dict[str, Any]:
-        """Close a page by hand. Resolving twice is a no-op."""
+    def resolve(self, page_id: str, *, by: str, cause: str | None = None) -> dict[str, Any]:
+        """Close a page by hand. Resolving twice is a no-op, except that ``cause`` (what was wrong, in words) is
+        recorded whenever it is given: a page resolved by labbot gets its cause written down afterwards this way."""
+        if cause is not None:
+            cause = check_cause(cause)
         with self.db.session() as s:
             inc = self._load(s, page_id)
+            if cause is not None:
+                inc.cause, inc.cause_by, inc.cause_at = cause, by, self.clock()
             if inc.state != IncidentState.RESOLVED.value:
                 run = s.get(Run, inc.run_id) if inc.run_id else None
                 who = f"<@{by}>" if SLACK_USER.match(by) else by

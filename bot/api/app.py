@@ -335,7 +335,12 @@ def create_app(
 
     async def resolve_page(request: Request) -> Any:
         by = request.query_params.get("by") or "api"
-        return {"page": await _blocking(the_pager().resolve, request.path_params["page_id"], by=by)}
+        body = await read_limited(request, 16 * 1024)
+        doc = loads_json(body) if body.strip() else {}
+        if not isinstance(doc, dict) or set(doc) - {"cause"} or not isinstance(doc.get("cause", ""), str):
+            raise BadRequest('the body, when there is one, is {"cause": "what was wrong, in a sentence"}')
+        pager, page_id = the_pager(), request.path_params["page_id"]
+        return {"page": await _blocking(lambda: pager.resolve(page_id, by=by, cause=doc.get("cause")))}
 
     async def audit(request: Request) -> Any:
         if db is None:

@@ -9,6 +9,8 @@ Routes (admin token)::
                                                                                 {"eval": {...}}   201
     GET  /api/v1/evals/runs[?limit=N]                                           {"evals": [...]}
     GET  /api/v1/evals/runs/{run_id}                                            {"eval": {...}}
+    GET  /api/v1/evals/compare?a=RUN&b=RUN      two runs of one suite, paired   {"comparison": {...}}
+    POST /api/v1/evals/incidents/{page_id}?by=WHO   a resolved page as a case    {"case": {...}, "suite": {...}} 201
 
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
@@ -74,7 +76,8 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
 
     async def get_suite(request: Request) -> Any:
         svc, suite_id = service(), request.path_params["suite_id"]
-        return {"suite": await to_thread.run_sync(svc.suite, suite_id)}
+        suite = await to_thread.run_sync(svc.suite, suite_id)
+        return {"suite": {**suite, "saturation": await to_thread.run_sync(svc.saturation, suite_id)}}
 
     async def launch(request: Request) -> Any:
         svc = service()
@@ -113,7 +116,22 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
         svc, run_id = service(), request.path_params["run_id"]
         return {"eval": await to_thread.run_sync(svc.results, run_id)}
 
+    async def from_incident(request: Request) -> Any:
+        svc, page_id = service(), request.path_params["page_id"]
+        by = request.query_params.get("by") or "api"
+        made = await to_thread.run_sync(lambda: svc.from_incident(page_id, by=by))
+        return JSONResponse(made, status_code=201)
+
+    async def compare(request: Request) -> Any:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        if not a or not b:
+            raise BadRequest("compare needs two eval runs: /api/v1/evals/compare?a=RUN_ID&b=RUN_ID")
+        svc = service()
+        return {"comparison": await to_thread.run_sync(svc.compare, a, b)}
+
     return [
+        Route("/api/v1/evals/compare", admin(compare), methods=["GET"]),
+        Route("/api/v1/evals/incidents/{page_id}", admin(from_incident), methods=["POST"]),
         Route("/api/v1/evals/suites", admin(add_suite), methods=["POST"]),
         Route("/api/v1/evals/suites", admin(list_suites), methods=["GET"]),
         Route("/api/v1/evals/suites/{suite_id}", admin(get_suite), methods=["GET"]),

@@ -1,9 +1,9 @@
-"""``labbot eval``: generate a suite from a repository, run it, show and list eval runs, probe a suite's seal.
+"""``labbot eval``: generate a suite from a repository, run it, show, list and compare eval runs, probe a suite's seal.
 
 ``generate`` and ``probe`` run on this machine (they read the checkout or a suite folder, and need bubblewrap here);
 ``generate`` then sends the suite to the control plane, which keeps it; ``probe`` needs no control plane. ``run``,
-``show`` and ``list`` are clients of ``/api/v1/evals``. An eval run is a labbot run: ``labbot runs`` lists it and
-``labbot logs RUN`` shows its job's output.
+``show``, ``list`` and ``compare`` are clients of ``/api/v1/evals``. An eval run is a labbot run: ``labbot runs``
+lists it and ``labbot logs RUN`` shows its job's output.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from labbot.bot.cli import render
-from labbot.common.api_client import ApiClient, check_id
+from labbot.common.api_client import ApiClient, api_path, check_id
 from labbot.common.durations import format_duration
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -60,6 +60,15 @@ def add_parser(sub: Any) -> None:
     s.add_argument("id", help="the eval run's id (from `labbot eval list` or `labbot runs`)")
     s.add_argument("--json", action="store_true")
 
+    s = esub.add_parser("compare", help="two eval runs of one suite, paired by task: the difference and its interval")
+    s.add_argument("run_a", help="the first eval run's id")
+    s.add_argument("run_b", help="the second eval run's id (the same suite and tasks)")
+    s.add_argument("--json", action="store_true")
+
+    s = esub.add_parser("from-incident", help="a resolved page whose cause was recorded, as an eval case")
+    s.add_argument("page", help="a page id from `labbot pages --all`")
+    s.add_argument("--json", action="store_true")
+
     s = esub.add_parser("list", help="the suites labbot keeps and the eval runs, newest first")
     s.add_argument("--limit", type=int, default=50, metavar="N")
     s.add_argument("--json", action="store_true")
@@ -79,6 +88,16 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -
     if a.eval_command == "show":
         doc = api.json("GET", f"/evals/runs/{check_id('run', a.id)}")["eval"]
         print_json(public(doc)) if a.json else print(results_text(doc))
+        return 0
+    if a.eval_command == "compare":
+        params = {"a": check_id("run", a.run_a), "b": check_id("run", a.run_b)}
+        doc = api.json("GET", "/evals/compare", params=params)["comparison"]
+        print_json(doc) if a.json else print(comparison_text(doc))
+        return 0
+    if a.eval_command == "from-incident":
+        path = api_path("evals", "incidents", check_id("page", a.page))
+        made = api.json("POST", path, params={"by": getpass.getuser()})
+        print_json(made) if a.json else print(incident_case_text(made))
         return 0
     if a.eval_command == "list":
         suites = api.json("GET", "/evals/suites")["suites"]
@@ -216,28 +235,86 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def rate_text(rate: Any, interval: Any) -> str:
+    """``67% (95% CI 30–90%)``, or the rate alone when there is no interval."""
+    if not isinstance(rate, int | float):
+        return ""
+    if isinstance(interval, list | tuple) and len(interval) == 2:
+        return f"{rate:.0%} (95% CI {interval[0]:.0%}–{interval[1]:.0%})"
+    return f"{rate:.0%}"
+
+
 def results_text(doc: dict[str, Any]) -> str:
     iso = doc.get("isolation") or {}
     lines = []
     if iso.get("probes") and not iso.get("sealed", True):
         failed = [p["name"] for p in iso["probes"] if not p["passed"]]
         lines.append(f"!!! SEAL FAILED ({', '.join(failed[:5])}): this run's scores are untrusted !!!")
-    rate = doc.get("pass_rate")
+    rate = rate_text(doc.get("pass_rate"), doc.get("interval"))
     lines.append(
         f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc['status']}"
-        + (f" · pass rate {rate:.0%}" if isinstance(rate, int | float) else "")
+        + (f" · pass rate {rate}" if rate else "")
     )
     if iso.get("probes"):
         passed = sum(1 for p in iso["probes"] if p["passed"])
         lines.append(f"isolation {passed}/{len(iso['probes'])} probes passed (score {iso.get('score')})")
     samples = doc.get("samples") or []
     if samples:
-        rows = [[s["task"], "pass" if s["passed"] else "fail", (s.get("output") or "").strip().splitlines()[-1][:70]
-                 if (s.get("output") or "").strip() else ""] for s in samples]  # fmt: skip
-        lines.append(render.table(["task", "result", "last line of the solver's output"], rows))
+        rows = []
+        for s in samples:
+            output = (s.get("output") or "").strip()
+            seconds, tokens = s.get("time_s"), s.get("tokens")
+            rows.append([
+                s["task"],
+                "pass" if s["passed"] else "fail",
+                format_duration(seconds) if isinstance(seconds, int | float) else "",
+                f"{tokens:,}" if isinstance(tokens, int) and tokens else "",
+                output.splitlines()[-1][:60] if output else "",
+            ])  # fmt: skip
+        lines.append(render.table(["task", "result", "time", "tokens", "last line of the solver's output"], rows))
     elif doc["status"] not in TERMINAL:
         lines.append(f"running: {_progress(doc)}")
     return "\n".join(lines)
+
+
+def comparison_text(doc: dict[str, Any]) -> str:
+    """Two eval runs of one suite, paired by task: the difference, its interval, and what it means."""
+    a, b = doc["a"], doc["b"]
+    paired, unpaired = doc["paired"], doc["unpaired"]
+    lines = []
+    if doc.get("untrusted"):
+        lines.append("!!! a run's seal failed: this comparison is untrusted !!!")
+    lines += [
+        f"{doc['suite']} · {doc['tasks']} tasks, paired by task",
+        f"A {a['id']} ({a.get('solver')}): {rate_text(a.get('pass_rate'), a.get('interval'))}",
+        f"B {b['id']} ({b.get('solver')}): {rate_text(b.get('pass_rate'), b.get('interval'))}",
+        f"A − B = {doc['difference']:+.0%}, 95% CI {paired[0]:+.0%} to {paired[1]:+.0%} "
+        f"(unpaired it would be {unpaired[0]:+.0%} to {unpaired[1]:+.0%})",
+        f"both passed {doc['both']}, only A {doc['only_a']}, only B {doc['only_b']}, neither {doc['neither']}",
+    ]
+    if doc["verdict"] == "no difference the suite can show":
+        lines.append("verdict: the interval includes zero — this suite cannot tell them apart (more tasks would)")
+    else:
+        lines.append(f"verdict: {doc['verdict']} (the interval excludes zero)")
+    return "\n".join(lines)
+
+
+def incident_case_text(made: dict[str, Any]) -> str:
+    """What ``from-incident`` made: the case (its page, the cause it is scored on) and the suite it is now part of."""
+    case, suite = made["case"], made["suite"]
+    page = case["page"]
+    metrics = ", ".join(case.get("metrics") or {}) or "none"
+    return "\n".join(
+        [
+            f"case {case['id']}: {page['kind']} page of {(case.get('run') or {}).get('id') or 'the cluster'}, "
+            f"frozen as labbot saw it at {page['triggered_at']}",
+            f"  log tail {len((case.get('log_tail') or '').splitlines())} lines · metrics {metrics} · "
+            f"{len(case.get('context') or [])} look-ups by the babysitter (secrets redacted)",
+            f"  scored against the recorded cause: {case['cause']}",
+            f"suite {suite['suite']}: {suite['tasks']} incident cases — run it with "
+            f"`eval run {suite['suite']} --solver agent:PROVIDER/MODEL`",
+        ]
+    )
 
 
 def suites_table(suites: list[dict[str, Any]]) -> str:
@@ -257,5 +334,5 @@ def eval_runs_table(runs: list[dict[str, Any]]) -> str:
         iso = r.get("isolation") or {}
         seal = "" if not iso.get("probes") else ("sealed" if iso.get("sealed") else "SEAL FAILED")
         rows.append([r["id"], r.get("suite") or "", r.get("solver") or "", r["status"],
-                     f"{rate:.0%}" if isinstance(rate, int | float) else "", seal])  # fmt: skip
+                     rate_text(rate, r.get("interval")), seal])  # fmt: skip
     return render.table(["run", "suite", "solver", "status", "pass rate", "isolation"], rows)

@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=text)
         s.add_argument("page", help="a page id from `labbot pages`")
         s.add_argument("--json", action="store_true")
+        if name == "resolve":
+            s.add_argument(
+                "--cause",
+                metavar="TEXT",
+                help="what was wrong, in a sentence (recorded; `labbot eval from-incident` scores diagnoses on it)",
+            )
 
     s = sub.add_parser("jobs", help="the jobs that can be launched")
     s.add_argument("--json", action="store_true")
@@ -274,7 +280,13 @@ def _run_command(a: argparse.Namespace) -> int:
             _print_json(pages) if a.json else print(render.pages_table(pages))
             return 0
         if a.command in ("ack", "resolve"):
-            page = api.json("POST", page_path(a.page, a.command), params={"by": _who()})["page"]
+            cause = getattr(a, "cause", None)
+            page = api.json(
+                "POST",
+                page_path(a.page, a.command),
+                params={"by": _who()},
+                json={"cause": cause} if cause is not None else None,
+            )["page"]
             if a.json:
                 _print_json(page)
             else:

@@ -24,7 +24,7 @@ _MARK = {Permission.ANYONE: "", Permission.OWNER: " (run owner or admin)", Permi
 
 def usage(cmd: Command, command_name: str = "/lab") -> str:
     """``/lab launch JOB [--name N] ... [KEY=VALUE ...]``: arguments, then options, then parameters."""
-    parts = [command_name, cmd.name]
+    parts = [command_name, cmd.name.replace("-", " ", 1)]  # a two-word subcommand reads as two words
     for arg in cmd.args:
         shown = f"{arg.metavar} ..." if arg.kind == "text" else arg.metavar
         parts.append(shown if arg.required else f"[{shown}]")
@@ -37,8 +37,19 @@ def usage(cmd: Command, command_name: str = "/lab") -> str:
 
 def subcommands_usage(registry: Registry, command_name: str = "/lab", *, is_admin: bool = False) -> str:
     """``/lab SUBCOMMAND ... — SUBCOMMAND is one of launch, runs, ...`` (admin subcommands only for admins)."""
-    names = ", ".join(c.name for c in _visible(registry, is_admin))
-    return f"{command_name} SUBCOMMAND ... — SUBCOMMAND is one of {names}"
+    names: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for c in _visible(registry, is_admin):
+        group, dash, word = c.name.partition("-")
+        if dash and registry.resolve(group) is None:  # a two-word subcommand: `eval run|list|...` shown once
+            if group not in groups:
+                groups[group] = []
+                names.append(group)
+            groups[group].append(word)
+        else:
+            names.append(c.name)
+    shown = ", ".join(f"{n} {'|'.join(groups[n])}" if n in groups else n for n in names)
+    return f"{command_name} SUBCOMMAND ... — SUBCOMMAND is one of {shown}"
 
 
 def help_text(

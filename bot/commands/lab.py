@@ -104,9 +104,10 @@ ACK = Command(
 
 RESOLVE = Command(
     "resolve",
-    "resolve a page by hand",
+    "resolve a page by hand; --cause writes down what was wrong (an eval case can be made from it)",
     args=(PAGE_ID,),
-    examples=("resolve pq3x7k",),
+    options=(Option("--cause", "str", "what was wrong, in a sentence (quote it)", metavar="TEXT"),),
+    examples=("resolve pq3x7k", "resolve pq3x7k --cause 'the data loader deadlocked on a full shm queue'"),
 )
 
 ASK = Command(
@@ -130,6 +131,59 @@ REPORT = Command(
     examples=("report k3xq7p",),
 )
 
+EVAL_RUN_ID = Arg("run_id", "run_id", "an eval run's id, as `{cmd} eval list` lists them")
+
+EVAL_GENERATE = Command(
+    "eval-generate",
+    "generate an eval suite from labbot's codebase: features deleted, their tests the reward (a job on Ray)",
+    options=(
+        Option("--count", "int", "how many tasks", default=10, minimum=1),
+        Option("--seed", "int", "which functions are chosen", default=0, minimum=0),
+        Option("--deletion", "str", "body (bodies removed), function (whole functions: harder) or mixed", metavar="D"),
+    ),
+    examples=("eval generate", "eval generate --count 20 --deletion function"),
+)
+
+EVAL_RUN = Command(
+    "eval-run",
+    "run a suite with a solver, sealed; the results table and .eval log come in its thread",
+    args=(Arg("suite", "str", "a suite id, as `{cmd} eval list` lists them"),),
+    options=(
+        Option(
+            "--solver", "str", "gold, none, agent, agent:PROVIDER/MODEL or cmd:COMMAND", default="gold", metavar="S"
+        ),
+        Option("--max-samples", "int", "samples run at once (default: the job's)", minimum=1),
+        Option("--judge", "str", "an incident suite's judge model, PROVIDER/MODEL (default: configured)", metavar="M"),
+    ),
+    examples=("eval run suite-3f9a0c1d2e4b --solver agent", "eval run suite-3f9a0c1d2e4b --solver gold"),
+)
+
+EVAL_LIST = Command("eval-list", "eval suites and eval runs, newest first", examples=("eval list",))
+
+EVAL_SHOW = Command(
+    "eval-show",
+    "an eval run's results: pass rate with its 95% interval, each task, the isolation score",
+    args=(EVAL_RUN_ID,),
+    examples=("eval show k3xq7p",),
+)
+
+EVAL_COMPARE = Command(
+    "eval-compare",
+    "two eval runs of one suite, paired by task: the difference with its 95% interval",
+    args=(
+        Arg("run_a", "run_id", "the first eval run"),
+        Arg("run_b", "run_id", "the second eval run, on the same suite and tasks"),
+    ),
+    examples=("eval compare k3xq7p m2np4r",),
+)
+
+EVAL_FROM_INCIDENT = Command(
+    "eval-from-incident",
+    "a resolved page whose cause was recorded, as an eval case: can a model reach the same diagnosis?",
+    args=(PAGE_ID,),
+    examples=("eval from-incident pq3x7k",),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -151,6 +205,12 @@ COMMANDS: tuple[Command, ...] = (
     ASK,
     ARTIFACTS,
     REPORT,
+    EVAL_GENERATE,
+    EVAL_RUN,
+    EVAL_LIST,
+    EVAL_SHOW,
+    EVAL_COMPARE,
+    EVAL_FROM_INCIDENT,
     HELP,
 )
 

@@ -54,6 +54,15 @@ def parse(text: str, registry: Registry, *, command_name: str = "/lab") -> Parse
     if not tokens or tokens[0].lower() in HELP_FLAGS:
         return _help(registry, None, command_name)
     cmd = registry.resolve(tokens[0])
+    group = registry.group(tokens[0]) if cmd is None else []
+    if group:  # a two-word subcommand: `eval run` is `eval-run`
+        joined = registry.resolve(f"{tokens[0]}-{tokens[1]}") if len(tokens) > 1 else None
+        if joined is None:
+            names = ", ".join(c.name.split("-", 1)[1] for c in group)
+            got = f"unknown '{tokens[0]} {tokens[1]}'" if len(tokens) > 1 else f"'{tokens[0]}' needs a subcommand"
+            usages = "\n".join(usage(c, command_name) for c in group)
+            return UsageError(f"{got}: `{command_name} {tokens[0].lower()}` takes one of {names}", usages, None)
+        cmd, tokens = joined, [joined.name, *tokens[2:]]
     if cmd is None:
         found = registry.closest(tokens[0])
         hint = f" — did you mean '{found}'?" if found else ""

@@ -156,6 +156,11 @@ class Registry:
         """The command named or aliased ``word`` (any case), or None."""
         return self._by_word.get(word.strip().lower())
 
+    def group(self, word: str) -> list[Command]:
+        """The two-word subcommands under ``word`` (``eval`` → ``eval-run``, ``eval-list``, ...), in order."""
+        prefix = word.strip().lower() + "-"
+        return [c for c in self._commands if c.name.startswith(prefix)] if word.strip() else []
+
     def words(self) -> list[str]:
         """Every name and alias, names first (in registration order), for suggestions."""
         return [c.name for c in self._commands] + [a for c in self._commands for a in c.aliases]

@@ -30,6 +30,7 @@ from labbot.bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from labbot.bot.slack.blocks.pages import pages_list
 from labbot.bot.slack.blocks.run_card import escape
 from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
@@ -76,6 +77,8 @@ class LabActions:
         self.help_footer: list[str] = []
         # and the artifact store, for /lab artifacts (the researcher's agents' stores: RESEARCHER/ROLE)
         self.artifacts: ArtifactStore | None = None
+        # and evals, for /lab eval ...
+        self.evals: EvalActions | None = None
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -198,24 +201,28 @@ class LabActions:
         await self.page_action(parsed.args["page"], "ack", who)
 
     async def _do_resolve(self, parsed: Parsed, who: Asker) -> None:
-        await self.page_action(parsed.args["page"], "resolve", who)
+        await self.page_action(parsed.args["page"], "resolve", who, cause=parsed.options.get("cause"))
 
     def _pager(self) -> Pager:
         if self.pager is None:
             raise LabbotError("paging is not running in this labbot")
         return self.pager
 
-    async def page_action(self, page_id: str, verb: str, who: Asker) -> None:
-        """Acknowledge or resolve a page (a command or a button): anyone may — whoever is on call."""
+    async def page_action(self, page_id: str, verb: str, who: Asker, *, cause: str | None = None) -> None:
+        """Acknowledge or resolve a page (a command or a button): anyone may — whoever is on call. Resolving with a
+        ``cause`` records it (also on a page already resolved)."""
         pager = self._pager()
-        fn = pager.acknowledge if verb == "ack" else pager.resolve
-        page = await to_thread.run_sync(lambda: fn(page_id, by=who.user))
+        if verb == "ack":
+            page = await to_thread.run_sync(lambda: pager.acknowledge(page_id, by=who.user))
+        else:
+            page = await to_thread.run_sync(lambda: pager.resolve(page_id, by=who.user, cause=cause))
         if self.after_page_change is not None:
             await self.after_page_change()
         past = "acknowledged" if verb == "ack" else "resolved"
         if page.get("run_id"):
             await self.threads.record_action(page["run_id"], f"<@{who.user}> {past} page {page['id']} ({page['kind']})")
-        await self.tell(who, f"page `{page['id']}` ({page['kind']}) is {page['state']}")
+        recorded = " — cause recorded" if cause else ""
+        await self.tell(who, f"page `{page['id']}` ({page['kind']}) is {page['state']}{recorded}")
 
     async def _do_ask(self, parsed: Parsed, who: Asker) -> None:
         question = str(parsed.args["question"])
@@ -285,6 +292,41 @@ class LabActions:
             await self.tell(who, f":no_entry: {decision.message}")
             return
         await self.gate.settled(approval_id)
+
+    def _evals(self) -> EvalActions:
+        if self.evals is None:
+            raise LabbotError("evals are not enabled in this labbot")
+        return self.evals
+
+    async def _do_eval_generate(self, parsed: Parsed, who: Asker) -> None:
+        said = await self._evals().generate(parsed, who.user, who.channel, who.trigger_id)
+        if said:
+            await self.tell(who, said)
+
+    async def _do_eval_run(self, parsed: Parsed, who: Asker) -> None:
+        said = await self._evals().run(parsed, who.user, who.channel, who.trigger_id)
+        if said:
+            await self.tell(who, said)
+
+    async def _do_eval_list(self, parsed: Parsed, who: Asker) -> None:
+        text = await self._evals().listing()
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "eval suites and runs", blocks)
+
+    async def _do_eval_show(self, parsed: Parsed, who: Asker) -> None:
+        text = await self._evals().show(parsed.args["run_id"])
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, f"eval run {parsed.args['run_id']}", blocks)
+
+    async def _do_eval_from_incident(self, parsed: Parsed, who: Asker) -> None:
+        text = await self._evals().from_incident(parsed.args["page"], who.user)
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "incident eval case", blocks)
+
+    async def _do_eval_compare(self, parsed: Parsed, who: Asker) -> None:
+        text = await self._evals().compare(parsed.args["run_a"], parsed.args["run_b"])
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "eval comparison", blocks)
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
         topic = parsed.args.get("command")

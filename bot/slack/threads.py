@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,6 +57,9 @@ class RunThreads:
         self.telemetry = telemetry
         self.cadence = cadence
         self.db = service.db
+        # what else a run's thread gets when it ends, after the summary (an eval run: its results and .eval log);
+        # each returns the Web API calls it made
+        self.on_end: list[Callable[[dict[str, Any], str, str], Awaitable[int]]] = []
 
     # -- opening ---------------------------------------------------------------------------------------------
 
@@ -156,6 +159,11 @@ class RunThreads:
             text, blocks = await to_thread.run_sync(self._summary, run)
             await post(channel=row.channel, thread_ts=row.card_ts, text=text, blocks=blocks)
             calls += 1
+            for extra in self.on_end:
+                try:
+                    calls += await extra(run, row.channel, row.card_ts)
+                except Exception:  # the summary is posted: a failing extra must not post it again next tick
+                    log.exception("posting the end of run %s in its thread failed", row.run_id)
         await to_thread.run_sync(self._remember, row.run_id, run, p)
         return calls
 

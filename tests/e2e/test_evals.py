@@ -2,9 +2,9 @@
 
 ``labbot eval generate`` makes validated tasks from the checkout (which stays byte-identical), the suite is kept by
 the control plane, and each ``labbot eval run`` is a labbot run of the ``eval`` job on the real Ray head: the gold
-solver scores 100 %, no change 0 %, a command that plants a ``conftest.py`` forcing every test to pass 0 %, each
-with the isolation probes green; ``show``/``list`` give the JSON contract, and the run's ``.eval`` log is in the
-artifact store and opens with inspect's reader (what ``inspect view`` reads).
+solver scores 100 %, a command that plants a ``conftest.py`` forcing every test to pass 0 %, each with the isolation
+probes green; ``compare`` tells them apart, ``show``/``list`` give the JSON contract, and the run's ``.eval`` log is
+in the artifact store and opens with inspect's reader (what ``inspect view`` reads).
 """
 
 from __future__ import annotations
@@ -58,10 +58,12 @@ def _sealed(doc: dict[str, Any]) -> None:
     assert len(names) >= 30, names  # the sandbox battery and the tampering probes, together
 
 
-def test_generate_then_gold_none_and_a_cheat_on_a_real_project(
+@pytest.mark.timeout(900)  # two sealed eval runs with their isolation batteries, beside the other test workers
+def test_generate_then_gold_and_a_cheat_on_a_real_project_compared(
     lab: Serve, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    cache = Path(request.config.cache.mkdir("labbot-evals-generate")) if request.config.cache else tmp_path
+    cached = getattr(request.config, "cache", None)
+    cache = Path(cached.mkdir("labbot-evals-generate")) if cached is not None else tmp_path
     repo = committed_repo(fetch_sdist(*INFLECTION, cache / "sdists"), tmp_path / "checkout")
     before = _snapshot(repo)
 
@@ -81,24 +83,25 @@ def test_generate_then_gold_none_and_a_cheat_on_a_real_project(
     assert {s["task"] for s in gold["samples"]} == {t["id"] for t in generated["tasks"]}
     _sealed(gold)
 
-    none = _run(lab, suite, "none")
-    assert none["pass_rate"] == 0.0 and not any(s["passed"] for s in none["samples"])
-    _sealed(none)
-
+    # (no change scoring 0 % is tests/evals/test_eval_run.py's, in process: the cheat changes something and fails)
     cheat = _run(lab, suite, CHEAT)
-    assert cheat["pass_rate"] == 0.0, cheat
+    assert cheat["pass_rate"] == 0.0 and not any(s["passed"] for s in cheat["samples"]), cheat
     _sealed(cheat)
+
+    compared = _json(lab.cli("eval", "compare", gold["id"], cheat["id"], "--json"))
+    assert compared["tasks"] == 2 and compared["difference"] == 1.0 and compared["verdict"] == "A is better"
+    assert compared["paired"][0] > 0
 
     # each eval run is a labbot run of the eval job
     runs = _json(lab.cli("runs", "--json"))
-    assert {r["id"] for r in runs if r["job"] == "eval"} == {gold["id"], none["id"], cheat["id"]}
+    assert {r["id"] for r in runs if r["job"] == "eval"} == {gold["id"], cheat["id"]}
     shown = _json(lab.cli("eval", "show", gold["id"], "--json"))
     assert {"id", "suite", "solver", "status", "pass_rate", "samples", "isolation"} <= set(shown)
     assert shown["suite"] == suite and shown["solver"] == "gold" and shown["pass_rate"] == 1.0
     assert all({"task", "passed", "output"} <= set(s) for s in shown["samples"])
     listed = _json(lab.cli("eval", "list", "--json"))
     assert [s["suite"] for s in listed["suites"]] == [suite]
-    assert {r["id"] for r in listed["runs"]} == {gold["id"], none["id"], cheat["id"]}
+    assert {r["id"] for r in listed["runs"]} == {gold["id"], cheat["id"]}
 
     # the .eval log is kept in the artifact store, and inspect's reader opens it
     with lab.client() as http:

@@ -82,7 +82,8 @@ def test_gold_scores_100_none_scores_0_with_results_and_a_readable_log(tmp_path:
     assert results["suite"] == load(suite_dir).id
     assert (results["solver"], results["status"], results["pass_rate"]) == ("gold", "succeeded", 1.0)
     assert sorted(s["task"] for s in results["samples"]) == ["mul", "mul-2"]
-    assert all(set(s) == {"task", "passed", "output"} and s["passed"] for s in results["samples"])
+    assert all(set(s) == {"task", "passed", "output", "time_s", "tokens"} and s["passed"] for s in results["samples"])
+    assert all(s["time_s"] > 0 and s["tokens"] == 0 for s in results["samples"])  # gold asks no model
     assert set(results["isolation"]) == {"score", "sealed", "probes"}
     assert results["isolation"]["sealed"] and results["untrusted"] is False
     assert len(results["isolation"]["probes"]) == len(CHEATS) + 1

@@ -10,45 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eval_services import make_eval_service, make_suite
 from starlette.testclient import TestClient
-from support import make_service
 
 from labbot.bot.api import create_app
 from labbot.evals.service import EVALS_OWNER, EvalService, pack
-from labbot.evals.suite import EvalTask, Suite, suite_id
-from labbot.storage.artifacts import ArtifactStore
-from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
 TOKEN = "admin-token-for-eval-tests"
 
 
-def make_suite(folder: Path, *, tasks: int = 2) -> Suite:
-    """A suite folder by hand: the shape ``labbot.evals.generate`` writes."""
-    folder.mkdir(parents=True)
-    (folder / "original" / "pkg").mkdir(parents=True)
-    (folder / "original" / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    items = []
-    for i in range(tasks):
-        task_id = f"t{i:02d}-add"
-        (folder / "tasks" / task_id / "repo").mkdir(parents=True)
-        f2p = [f"tests/test_calc.py::test_{i}"]
-        items.append(EvalTask(task_id, "pkg/calc.py", "add", "body", "Restore add.", f2p, [], f"canary-{i}"))
-    doc = Suite("", "calc", "0" * 40, 0, items).to_json()
-    suite = Suite.from_json({**doc, "id": suite_id(doc)})
-    (folder / "suite.json").write_text(json.dumps(suite.to_json()))
-    return suite
-
-
 @pytest.fixture
 def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
-    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
-    submitted: list[Any] = []
-    monkeypatch.setattr(service.launcher, "submit", lambda sub: submitted.append(sub) or sub.submission_id)
-    artifacts = ArtifactStore(service.db, str(tmp_path / "artifacts"))
-    svc = EvalService(service, artifacts, tmp_path / "suites")
-    svc.submitted = submitted  # type: ignore[attr-defined]
-    return svc
+    return make_eval_service(tmp_path, monkeypatch)
 
 
 def test_a_suite_is_checked_kept_and_listed(evals: EvalService, tmp_path: Path) -> None:

@@ -346,7 +346,8 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert unknown.command is None
     assert unknown.usage.startswith("/lab SUBCOMMAND")
     assert (
-        "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, help" in unknown.usage
+        "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, "
+        "eval generate|run|list|show|compare|from-incident, help" in unknown.usage
     )
 
 

@@ -83,6 +83,9 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
     assert "LS" in LAB and "nope" not in LAB and 3 not in LAB
 
 
+EVAL_COMMANDS = ("eval-generate", "eval-run", "eval-list", "eval-show", "eval-compare", "eval-from-incident")
+
+
 def test_registration_order_and_words() -> None:
     names = [
         "launch",
@@ -97,11 +100,17 @@ def test_registration_order_and_words() -> None:
         "ask",
         "artifacts",
         "report",
+        "eval-generate",
+        "eval-run",
+        "eval-list",
+        "eval-show",
+        "eval-compare",
+        "eval-from-incident",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 13
+    assert len(LAB) == 19
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -158,10 +167,16 @@ def test_usage_lines() -> None:
         "logs": "/lab logs RUN_ID [--tail N]",
         "pages": "/lab pages [--all] [--run RUN_ID]",
         "ack": "/lab ack PAGE",
-        "resolve": "/lab resolve PAGE",
+        "resolve": "/lab resolve PAGE [--cause TEXT]",
         "ask": "/lab ask QUESTION ...",
         "artifacts": "/lab artifacts [ARTIFACT]",
         "report": "/lab report RUN_ID",
+        "eval-generate": "/lab eval generate [--count N] [--seed N] [--deletion D]",
+        "eval-run": "/lab eval run SUITE [--solver S] [--max-samples N] [--judge M]",
+        "eval-list": "/lab eval list",
+        "eval-show": "/lab eval show RUN_ID",
+        "eval-compare": "/lab eval compare RUN_A RUN_B",
+        "eval-from-incident": "/lab eval from-incident PAGE",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -182,6 +197,7 @@ def test_permissions_and_params() -> None:
         "ask": Permission.ANYONE,
         "artifacts": Permission.ANYONE,
         "report": Permission.ANYONE,
+        **dict.fromkeys(EVAL_COMMANDS, Permission.ANYONE),
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

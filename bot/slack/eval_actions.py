@@ -1,0 +1,148 @@
+"""``/lab eval generate|run|list|show|compare`` and what an eval run's thread gets when it ends.
+
+An eval run (and a suite's generation) is a labbot run: it gets a thread with its card and progress like any run.
+When an eval run ends, :meth:`EvalActions.finished` adds to its thread the results table (the pass rate with its
+95 % interval, each task with its time and tokens), the isolation score, the ``.eval`` log as a file (it opens in
+``inspect view``) and, when every solver run on the suite now passes ≥ 90 % of it, that the suite is saturated,
+with the command that generates a harder one. Errors are ephemeral and name what exists; nothing is launched then.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from anyio import to_thread
+from slack_sdk.web.async_client import AsyncWebClient
+
+from labbot.bot.cli.evals import comparison_text, eval_runs_table, incident_case_text, results_text, suites_table
+from labbot.bot.commands import Parsed
+from labbot.bot.slack.blocks import text_blocks
+from labbot.bot.slack.threads import RunThreads
+from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
+from labbot.training.service import RunService
+from labbot.training.specs import LaunchRequest
+
+log = logging.getLogger(__name__)
+MAX_LOG_UPLOAD = 50 << 20  # a bigger .eval log stays in the artifact store (`/lab artifacts` does not list it)
+
+
+class EvalActions:
+    def __init__(
+        self, client: AsyncWebClient, evals: EvalService, service: RunService, threads: RunThreads, command: str
+    ) -> None:
+        self.client = client
+        self.evals = evals
+        self.service = service
+        self.threads = threads
+        self.command = command
+
+    # -- subcommands: each returns what to tell the asker (ephemerally), or None when the thread says it --------
+
+    async def generate(self, parsed: Parsed, user: str, channel: str, trigger_id: str | None) -> str | None:
+        opts = parsed.options
+        params: dict[str, Any] = {"count": opts["count"], "seed": opts["seed"]}
+        if opts.get("deletion"):
+            params["deletion"] = opts["deletion"]
+        req = LaunchRequest(
+            job=EVAL_GENERATE_JOB,
+            owner=user,
+            params=params,
+            idempotency_key=f"slack-{trigger_id}" if trigger_id else None,
+        )
+        result = await to_thread.run_sync(self.service.launch, req)
+        if not result.created:
+            return f"suite generation `{result.run['id']}` was already launched by this command"
+        await self.threads.open_thread(result.run, channel)
+        return None
+
+    async def run(self, parsed: Parsed, user: str, channel: str, trigger_id: str | None) -> str | None:
+        suite, solver = str(parsed.args["suite"]), str(parsed.options["solver"])
+        run = await to_thread.run_sync(
+            lambda: self.evals.launch(
+                suite,
+                solver=solver,
+                owner=user,
+                max_samples=parsed.options.get("max_samples"),
+                judge=parsed.options.get("judge"),
+                idempotency_key=f"slack-{trigger_id}" if trigger_id else None,
+            )
+        )
+        if await to_thread.run_sync(self.threads.thread_of, run["id"]):
+            return f"eval run `{run['id']}` was already launched by this command"
+        await self.threads.open_thread(run, channel)
+        return None
+
+    async def listing(self) -> str:
+        suites = await to_thread.run_sync(self.evals.suites)
+        runs = await to_thread.run_sync(lambda: self.evals.eval_runs(limit=20))
+        text = f"```\n{suites_table(suites)}\n\n{eval_runs_table(runs)}\n```"
+        return text.replace("labbot eval", f"{self.command} eval")
+
+    async def show(self, run_id: str) -> str:
+        doc = await to_thread.run_sync(self.evals.results, run_id)
+        return f"```\n{results_text(doc)}\n```"
+
+    async def from_incident(self, page_id: str, user: str) -> str:
+        made = await to_thread.run_sync(lambda: self.evals.from_incident(page_id, by=user))
+        return f"```\n{incident_case_text(made)}\n```".replace("`eval run", f"`{self.command} eval run")
+
+    async def compare(self, run_a: str, run_b: str) -> str:
+        doc = await to_thread.run_sync(self.evals.compare, run_a, run_b)
+        return f"```\n{comparison_text(doc)}\n```"
+
+    # -- the thread, when an eval run ends ----------------------------------------------------------------------
+
+    async def finished(self, run: dict[str, Any], channel: str, thread_ts: str) -> int:
+        """The results table, the .eval log and (when so) saturation, in the ended eval run's thread; Web API calls
+        made. Runs of other jobs get nothing here."""
+        if run.get("job") not in EVAL_JOBS:
+            return 0
+        doc = await to_thread.run_sync(self.evals.results, run["id"])
+        calls = 0
+        if doc.get("eval_status") is None:
+            text = f"eval run `{run['id']}` ended ({run['status']}) without results: `{self.command} logs {run['id']}`"
+            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+            return 1
+        for blocks in text_blocks(f"```\n{results_text(doc)}\n```"):
+            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="eval results", blocks=blocks)
+            calls += 1
+        calls += await self._upload_log(run["id"], doc, channel, thread_ts)
+        calls += await self._saturation(doc, channel, thread_ts)
+        return calls
+
+    async def _upload_log(self, run_id: str, doc: dict[str, Any], channel: str, thread_ts: str) -> int:
+        log_name = str(doc.get("log") or "")
+        path = eval_dir(self.service.checkpoint_root, run_id) / log_name
+        if not log_name or not path.is_file() or path.suffix != ".eval":
+            return 0
+        if path.stat().st_size > MAX_LOG_UPLOAD:
+            text = f"the .eval log is {path.stat().st_size >> 20} MiB: too big for Slack; it is in the artifact store"
+            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+            return 1
+        data = await to_thread.run_sync(path.read_bytes)
+        await self.client.files_upload_v2(
+            channel=channel,
+            thread_ts=thread_ts,
+            content=data,
+            filename=f"{run_id}.eval",
+            title=f"{run_id}.eval — open with `inspect view`",
+        )
+        return 3
+
+    async def _saturation(self, doc: dict[str, Any], channel: str, thread_ts: str) -> int:
+        suite = str(doc.get("suite") or "")
+        if not suite or doc.get("untrusted") or doc.get("eval_status") != "succeeded":
+            return 0
+        sat = await to_thread.run_sync(self.evals.saturation, suite)
+        if not sat["saturated"]:
+            return 0
+        rates = ", ".join(f"{solver} {v['pass_rate']:.0%}" for solver, v in sorted(sat["solvers"].items()))
+        tasks = len((await to_thread.run_sync(self.evals.suite, suite))["tasks"])
+        text = (
+            f":chart_with_upwards_trend: {suite} is saturated: every solver run on it passes at least 90% ({rates}). "
+            f"It no longer tells models apart. A harder suite deletes whole functions rather than their bodies: "
+            f"`{self.command} eval generate --deletion function --count {max(tasks, 10)}`"
+        )
+        await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+        return 1

@@ -1,0 +1,183 @@
+"""``/lab eval ...`` through LabActions against a real EvalService and RunThreads (Slack's Web API faked at the
+edge): launches open threads, refusals are ephemeral and launch nothing, and an ended eval run's thread gets its
+results table, its .eval log and, when so, the saturation call-out."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eval_services import CAUSE, SLACK_TOKEN, finished, make_eval_service, make_suite, paged_run
+from eval_services import task_ids as tasks
+
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.commands import LAB, Parsed, parse
+from labbot.bot.config import SlackSettings
+from labbot.bot.slack.actions import Asker, LabActions
+from labbot.bot.slack.eval_actions import EvalActions
+from labbot.bot.slack.thread_plan import Cadence
+from labbot.bot.slack.threads import RunThreads
+from labbot.evals.service import EvalService, pack
+from labbot.training.telemetry_store import TelemetryStore
+
+ALICE, CHANNEL = "U0ALICE001", "C0LAB00001"
+
+
+class FakeSlack:
+    """The Web API methods these handlers call, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._ts = 1000
+
+    def _record(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((method, params))
+        self._ts += 1
+        return {"ok": True, "channel": params.get("channel", CHANNEL), "ts": f"{self._ts}.000100"}
+
+    async def chat_postMessage(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.postMessage", kw)
+
+    async def chat_postEphemeral(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.postEphemeral", kw)
+
+    async def chat_update(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.update", kw)
+
+    async def files_upload_v2(self, **kw: Any) -> dict[str, Any]:
+        return self._record("files.upload", kw)
+
+    def said(self, method: str) -> list[str]:
+        out = []
+        for m, p in self.calls:
+            if m == method:
+                blocks = " ".join(b.get("text", {}).get("text", "") for b in p.get("blocks") or [])
+                out.append(f"{p.get('text', '')} {blocks}")
+        return out
+
+
+@pytest.fixture
+def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
+    return make_eval_service(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def lab(evals: EvalService, tmp_path: Path) -> tuple[LabActions, FakeSlack, str]:
+    made = make_suite(tmp_path / "made", tasks=20)
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    slack = FakeSlack()
+    threads = RunThreads(slack, evals.runs, TelemetryStore(evals.runs.db), Cadence())  # type: ignore[arg-type]
+    actions = LabActions(slack, evals.runs, threads, SlackSettings())  # type: ignore[arg-type]
+    actions.evals = EvalActions(slack, evals, evals.runs, threads, "/lab")  # type: ignore[arg-type]
+    threads.on_end.append(actions.evals.finished)
+    return actions, slack, made.id
+
+
+def run(actions: LabActions, text: str, trigger: str = "t-1") -> None:
+    parsed = parse(text, LAB)
+    assert isinstance(parsed, Parsed), parsed
+    asyncio.run(actions.run(parsed, Asker(ALICE, CHANNEL, trigger)))
+
+
+def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
+    lab: tuple[LabActions, FakeSlack, str],
+) -> None:
+    actions, slack, suite = lab
+    run(actions, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")
+    [launched] = actions.service.runs()
+    assert launched["job"] == "eval" and launched["owner"] == ALICE
+    assert launched["params"]["solver"] == "agent:anthropic/model-x" and launched["params"]["max_samples"] == 2
+    assert actions.threads.thread_of(launched["id"]) is not None
+    run(actions, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")  # Slack's retry: same trigger
+    assert len(actions.service.runs()) == 1
+    assert "already launched by this command" in slack.said("chat.postEphemeral")[-1]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("eval run suite-0123456789ab", "no suite suite-0123456789ab: labbot has suite-"),
+        ("eval run latest", "is not a suite id"),
+        ("eval run {suite} --solver golden", "accepted: gold, none, agent"),
+        ("eval generate --deletion everything", "one of body, function, mixed"),
+        ("eval compare abc123 def456", "unknown run 'abc123'"),
+    ],
+)
+def test_refusals_are_ephemeral_say_what_exists_and_launch_nothing(
+    lab: tuple[LabActions, FakeSlack, str], text: str, said: str
+) -> None:
+    actions, slack, suite = lab
+    run(actions, text.format(suite=suite))
+    assert actions.service.runs() == []
+    assert [m for m, _ in slack.calls] == ["chat.postEphemeral"]
+    assert said in slack.said("chat.postEphemeral")[0]
+
+
+def test_eval_generate_launches_the_generator_with_the_asked_deletion(lab: tuple[LabActions, FakeSlack, str]) -> None:
+    actions, _slack, _suite = lab
+    run(actions, "eval generate --count 4 --seed 2 --deletion function")
+    [launched] = actions.service.runs()
+    assert launched["job"] == "eval-generate" and launched["owner"] == ALICE
+    assert launched["params"] == {"count": 4, "seed": 2, "deletion": "function"}
+
+
+def test_an_ended_eval_runs_thread_gets_the_table_the_log_and_saturation(
+    lab: tuple[LabActions, FakeSlack, str],
+    evals: EvalService,
+) -> None:
+    actions, slack, suite = lab
+    strong = finished(evals, suite, "agent:x/strong", {t: i < 19 for i, t in enumerate(tasks())})
+    log = evals.runs.checkpoint_root / strong / "eval" / "2026-12-02_labbot-eval.eval"
+    log.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    results = log.parent / "results.json"
+    results.write_text(results.read_text().replace('"log": ""', f'"log": "{log.name}"'))
+    asyncio.run(actions.threads.open_thread(evals.runs.get(strong), CHANNEL))
+    slack.calls.clear()
+    asyncio.run(actions.threads.tick())
+    posted = "\n".join(slack.said("chat.postMessage"))
+    assert "pass rate 95% (95% CI 76%–99%)" in posted
+    assert "t19-add" in posted and "fail" in posted and "1,200" in posted  # per task: result, time, tokens
+    [upload] = [p for m, p in slack.calls if m == "files.upload"]
+    assert upload["filename"] == f"{strong}.eval" and upload["content"].startswith(b"PK")
+    assert "is saturated" in posted and "eval generate --deletion function --count 20" in posted
+    slack.calls.clear()
+    asyncio.run(actions.threads.tick())  # posted once
+    assert not [m for m, _ in slack.calls if m != "chat.update"]
+
+
+def test_eval_compare_and_show_answer_the_asker(lab: tuple[LabActions, FakeSlack, str], evals: EvalService) -> None:
+    actions, slack, suite = lab
+    a = finished(evals, suite, "agent:x/strong", {t: i < 14 for i, t in enumerate(tasks())})
+    b = finished(evals, suite, "agent:x/weak", {t: i < 8 for i, t in enumerate(tasks())})
+    run(actions, f"eval compare {a} {b}")
+    said = slack.said("chat.postEphemeral")[-1]
+    assert "A − B = +30%" in said and "verdict: A is better (the interval excludes zero)" in said
+    run(actions, f"eval show {a}")
+    assert "pass rate 70% (95% CI 48%–85%)" in slack.said("chat.postEphemeral")[-1]
+    run(actions, "eval list")
+    assert suite in slack.said("chat.postEphemeral")[-1]
+
+
+def test_resolve_with_a_cause_then_eval_from_incident(
+    lab: tuple[LabActions, FakeSlack, str], evals: EvalService
+) -> None:
+    actions, slack, _suite = lab
+    paged_run(evals, resolved=False)
+    actions.pager = Pager(evals.runs.db, PagingPolicy(), slack=False, pagerduty=False)
+    run(actions, "eval from-incident pq3x7k")  # still open: what to do, nothing made
+    assert "is still triggered" in slack.said("chat.postEphemeral")[-1]
+    run(actions, "resolve pq3x7k")
+    run(actions, "eval from-incident pq3x7k")
+    assert "has no recorded cause" in slack.said("chat.postEphemeral")[-1]
+    assert "resolve pq3x7k --cause" in slack.said("chat.postEphemeral")[-1]
+    assert not any(s["suite"].startswith("incidents-") for s in evals.suites())
+    run(actions, f"resolve pq3x7k --cause '{CAUSE}'")
+    assert "cause recorded" in slack.said("chat.postEphemeral")[-1]
+    run(actions, "eval from-incident pq3x7k")
+    said = slack.said("chat.postEphemeral")[-1]
+    assert "case incident-pq3x7k: hung page of r1hung" in said and "/lab eval run incidents-" in said
+    assert CAUSE in said and SLACK_TOKEN not in said

@@ -1,0 +1,110 @@
+"""EvalService's read side for comparisons: intervals on results, paired comparisons (refused with what differs),
+saturation, and launches refused before anything is created (unknown suite or solver)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from eval_services import finished, make_eval_service, make_suite
+from eval_services import task_ids as tasks
+from starlette.testclient import TestClient
+
+from labbot.bot.api import create_app
+from labbot.common.errors import BadRequest, LabbotError
+from labbot.evals.service import EvalService, pack
+from labbot.training.telemetry_store import TelemetryStore
+
+ADMIN_TOKEN = "admin-token-for-eval-tests"
+
+
+@pytest.fixture
+def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
+    return make_eval_service(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def suite(evals: EvalService, tmp_path: Path) -> str:
+    made = make_suite(tmp_path / "made", tasks=20)
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    return made.id
+
+
+def test_results_carry_the_pass_rates_95_percent_interval(evals: EvalService, suite: str) -> None:
+    run = finished(evals, suite, "agent:a/b", {t: i < 15 for i, t in enumerate(tasks())})
+    shown = evals.results(run)
+    assert shown["pass_rate"] == 0.75 and shown["interval"] == [0.5313, 0.8881]
+
+
+def test_two_solvers_on_the_same_tasks_are_compared_paired(evals: EvalService, suite: str) -> None:
+    a = finished(evals, suite, "agent:x/strong", {t: i < 14 for i, t in enumerate(tasks())})
+    b = finished(evals, suite, "agent:x/weak", {t: i < 8 for i, t in enumerate(tasks())})
+    c = evals.compare(a, b)
+    assert c["suite"] == suite and c["tasks"] == 20
+    assert (c["both"], c["only_a"], c["only_b"], c["neither"]) == (8, 6, 0, 6)
+    assert c["paired"][0] > 0 and c["unpaired"][0] < 0  # pairing tells them apart; ignoring it would not
+    assert c["verdict"] == "A is better"
+    assert c["a"]["solver"] == "agent:x/strong" and c["a"]["interval"] == [0.4810, 0.8545]
+    same = finished(evals, suite, "agent:x/again", {t: i < 14 for i, t in enumerate(tasks())})
+    assert evals.compare(a, same)["verdict"] == "no difference the suite can show"
+
+
+def test_comparisons_that_mean_nothing_are_refused_with_what_differs(
+    evals: EvalService,
+    suite: str,
+    tmp_path: Path,
+) -> None:
+    other_made = make_suite(tmp_path / "other", tasks=3)
+    evals.add_suite(io.BytesIO(pack(tmp_path / "other")))
+    a = finished(evals, suite, "gold", dict.fromkeys(tasks(), True))
+    on_other = finished(evals, other_made.id, "gold", dict.fromkeys(tasks(3), True))
+    with pytest.raises(BadRequest, match=f"{a} ran {suite} and {on_other} ran {other_made.id}"):
+        evals.compare(a, on_other)
+    fewer = finished(evals, suite, "none", dict.fromkeys(tasks(18), False))
+    with pytest.raises(BadRequest, match=r"ran different tasks .*only the first ran t18-add, t19-add"):
+        evals.compare(a, fewer)
+    pending = evals.launch(suite, solver="none", owner="bob")["id"]
+    with pytest.raises(BadRequest, match=rf"eval run {pending} has no results yet \(pending\)"):
+        evals.compare(a, pending)
+    with pytest.raises(BadRequest, match="compare two different eval runs"):
+        evals.compare(a, a)
+
+
+def test_a_suite_every_solver_passes_at_90_percent_is_saturated(evals: EvalService, suite: str) -> None:
+    finished(evals, suite, "gold", dict.fromkeys(tasks(), True))
+    assert evals.saturation(suite)["saturated"] is False  # gold checks the suite; it says nothing of difficulty
+    finished(evals, suite, "agent:x/one", {t: i < 17 for i, t in enumerate(tasks())})  # 85 %
+    assert evals.saturation(suite)["saturated"] is False
+    finished(evals, suite, "agent:x/one", {t: i < 19 for i, t in enumerate(tasks())})  # its latest: 95 %
+    assert evals.saturation(suite)["saturated"] is True
+    finished(evals, suite, "agent:x/two", {t: i < 18 for i, t in enumerate(tasks())}, untrusted=True)
+    sat = evals.saturation(suite)
+    assert sat["saturated"] is True and set(sat["solvers"]) == {"agent:x/one"}  # an untrusted run does not count
+
+
+def test_unknown_suites_and_solvers_are_refused_naming_what_exists_and_nothing_launches(
+    evals: EvalService,
+    suite: str,
+) -> None:
+    with pytest.raises(LabbotError, match=f"no suite suite-0123456789ab: labbot has {suite}"):
+        evals.launch("suite-0123456789ab", solver="gold", owner="a")
+    with pytest.raises(BadRequest, match=f"is not a suite id.*labbot has {suite}"):
+        evals.launch("my-suite", solver="gold", owner="a")
+    with pytest.raises(BadRequest, match="accepted: gold, none, agent"):
+        evals.launch(suite, solver="golden", owner="a")
+    assert evals.runs.runs() == [] and evals.submitted == []  # type: ignore[attr-defined]
+
+
+def test_compare_and_saturation_over_http(evals: EvalService, suite: str) -> None:
+    a = finished(evals, suite, "agent:x/one", dict.fromkeys(tasks(), True))
+    b = finished(evals, suite, "agent:x/two", {t: i < 19 for i, t in enumerate(tasks())})
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, health=dict, evals=evals)
+    auth = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    with TestClient(app) as http:
+        r = http.get("/api/v1/evals/compare", params={"a": a, "b": b}, headers=auth)
+        assert r.status_code == 200 and r.json()["comparison"]["difference"] == 0.05
+        r = http.get("/api/v1/evals/compare", params={"a": a}, headers=auth)
+        assert r.status_code == 400 and "a=RUN_ID&b=RUN_ID" in r.json()["error"]["message"]
+        doc = http.get(f"/api/v1/evals/suites/{suite}", headers=auth).json()["suite"]
+        assert doc["saturation"]["saturated"] is True

@@ -20,7 +20,7 @@ import json
 import math
 import mimetypes
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server import MCPServer
@@ -376,11 +376,16 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def generate_eval_suite(
         count: Annotated[int, Field(ge=1, le=100, description="how many delete-and-restore tasks")] = 10,
         seed: Annotated[int, Field(ge=0, le=2**31, description="which functions are chosen")] = 0,
+        deletion: Annotated[
+            Literal["body", "function", "mixed"],
+            Field(description="body: function bodies removed; function: whole functions (harder); mixed"),
+        ] = "body",
     ) -> str:
         """Generate an eval suite from the codebase labbot serves, as a labbot run of the eval-generate job (needs a
         human's approval): functions its tests execute are deleted one per task, each task validated in a sandbox.
         list_eval_suites shows the suite when the run has succeeded."""
-        body = {"job": "eval-generate", "params": {"count": count, "seed": seed}, "owner": "agent"}
+        params = {"count": count, "seed": seed, "deletion": deletion}
+        body = {"job": "eval-generate", "params": params, "owner": "agent"}
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"generating: {run_line(run)}"
 
@@ -398,18 +403,40 @@ def build_server(api: LabApi | None = None) -> MCPServer:
 
     @server.tool(annotations=READ, structured_output=False)
     async def get_eval_results(run_id: Annotated[str, Field(description="the eval run's id")]) -> str:
-        """An eval run's results: status, pass rate, each sample's result and the isolation probes' verdicts."""
+        """An eval run's results: status, pass rate with its 95% interval, each sample's result and the isolation
+        probes' verdicts."""
         doc = (await lab.json("GET", _eval_path("runs", "run", run_id)))["eval"]
         iso = doc.get("isolation") or {}
-        lines = [
-            f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc.get('status')}"
-            + (f" · pass rate {doc['pass_rate']:.0%}" if isinstance(doc.get("pass_rate"), int | float) else "")
-        ]
+        rate, ci = doc.get("pass_rate"), doc.get("interval")
+        shown = f" · pass rate {rate:.0%}" if isinstance(rate, int | float) else ""
+        if shown and isinstance(ci, list) and len(ci) == 2:
+            shown += f" (95% CI {ci[0]:.0%}–{ci[1]:.0%})"
+        lines = [f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc.get('status')}{shown}"]
         if iso.get("probes"):
             failed = [p["name"] for p in iso["probes"] if not p["passed"]]
             lines.append("isolation: sealed" if not failed else f"SEAL FAILED ({', '.join(failed)}): untrusted")
         lines += [f"{s['task']}: {'pass' if s['passed'] else 'fail'}" for s in doc.get("samples") or []]
         return "\n".join(lines)
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def compare_eval_runs(
+        run_a: Annotated[str, Field(description="an eval run's id")],
+        run_b: Annotated[str, Field(description="another eval run of the same suite and tasks")],
+    ) -> str:
+        """Two eval runs of one suite, paired by task: the difference of pass rates with its 95% interval, and
+        whether the suite can tell the two solvers apart (only when the interval excludes zero)."""
+        params = {"a": api_client.check_id("run", run_a), "b": api_client.check_id("run", run_b)}
+        doc = (await lab.json("GET", "/evals/compare", params=params))["comparison"]
+        paired, unpaired = doc["paired"], doc["unpaired"]
+        return "\n".join(
+            [
+                f"{doc['suite']} · {doc['tasks']} tasks · A {doc['a']['id']} ({doc['a']['solver']}) "
+                f"{doc['a_rate']:.0%} vs B {doc['b']['id']} ({doc['b']['solver']}) {doc['b_rate']:.0%}",
+                f"A − B = {doc['difference']:+.0%}, paired 95% CI {paired[0]:+.0%} to {paired[1]:+.0%} "
+                f"(unpaired {unpaired[0]:+.0%} to {unpaired[1]:+.0%})",
+                f"verdict: {doc['verdict']}" + (" — the seal failed on a run: untrusted" if doc["untrusted"] else ""),
+            ]
+        )
 
     return server
 

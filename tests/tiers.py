@@ -6,6 +6,9 @@
 * ``subprocess`` — set by hand on tests that start a Python process (a ``labbot`` command, a stdio MCP server, a
   job, a fresh virtual environment).
 
+Collection puts the longest tests first (end-to-end, then Ray and subprocess, then the rest), so the workers start
+them early and the short ones fill in around them.
+
 ``make test-fast`` runs ``-m "not ray and not e2e and not subprocess"`` with ``LABBOT_TEST_TIER=fast``, and in that
 tier starting a Python process fails the test with a message saying which marker it lacks, so the fast tier stays
 what its name says. Short-lived tools (``git``) are allowed. ``make test`` runs every tier.
@@ -35,12 +38,29 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
 
 
+# the longest single tests (one module each): started first, so no worker is left running one alone at the end
+LONGEST_FIRST = ("test_evals.py", "test_rl_jobs.py", "test_console.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "ray_head" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
         if E2E_DIR in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+    # longest first: with `--dist loadscope` the workers take modules in this order, so the end-to-end stories, then
+    # the Ray and process tests, start early and the many short unit tests fill in around them (a stable sort: a
+    # module's tests keep their order)
+    items.sort(key=_expected_length)
+
+
+def _expected_length(item: pytest.Item) -> int:
+    name = Path(str(item.fspath)).name
+    if item.get_closest_marker("e2e"):
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    if item.get_closest_marker("ray") or item.get_closest_marker("subprocess"):
+        return len(LONGEST_FIRST) + 1
+    return len(LONGEST_FIRST) + 2
 
 
 def _is_python(args: Any) -> bool:

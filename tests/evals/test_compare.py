@@ -108,3 +108,39 @@ def test_compare_and_saturation_over_http(evals: EvalService, suite: str) -> Non
         assert r.status_code == 400 and "a=RUN_ID&b=RUN_ID" in r.json()["error"]["message"]
         doc = http.get(f"/api/v1/evals/suites/{suite}", headers=auth).json()["suite"]
         assert doc["saturation"]["saturated"] is True
+
+
+def test_the_eval_writer_compares_two_runs_through_the_lab_server(evals: EvalService, suite: str) -> None:
+    import asyncio
+
+    import httpx
+    from mcp import Client
+
+    from labbot.mcp_servers.lab import LabApi, build_server
+
+    a = finished(evals, suite, "agent:x/strong", {t: i < 14 for i, t in enumerate(tasks())})
+    b = finished(evals, suite, "agent:x/weak", {t: i < 8 for i, t in enumerate(tasks())})
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, health=dict, evals=evals)
+    lab = LabApi("http://labbot.test", ADMIN_TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))
+
+    async def go() -> list[tuple[bool, str]]:
+        async with Client(build_server(lab)) as client:
+            out = []
+            for name, args in (
+                ("compare_eval_runs", {"run_a": a, "run_b": b}),
+                ("get_eval_results", {"run_id": a}),
+                ("generate_eval_suite", {"count": 3, "deletion": "function"}),
+                ("generate_eval_suite", {"count": 3, "deletion": "everything"}),
+            ):
+                r = await client.call_tool(name, args)
+                out.append((r.is_error, "".join(getattr(c, "text", "") for c in r.content)))
+            return out
+
+    compared, shown, harder, bad = asyncio.run(go())
+    assert not compared[0] and "A − B = +30%, paired 95% CI +" in compared[1] and "verdict: A is better" in compared[1]
+    assert not shown[0] and "pass rate 70% (95% CI 48%–85%)" in shown[1]
+    assert not harder[0] and "eval-generate" in harder[1]
+    [generation] = [r for r in evals.runs.runs() if r["job"] == "eval-generate"]
+    assert generation["params"]["deletion"] == "function"
+    assert bad[0]  # refused before any run: the tool's own schema
+    assert len([r for r in evals.runs.runs() if r["job"] == "eval-generate"]) == 1

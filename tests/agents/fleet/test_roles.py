@@ -47,3 +47,10 @@ def test_the_eval_writer_can_save_read_and_post_its_drafts(offered: set[str]) ->
     for tool in ("lab__put_artifact", "lab__get_artifact", "lab__list_artifacts", "lab__post_artifact"):
         assert tool in offered and writer.allows(tool), tool
     assert not writer.allows("lab__stop_run") and not writer.allows("lab__launch_run")
+
+
+def test_the_eval_writer_generates_runs_reads_and_compares_evals(offered: set[str]) -> None:
+    writer = load_roles()["eval-writer"]
+    for tool in ("generate_eval_suite", "run_eval", "get_eval_results", "compare_eval_runs", "list_eval_suites"):
+        assert f"lab__{tool}" in offered and writer.allows(f"lab__{tool}"), tool
+    assert "deletion=function" in writer.system and "approval" in writer.system

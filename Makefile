@@ -32,11 +32,12 @@ system:
 	@bash scripts/system-packages.sh $(SYSTEM_FLAGS)
 
 # every tier: unit, Ray, subprocess and end-to-end tests, spread over the cores (pytest-xdist; a module's tests stay
-# on one worker so its module-scoped fixtures start once)
+# on one worker so its module-scoped fixtures start once; modules in collection order, which puts the longest first:
+# xdist's own reorder, by number of tests, would start the one-test end-to-end stories last)
 test: SPECS_FLAGS = --warn-unless-ci
 test: SYSTEM_FLAGS = --warn-unless-ci
 test: $(STAMP) specs system
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # no Ray head, no process of the test's own, no end-to-end story (tests/tiers.py): the inner loop while editing
 test-fast: SPECS_FLAGS = --warn-unless-ci

@@ -16,7 +16,7 @@ from labbot.common.api_client import ApiClient
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["launch", "nope"], "unknown job 'nope'; known jobs: eval, eval-generate, tiny-lm, tiny-rl"),
+        (["launch", "nope"], "unknown job 'nope'; known jobs: eval, eval-generate, eval-incidents, tiny-lm, tiny-rl"),
         (["launch", "tiny-lm", "steps"], "bad KEY=VALUE 'steps': write parameters as key=value"),
         (["launch", "tiny-lm", "steps=ten"], "parameter 'steps' expects an integer, got 'ten'"),
         (["launch", "tiny-lm", "stepz=10"], "unknown parameter stepz for job tiny-lm; accepted:"),
@@ -64,7 +64,7 @@ def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout
     jobs = json.loads(module_serve.cli("jobs", "--json").stdout)
     by_name = {j["name"]: j for j in jobs}
-    assert sorted(by_name) == ["eval", "eval-generate", "tiny-lm", "tiny-rl"]
+    assert sorted(by_name) == ["eval", "eval-generate", "eval-incidents", "tiny-lm", "tiny-rl"]
     assert by_name["tiny-lm"]["params"]["checkpoint_every"] == 50 and by_name["eval"]["params"]["solver"] == "gold"
     rl = by_name["tiny-rl"]
     assert rl["alerts"] == ["pass_rate below 0.5 for 2m"] and rl["headline"] == "pass_rate"

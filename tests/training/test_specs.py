@@ -82,9 +82,11 @@ def test_registry_from_toml_table() -> None:
     reg = JobRegistry.from_config(
         {"sft": {"entrypoint": "python train.py", "gpus": 1, "stall_after": "5m", "params": {"lr": 1e-4}}}
     )
-    assert [j.name for j in reg.all()] == ["eval", "eval-generate", "sft", "tiny-lm", "tiny-rl"]
+    assert [j.name for j in reg.all()] == ["eval", "eval-generate", "eval-incidents", "sft", "tiny-lm", "tiny-rl"]
     assert reg.get("sft").stall_after == 300 and reg.get("sft").gpus == 1
-    with pytest.raises(UnknownJob, match="unknown job 'nope'; known jobs: eval, eval-generate, sft, tiny-lm, tiny-rl"):
+    with pytest.raises(
+        UnknownJob, match="unknown job 'nope'; known jobs: eval, eval-generate, eval-incidents, sft, tiny-lm, tiny-rl"
+    ):
         reg.get("nope")
     with pytest.raises(BadRequest, match=r"\[jobs.bad\] is invalid: entrypoint"):
         JobRegistry.from_config({"bad": {"gpus": 1}})

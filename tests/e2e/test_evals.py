@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.slack import SlackFake
 from real_repos import INFLECTION, committed_repo, fetch_sdist
-from support import Serve
+from slack_driver import OWNER, SECRET, SlackSide
+from support import Serve, wait_for
 
 from labbot.training.ray_cluster import RayConnection
 
@@ -30,11 +32,25 @@ CHEAT = (
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[Serve]:
+def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[SlackSide]:
+    """A real `labbot serve` with Slack (faked at its HTTP edge): the CLI and Slack both drive it."""
     home = tmp_path_factory.mktemp("evals-home")
-    s = Serve(home, ray_address=ray_head.address, ray_token=ray_head.token).start()
-    yield s
-    s.stop()
+    (home / "labbot.toml").write_text('[slack]\ncard_every = "2s"\nprogress_every = "5s"\n')
+    fake = SlackFake(users={OWNER: "alice"})
+    url = fake.start()
+    env = {
+        "SLACK_BOT_TOKEN": fake.bot_token,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": url,
+        "LABBOT_CONFIG": str(home / "labbot.toml"),
+    }
+    serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
+    try:
+        yield SlackSide(fake, serve)
+        fake.check_against_spec()
+    finally:
+        serve.stop()
+        fake.stop()
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -59,9 +75,10 @@ def _sealed(doc: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(900)  # two sealed eval runs with their isolation batteries, beside the other test workers
-def test_generate_then_gold_and_a_cheat_on_a_real_project_compared(
-    lab: Serve, tmp_path: Path, request: pytest.FixtureRequest
+def test_generate_then_gold_from_slack_and_a_cheat_on_a_real_project_compared(
+    slack: SlackSide, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    lab = slack.serve
     cached = getattr(request.config, "cache", None)
     cache = Path(cached.mkdir("labbot-evals-generate")) if cached is not None else tmp_path
     repo = committed_repo(fetch_sdist(*INFLECTION, cache / "sdists"), tmp_path / "checkout")
@@ -77,8 +94,27 @@ def test_generate_then_gold_and_a_cheat_on_a_real_project_compared(
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
     assert status.stdout == ""
 
-    gold = _run(lab, suite, "gold")
+    # from Slack: an unknown suite is an ephemeral error naming the one there is; nothing is launched
+    assert slack.command("eval run suite-000000000000").status_code == 200
+    refused = wait_for(lambda: [t for t in slack.ephemerals() if "no suite" in t], timeout=30, what="the refusal")
+    assert suite in refused[0] and _json(lab.cli("runs", "--json")) == []
+    # the gold run from Slack: a thread like any run's, and at its end the results table and the .eval log
+    gold_id = slack.launched(f"eval run {suite} --solver gold --max-samples 2")
+    gold = wait_for(
+        lambda: (doc := _json(lab.cli("eval", "show", gold_id, "--json")))["status"] in ("succeeded", "failed") and doc,
+        timeout=600,
+        interval=2,
+        what="the gold run to end",
+    )
     assert gold["status"] == "succeeded" and gold["pass_rate"] == 1.0, gold
+    table = wait_for(
+        lambda: next((m.text for m in slack.thread(gold_id) if "pass rate 100% (95% CI" in str(m.blocks)), None),
+        timeout=60,
+        what="the results table in the run's thread",
+    )
+    assert table
+    posted = [f["name"] for m in slack.thread(gold_id) for f in m.files]
+    assert f"{gold_id}.eval" in posted, posted
     assert [s["passed"] for s in gold["samples"]] == [True, True]
     assert {s["task"] for s in gold["samples"]} == {t["id"] for t in generated["tasks"]}
     _sealed(gold)
@@ -91,6 +127,15 @@ def test_generate_then_gold_and_a_cheat_on_a_real_project_compared(
     compared = _json(lab.cli("eval", "compare", gold["id"], cheat["id"], "--json"))
     assert compared["tasks"] == 2 and compared["difference"] == 1.0 and compared["verdict"] == "A is better"
     assert compared["paired"][0] > 0
+    assert slack.command(f"eval compare {gold['id']} {cheat['id']}").status_code == 200
+    wait_for(
+        lambda: any(
+            "verdict: A is better (the interval excludes zero)" in str(m.blocks)
+            for m in slack.fake.ephemeral_messages(slack.ws.channel, OWNER)
+        ),
+        timeout=30,
+        what="the comparison, answered in Slack",
+    )
 
     # each eval run is a labbot run of the eval job
     runs = _json(lab.cli("runs", "--json"))

@@ -72,7 +72,7 @@ CASES = [
         "The GPU was thermally throttling.",
     ),
     (
-        "The tokenizer was swapped for one with a different vocabulary, so the loaded checkpoint's embeddings mismatched.",
+        "The tokenizer was swapped for one with another vocabulary; the checkpoint's embeddings mismatched it.",
         "A tokenizer/vocabulary mismatch with the checkpoint's embedding table.",
         "Slow data loading: the loss is fine but the run is slow.",
     ),

@@ -1,6 +1,7 @@
 """Eval cases made from the lab's own incidents: what labbot saw when it paged, frozen, and the cause its owner wrote.
 
-:func:`freeze` turns a resolved page whose cause was recorded (``/lab resolve PAGE --cause "…"``) into a case: the
+:func:`freeze` turns a resolved page whose cause was recorded (``/lab resolve PAGE --cause "…"``, or a reply in the
+run's thread starting ``cause:`` by the run's owner or the page's resolver) into a case: the
 page (kind, summary, the watchdog's facts), the run's job and parameters, the log tail, each metric's last points up
 to the moment of the page, and what the babysitter's tools read while it investigated (Datadog, Linear, Notion, the
 codebase — the tool results, never the babysitter's own conclusions). Everything in it is redacted before it is
@@ -28,7 +29,15 @@ from sqlalchemy import select
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.redact import Redactor, redact_json
 from labbot.storage.db import Database
-from labbot.storage.models import AgentMessage, AgentSession, Incident, IncidentState, MetricPoint, Run
+from labbot.storage.models import (
+    AgentMessage,
+    AgentSession,
+    Incident,
+    IncidentState,
+    MetricPoint,
+    Run,
+    ThreadMessage,
+)
 
 CASE_ID = re.compile(r"incident-[a-z0-9]{1,16}")
 INCIDENT_SUITE_ID = re.compile(r"incidents-[0-9a-f]{12}")
@@ -82,11 +91,13 @@ def freeze(
                 f"page {page_id} is still {inc.state}: an eval case is made from a resolved page whose cause is "
                 f'written down — `/lab resolve {page_id} --cause "what was wrong"` does both'
             )
-        if not inc.cause:
+        cause = inc.cause or _cause_replied(s, inc)
+        if not cause:
             raise BadRequest(
                 f"page {page_id} has no recorded cause: its owner writes down what was wrong with "
                 f'`/lab resolve {page_id} --cause "the data loader deadlocked on a full shm queue"` '
-                f'(or `labbot resolve {page_id} --cause "..."`); then make the case again'
+                f'(or `labbot resolve {page_id} --cause "..."`, or a reply in the run\'s thread that starts '
+                '"cause:"); then make the case again'
             )
         page = {
             "id": inc.id,
@@ -96,7 +107,7 @@ def freeze(
             "detail": {k: v for k, v in (inc.detail or {}).items() if k != "log_tail"},
             "triggered_at": inc.triggered_at.isoformat(),
         }
-        cause, detail_tail = inc.cause, str((inc.detail or {}).get("log_tail") or "")
+        detail_tail = str((inc.detail or {}).get("log_tail") or "")
         run_id, triggered_at, resolved_at = inc.run_id, inc.triggered_at, inc.resolved_at
         run = s.get(Run, run_id) if run_id else None
         run_doc = _run_doc(run) if run is not None else None
@@ -120,6 +131,28 @@ def freeze(
     frozen = redact_json(case, redactor)
     assert isinstance(frozen, dict)
     return frozen
+
+
+CAUSE_REPLY = re.compile(r"^\s*(?:root\s+)?cause\s*:\s*(?P<cause>\S.*)", re.IGNORECASE | re.DOTALL)
+
+
+def _cause_replied(s: Any, inc: Incident) -> str | None:
+    """The newest reply in the run's thread, after the page, by the run's owner or whoever resolved the page, that
+    starts ``cause:`` (the way an engineer writes it down where the page was)."""
+    if inc.run_id is None:
+        return None
+    run = s.get(Run, inc.run_id)
+    people = {p for p in (run.owner if run else None, inc.resolved_by) if p}
+    rows = s.scalars(
+        select(ThreadMessage)
+        .where(ThreadMessage.run_id == inc.run_id, ThreadMessage.created_at >= inc.triggered_at)
+        .order_by(ThreadMessage.created_at.desc(), ThreadMessage.id.desc())
+    )
+    for row in rows:
+        found = CAUSE_REPLY.match(row.text or "")
+        if row.user in people and found and len(found["cause"].strip()) >= 10:
+            return " ".join(found["cause"].split())[:2000]
+    return None
 
 
 def _run_doc(run: Run) -> dict[str, Any]:

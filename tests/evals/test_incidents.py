@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from eval_services import CAUSE, LABBOTS_OWN_SECRET, SLACK_TOKEN, make_eval_service, paged_run
+from eval_services import CAUSE, LABBOTS_OWN_SECRET, PAGED_AT, SLACK_TOKEN, make_eval_service, paged_run
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from labbot.agents.babysitter.pager import Pager
@@ -21,6 +22,7 @@ from labbot.evals.incident_job import incident_model
 from labbot.evals.incident_run import run_incidents
 from labbot.evals.incidents import case_prompt, parse_verdict
 from labbot.evals.service import CASES_DIR, EVALS_OWNER, EvalService
+from labbot.storage.models import ThreadMessage
 
 
 @pytest.fixture
@@ -172,3 +174,19 @@ def test_an_incident_suite_is_run_by_a_model_as_a_labbot_run(evals: EvalService)
     assert incident_model("openai/gpt-x", None) == "openai/gpt-x"
     with pytest.raises(BadRequest, match="needs a default model"):
         incident_model("agent", None)
+
+
+def test_a_cause_written_as_a_reply_in_the_runs_thread_is_the_cases_cause(evals: EvalService) -> None:
+    paged_run(evals, cause=None)
+    replies = [
+        ("U0MALLORY1", "cause: it was cosmic rays, trust me"),  # not the run's owner nor the resolver: ignored
+        ("U0ALICE001", "looking into it"),
+        ("U0ALICE001", "Cause: the shm queue filled because /dev/shm is 64 MB in the container"),
+    ]
+    with evals.runs.db.session() as s:
+        for i, (user, text) in enumerate(replies):
+            at = PAGED_AT + timedelta(minutes=5 + i)
+            s.add(ThreadMessage(run_id="r1hung", channel="C0LAB00001", ts=f"17000{i}.1", user=user, text=text,
+                                created_at=at))  # fmt: skip
+    case = evals.from_incident("pq3x7k", by="U0ALICE001")["case"]
+    assert case["cause"] == "the shm queue filled because /dev/shm is 64 MB in the container"

@@ -140,7 +140,9 @@ class ControlPlane:
             )
             runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
             runtime.actions.artifacts = plane.artifacts
-            runtime.actions.evals = EvalActions(runtime.client, plane.evals, service, runtime.threads, slack.command)
+            runtime.actions.evals = EvalActions(
+                runtime.client, plane.evals, service, runtime.threads, slack.command, admins=slack.admins
+            )
             runtime.threads.on_end.append(runtime.actions.evals.finished)
             runtime.actions.crosslinks = CrossLinks(
                 runtime.client,

@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval-generate: {e.message}", file=sys.stderr)
             return 1
         dest = suites / suite.id
+        run_id = os.environ.get("LABBOT_RUN_ID")
+        if run_id and not (suites / ".owners" / f"{suite.id}.json").exists():
+            # the control plane reads the suite's owner from the run that made it (the suite is theirs until shared)
+            (suites / ".owners").mkdir(exist_ok=True)
+            (suites / ".owners" / f"{suite.id}.run").write_text(run_id)
         if dest.exists():
             print(f"suite {suite.id} is already kept (the same repository, commit, count and seed)")
         else:

@@ -38,6 +38,9 @@ EVAL_GENERATE_JOB = "eval-generate"
 EVAL_INCIDENTS_JOB = "eval-incidents"
 EVAL_JOBS = frozenset({EVAL_JOB, EVAL_INCIDENTS_JOB})
 CASES_DIR = "incident-cases"  # under the suites root: one CASE_ID.json per incident case
+# under the suites root: SUITE_ID.json {"owners": [...], "shared": bool}, and SUITE_ID.run (the eval-generate run that
+# wrote the suite: its owner owns it)
+OWNERS_DIR = ".owners"
 RESULTS = "results.json"
 CASES_FILE = "cases.json"
 MAX_SUITE_BYTES = 500 << 20  # unpacked
@@ -85,8 +88,9 @@ class EvalService:
 
     # -- suites ------------------------------------------------------------------------------------------------
 
-    def add_suite(self, archive: IO[bytes]) -> dict[str, Any]:
-        """Check and keep a suite sent as a .tar.gz of its folder; the same suite again is a no-op."""
+    def add_suite(self, archive: IO[bytes], *, owner: str | None = None) -> dict[str, Any]:
+        """Check and keep a suite sent as a .tar.gz of its folder; the same suite again is a no-op, except that
+        ``owner`` (who sent it) becomes one of its owners. A suite is its owners' until one of them shares it."""
         self.suites_root.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.TemporaryDirectory(dir=self.suites_root, prefix=".incoming-") as tmp:
             folder = Path(tmp) / "suite"
@@ -96,38 +100,90 @@ class EvalService:
             with self._lock:
                 if not dest.exists():
                     folder.rename(dest)
+                if owner:
+                    meta = self._meta(suite.id)
+                    if owner not in meta["owners"]:
+                        shared = meta["shared"] if meta["owners"] else False
+                        self._write_meta(suite.id, [*meta["owners"], owner], shared)
                 if self.artifacts is not None:
                     archive.seek(0)
                     self._store(f"{suite.id}.tar.gz", archive, "application/gzip")
-        return summary(suite)
+        return {**summary(suite), **self._meta(suite.id)}
 
-    def suites(self) -> list[dict[str, Any]]:
+    def _meta(self, suite_id_: str) -> dict[str, Any]:
+        """Who owns a suite and whether it is shared. A suite an eval-generate run wrote is that run's owner's;
+        incident suites, and suites kept before suites had owners, are the whole lab's."""
+        folder = self.suites_root / OWNERS_DIR
+        path = folder / f"{suite_id_}.json"
+        if path.is_file():
+            doc = json.loads(path.read_text())
+            return {"owners": [str(o) for o in doc.get("owners") or []], "shared": bool(doc.get("shared"))}
+        made_by = folder / f"{suite_id_}.run"
+        if made_by.is_file():
+            try:
+                return {"owners": [str(self.runs.get(made_by.read_text().strip())["owner"])], "shared": False}
+            except LabbotError:
+                pass  # the run is gone: the suite stays the lab's
+        return {"owners": [], "shared": True}
+
+    def _write_meta(self, suite_id_: str, owners: list[str], shared: bool) -> None:
+        folder = self.suites_root / OWNERS_DIR
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_atomic(folder / f"{suite_id_}.json", json.dumps({"owners": owners, "shared": shared}))
+
+    def visible(self, suite_id_: str, viewer: str | None, *, admin: bool = False) -> bool:
+        """Whether ``viewer`` may see and run a suite: shared, one of its owners, or an admin (None: no check)."""
+        if viewer is None or admin:
+            return True
+        meta = self._meta(suite_id_)
+        return bool(meta["shared"] or viewer in meta["owners"])
+
+    def share(self, suite_id_: str, *, by: str, admin: bool = False) -> dict[str, Any]:
+        """Share a suite with the whole lab: one of its owners or an admin may."""
+        self.suite(suite_id_, viewer=by, admin=admin)  # refused, naming what they may run, unless they may see it
+        meta = self._meta(suite_id_)
+        if not meta["shared"]:  # visible and not shared: an owner or an admin asks
+            with self._lock:
+                self._write_meta(suite_id_, meta["owners"], True)
+        return {"suite": suite_id_, **self._meta(suite_id_)}
+
+    def suites(self, viewer: str | None = None, *, admin: bool = False) -> list[dict[str, Any]]:
+        """The suites ``viewer`` may see (every one when None), each with its ``owners`` and ``shared``."""
         if not self.suites_root.is_dir():
             return []
         out = []
         for folder in sorted(self.suites_root.iterdir()):
-            if SUITE_ID.fullmatch(folder.name) and (folder / SUITE_FILE).is_file():
-                out.append(summary(_load(folder)))
+            kept = SUITE_ID.fullmatch(folder.name) and (folder / SUITE_FILE).is_file()
+            if kept and self.visible(folder.name, viewer, admin=admin):
+                out.append({**summary(_load(folder)), **self._meta(folder.name)})
         current = self._incident_suite()
         if current is not None:
-            out.append(current)
+            out.append({**current, **self._meta(current["suite"])})
         return out
 
-    def suite(self, suite_id_: str) -> dict[str, Any]:
+    def suite(self, suite_id_: str, *, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
+        """One suite and its tasks; for ``viewer`` (a researcher) only one they may see, else the refusal names the
+        suites they may."""
         try:
             folder = self.suites_root / check_suite_id(suite_id_)
         except BadRequest as e:
-            raise BadRequest(f"{e.message}; {self._known()}") from None
+            raise BadRequest(f"{e.message}; {self._known(viewer, admin)}") from None
         if INCIDENT_SUITE_ID.fullmatch(suite_id_):
             if not (folder / CASES_FILE).is_file():
-                raise UnknownSuite(f"no suite {suite_id_}: {self._known()}")
+                raise UnknownSuite(f"no suite {suite_id_}: {self._known(viewer, admin)}")
             cases = json.loads((folder / CASES_FILE).read_text())
             return {**_incident_summary(suite_id_, cases), "tasks": [_case_task(c) for c in cases]}
         if not (folder / SUITE_FILE).is_file():
-            raise UnknownSuite(f"no suite {suite_id_}: {self._known()}")
+            raise UnknownSuite(f"no suite {suite_id_}: {self._known(viewer, admin)}")
+        if not self.visible(suite_id_, viewer, admin=admin):
+            owners = " or ".join(self._meta(suite_id_)["owners"]) or "its owner"
+            raise UnknownSuite(
+                f"suite {suite_id_} is not shared with you: {owners} can share it (`eval share {suite_id_}`); "
+                f"{self._known(viewer, admin)}"
+            )
         suite = _load(folder)
         self._keep_suite(folder, suite)
-        return {**summary(suite), "tasks": [t.to_json() for t in suite.tasks]}
+        return {**summary(suite), **self._meta(suite_id_), "tasks": [t.to_json() for t in suite.tasks]}
 
     # -- incident cases ------------------------------------------------------------------------------------------
 
@@ -168,11 +224,12 @@ class EvalService:
             _write_atomic(folder / CASES_FILE, json.dumps(cases, indent=1, sort_keys=True))
         return _incident_summary(sid, cases)
 
-    def _known(self) -> str:
-        known = [s["suite"] for s in self.suites()]
+    def _known(self, viewer: str | None = None, admin: bool = False) -> str:
+        known = [s["suite"] for s in self.suites(viewer, admin=admin)]
         if not known:
             return "labbot has no suites yet (`eval generate` makes one)"
-        return f"labbot has {', '.join(known[:5])}" + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        says = "labbot has" if viewer is None else "you can run"
+        return f"{says} {', '.join(known[:5])}" + (f" and {len(known) - 5} more" if len(known) > 5 else "")
 
     def _keep_suite(self, folder: Path, suite: Suite) -> None:
         """A suite written by an ``eval-generate`` job goes into the artifact store the first time it is used."""
@@ -196,8 +253,12 @@ class EvalService:
         name: str | None = None,
         idempotency_key: str | None = None,
         judge: str | None = None,
+        viewer: str | None = None,
+        admin: bool = False,
     ) -> dict[str, Any]:
-        self.suite(suite_id_)  # 404 before anything is created
+        """An eval run of a suite as a labbot run. With ``viewer`` (a researcher asking from Slack), only a suite they
+        may see: a suite another researcher has not shared is refused like an unknown one."""
+        self.suite(suite_id_, viewer=viewer, admin=admin)  # 404 before anything is created
         job = EVAL_JOB
         params: dict[str, Any] = {"suite": suite_id_, "solver": solver}
         if INCIDENT_SUITE_ID.fullmatch(suite_id_):

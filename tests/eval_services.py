@@ -14,11 +14,17 @@ from support import make_service
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.config import SlackSettings
+from labbot.bot.slack.actions import LabActions
+from labbot.bot.slack.eval_actions import EvalActions
+from labbot.bot.slack.thread_plan import Cadence
+from labbot.bot.slack.threads import RunThreads
 from labbot.evals.service import EvalService
 from labbot.evals.suite import EvalTask, Suite, suite_id
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.models import AgentMessage, AgentSession, Incident, MetricPoint, Run
 from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
 
 
 def make_eval_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
@@ -120,3 +126,49 @@ def paged_run(evals: EvalService, *, page_id: str = "pq3x7k", resolved: bool = T
     pager = Pager(db, PagingPolicy(), slack=False, pagerduty=False, clock=lambda: PAGED_AT + timedelta(hours=1))
     if resolved:
         pager.resolve(page_id, by="U0ALICE001", cause=cause)
+
+
+CHANNEL = "C0LAB00001"
+
+
+class FakeSlack:
+    """The Web API methods these handlers call, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._ts = 1000
+
+    def _record(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((method, params))
+        self._ts += 1
+        return {"ok": True, "channel": params.get("channel", CHANNEL), "ts": f"{self._ts}.000100"}
+
+    async def chat_postMessage(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.postMessage", kw)
+
+    async def chat_postEphemeral(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.postEphemeral", kw)
+
+    async def chat_update(self, **kw: Any) -> dict[str, Any]:
+        return self._record("chat.update", kw)
+
+    async def files_upload_v2(self, **kw: Any) -> dict[str, Any]:
+        return self._record("files.upload", kw)
+
+    def said(self, method: str) -> list[str]:
+        out = []
+        for m, p in self.calls:
+            if m == method:
+                blocks = " ".join(b.get("text", {}).get("text", "") for b in p.get("blocks") or [])
+                out.append(f"{p.get('text', '')} {blocks}")
+        return out
+
+
+def slack_lab(evals: EvalService, admins: frozenset[str] = frozenset()) -> tuple[LabActions, FakeSlack]:
+    """``/lab`` over a real EvalService and RunThreads, Slack's Web API faked and recorded."""
+    slack = FakeSlack()
+    threads = RunThreads(slack, evals.runs, TelemetryStore(evals.runs.db), Cadence())  # type: ignore[arg-type]
+    actions = LabActions(slack, evals.runs, threads, SlackSettings(admins=admins))  # type: ignore[arg-type]
+    actions.evals = EvalActions(slack, evals, evals.runs, threads, "/lab", admins=admins)  # type: ignore[arg-type]
+    threads.on_end.append(actions.evals.finished)
+    return actions, slack

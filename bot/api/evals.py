@@ -2,7 +2,8 @@
 
 Routes (admin token)::
 
-    POST /api/v1/evals/suites            a suite folder as .tar.gz (raw body)   {"suite": {...}}   201
+    POST /api/v1/evals/suites[?owner=WHO] a suite folder as .tar.gz (raw body)  {"suite": {...}}   201
+    POST /api/v1/evals/suites/{suite}/share?by=WHO   shared with the whole lab  {"suite": {...}}
     GET  /api/v1/evals/suites                                                   {"suites": [...]}
     GET  /api/v1/evals/suites/{suite}                                           {"suite": {..., "tasks": [...]}}
     POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?}
@@ -68,7 +69,8 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
         too_large = f"a suite upload is limited to {format_bytes(MAX_SUITE_UPLOAD)}: generate fewer tasks"
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
             await receive_into(request, body, MAX_SUITE_UPLOAD, too_large=too_large)
-            suite = await to_thread.run_sync(svc.add_suite, body)
+            owner = request.query_params.get("owner") or None
+            suite = await to_thread.run_sync(lambda: svc.add_suite(body, owner=owner))
         return JSONResponse({"suite": suite}, status_code=201)
 
     async def list_suites(request: Request) -> Any:
@@ -122,6 +124,11 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
         made = await to_thread.run_sync(lambda: svc.from_incident(page_id, by=by))
         return JSONResponse(made, status_code=201)
 
+    async def share(request: Request) -> Any:
+        svc, suite_id = service(), request.path_params["suite_id"]
+        by = request.query_params.get("by") or "api"
+        return {"suite": await to_thread.run_sync(lambda: svc.share(suite_id, by=by, admin=True))}
+
     async def compare(request: Request) -> Any:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
         if not a or not b:
@@ -135,6 +142,7 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
         Route("/api/v1/evals/suites", admin(add_suite), methods=["POST"]),
         Route("/api/v1/evals/suites", admin(list_suites), methods=["GET"]),
         Route("/api/v1/evals/suites/{suite_id}", admin(get_suite), methods=["GET"]),
+        Route("/api/v1/evals/suites/{suite_id}/share", admin(share), methods=["POST"]),
         Route("/api/v1/evals/runs", admin(launch), methods=["POST"]),
         Route("/api/v1/evals/runs", admin(list_runs), methods=["GET"]),
         Route("/api/v1/evals/runs/{run_id}", admin(get_run), methods=["GET"]),

@@ -130,7 +130,13 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
             Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say, rewrite=rewrite
         )
         say(f"sending suite {suite.id} ({len(suite.tasks)} tasks) to labbot")
-        kept = api.json("POST", "/evals/suites", content=pack(out), headers={"content-type": "application/gzip"})
+        kept = api.json(
+            "POST",
+            "/evals/suites",
+            content=pack(out),
+            headers={"content-type": "application/gzip"},
+            params={"owner": getpass.getuser()},
+        )
     doc = {
         "suite": suite.id,
         "source": suite.source,
@@ -320,9 +326,11 @@ def incident_case_text(made: dict[str, Any]) -> str:
 def suites_table(suites: list[dict[str, Any]]) -> str:
     if not suites:
         return "no eval suites yet — make one with `labbot eval generate PATH`"
-    rows = [[s["suite"], s["source"], s["commit"][:10], str(s["tasks"]), str(len(s.get("flaky") or []))]
-            for s in suites]  # fmt: skip
-    return render.table(["suite", "source", "commit", "tasks", "flaky dropped"], rows)
+    rows = []
+    for s in suites:
+        who = "the lab" if s.get("shared", True) else ", ".join(s.get("owners") or []) + " (not shared)"
+        rows.append([s["suite"], s["source"], s["commit"][:10], str(s["tasks"]), str(len(s.get("flaky") or [])), who])
+    return render.table(["suite", "source", "commit", "tasks", "flaky dropped", "who can run it"], rows)
 
 
 def eval_runs_table(runs: list[dict[str, Any]]) -> str:

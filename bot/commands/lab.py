@@ -177,6 +177,13 @@ EVAL_COMPARE = Command(
     examples=("eval compare k3xq7p m2np4r",),
 )
 
+EVAL_SHARE = Command(
+    "eval-share",
+    "share a suite you generated with the whole lab (until then only you, and admins, can see and run it)",
+    args=(Arg("suite", "str", "a suite id, as `{cmd} eval list` lists them"),),
+    examples=("eval share suite-3f9a0c1d2e4b",),
+)
+
 EVAL_FROM_INCIDENT = Command(
     "eval-from-incident",
     "a resolved page whose cause was recorded, as an eval case: can a model reach the same diagnosis?",
@@ -210,6 +217,7 @@ COMMANDS: tuple[Command, ...] = (
     EVAL_LIST,
     EVAL_SHOW,
     EVAL_COMPARE,
+    EVAL_SHARE,
     EVAL_FROM_INCIDENT,
     HELP,
 )

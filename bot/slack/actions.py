@@ -309,7 +309,7 @@ class LabActions:
             await self.tell(who, said)
 
     async def _do_eval_list(self, parsed: Parsed, who: Asker) -> None:
-        text = await self._evals().listing()
+        text = await self._evals().listing(who.user)
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, "eval suites and runs", blocks)
 
@@ -317,6 +317,9 @@ class LabActions:
         text = await self._evals().show(parsed.args["run_id"])
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, f"eval run {parsed.args['run_id']}", blocks)
+
+    async def _do_eval_share(self, parsed: Parsed, who: Asker) -> None:
+        await self.tell(who, await self._evals().share(parsed.args["suite"], who.user))
 
     async def _do_eval_from_incident(self, parsed: Parsed, who: Asker) -> None:
         text = await self._evals().from_incident(parsed.args["page"], who.user)

@@ -29,13 +29,20 @@ MAX_LOG_UPLOAD = 50 << 20  # a bigger .eval log stays in the artifact store (`/l
 
 class EvalActions:
     def __init__(
-        self, client: AsyncWebClient, evals: EvalService, service: RunService, threads: RunThreads, command: str
+        self,
+        client: AsyncWebClient,
+        evals: EvalService,
+        service: RunService,
+        threads: RunThreads,
+        command: str,
+        admins: frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
         self.evals = evals
         self.service = service
         self.threads = threads
         self.command = command
+        self.admins = admins  # they see and run every suite
 
     # -- subcommands: each returns what to tell the asker (ephemerally), or None when the thread says it --------
 
@@ -66,6 +73,8 @@ class EvalActions:
                 max_samples=parsed.options.get("max_samples"),
                 judge=parsed.options.get("judge"),
                 idempotency_key=f"slack-{trigger_id}" if trigger_id else None,
+                viewer=user,
+                admin=user in self.admins,
             )
         )
         if await to_thread.run_sync(self.threads.thread_of, run["id"]):
@@ -73,8 +82,12 @@ class EvalActions:
         await self.threads.open_thread(run, channel)
         return None
 
-    async def listing(self) -> str:
-        suites = await to_thread.run_sync(self.evals.suites)
+    async def share(self, suite: str, user: str) -> str:
+        shared = await to_thread.run_sync(lambda: self.evals.share(suite, by=user, admin=user in self.admins))
+        return f"suite `{shared['suite']}` is shared with the whole lab: anyone can `{self.command} eval run` it"
+
+    async def listing(self, user: str) -> str:
+        suites = await to_thread.run_sync(lambda: self.evals.suites(user, admin=user in self.admins))
         runs = await to_thread.run_sync(lambda: self.evals.eval_runs(limit=20))
         text = f"```\n{suites_table(suites)}\n\n{eval_runs_table(runs)}\n```"
         return text.replace("labbot eval", f"{self.command} eval")

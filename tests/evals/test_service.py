@@ -28,7 +28,10 @@ def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
 def test_a_suite_is_checked_kept_and_listed(evals: EvalService, tmp_path: Path) -> None:
     suite = make_suite(tmp_path / "made")
     kept = evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
-    assert kept == {"suite": suite.id, "source": "calc", "commit": "0" * 40, "seed": 0, "tasks": 2, "flaky": []}
+    assert kept == {
+        "suite": suite.id, "source": "calc", "commit": "0" * 40, "seed": 0, "tasks": 2, "flaky": [],
+        "owners": [], "shared": True,  # sent without an owner: the lab's
+    }  # fmt: skip
     assert (evals.suites_root / suite.id / "tasks" / "t00-add" / "repo").is_dir()
     assert [s["suite"] for s in evals.suites()] == [suite.id]
     assert [t["id"] for t in evals.suite(suite.id)["tasks"]] == ["t00-add", "t01-add"]

@@ -83,7 +83,15 @@ def test_resolve_names_and_aliases_case_insensitively() -> None:
     assert "LS" in LAB and "nope" not in LAB and 3 not in LAB
 
 
-EVAL_COMMANDS = ("eval-generate", "eval-run", "eval-list", "eval-show", "eval-compare", "eval-from-incident")
+EVAL_COMMANDS = (
+    "eval-generate",
+    "eval-run",
+    "eval-list",
+    "eval-show",
+    "eval-compare",
+    "eval-share",
+    "eval-from-incident",
+)
 
 
 def test_registration_order_and_words() -> None:
@@ -105,12 +113,13 @@ def test_registration_order_and_words() -> None:
         "eval-list",
         "eval-show",
         "eval-compare",
+        "eval-share",
         "eval-from-incident",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 19
+    assert len(LAB) == 20
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -176,6 +185,7 @@ def test_usage_lines() -> None:
         "eval-list": "/lab eval list",
         "eval-show": "/lab eval show RUN_ID",
         "eval-compare": "/lab eval compare RUN_A RUN_B",
+        "eval-share": "/lab eval share SUITE",
         "eval-from-incident": "/lab eval from-incident PAGE",
         "help": "/lab help [COMMAND]",
     }

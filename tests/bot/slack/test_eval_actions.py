@@ -7,57 +7,18 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
-from typing import Any
 
 import pytest
-from eval_services import CAUSE, SLACK_TOKEN, finished, make_eval_service, make_suite, paged_run
+from eval_services import CAUSE, SLACK_TOKEN, FakeSlack, finished, make_eval_service, make_suite, paged_run, slack_lab
 from eval_services import task_ids as tasks
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.bot.commands import LAB, Parsed, parse
-from labbot.bot.config import SlackSettings
 from labbot.bot.slack.actions import Asker, LabActions
-from labbot.bot.slack.eval_actions import EvalActions
-from labbot.bot.slack.thread_plan import Cadence
-from labbot.bot.slack.threads import RunThreads
 from labbot.evals.service import EvalService, pack
-from labbot.training.telemetry_store import TelemetryStore
 
 ALICE, CHANNEL = "U0ALICE001", "C0LAB00001"
-
-
-class FakeSlack:
-    """The Web API methods these handlers call, recorded."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self._ts = 1000
-
-    def _record(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append((method, params))
-        self._ts += 1
-        return {"ok": True, "channel": params.get("channel", CHANNEL), "ts": f"{self._ts}.000100"}
-
-    async def chat_postMessage(self, **kw: Any) -> dict[str, Any]:
-        return self._record("chat.postMessage", kw)
-
-    async def chat_postEphemeral(self, **kw: Any) -> dict[str, Any]:
-        return self._record("chat.postEphemeral", kw)
-
-    async def chat_update(self, **kw: Any) -> dict[str, Any]:
-        return self._record("chat.update", kw)
-
-    async def files_upload_v2(self, **kw: Any) -> dict[str, Any]:
-        return self._record("files.upload", kw)
-
-    def said(self, method: str) -> list[str]:
-        out = []
-        for m, p in self.calls:
-            if m == method:
-                blocks = " ".join(b.get("text", {}).get("text", "") for b in p.get("blocks") or [])
-                out.append(f"{p.get('text', '')} {blocks}")
-        return out
 
 
 @pytest.fixture
@@ -69,11 +30,7 @@ def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
 def lab(evals: EvalService, tmp_path: Path) -> tuple[LabActions, FakeSlack, str]:
     made = make_suite(tmp_path / "made", tasks=20)
     evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
-    slack = FakeSlack()
-    threads = RunThreads(slack, evals.runs, TelemetryStore(evals.runs.db), Cadence())  # type: ignore[arg-type]
-    actions = LabActions(slack, evals.runs, threads, SlackSettings())  # type: ignore[arg-type]
-    actions.evals = EvalActions(slack, evals, evals.runs, threads, "/lab")  # type: ignore[arg-type]
-    threads.on_end.append(actions.evals.finished)
+    actions, slack = slack_lab(evals)
     return actions, slack, made.id
 
 
@@ -100,7 +57,7 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("eval run suite-0123456789ab", "no suite suite-0123456789ab: labbot has suite-"),
+        ("eval run suite-0123456789ab", "no suite suite-0123456789ab: you can run suite-"),
         ("eval run latest", "is not a suite id"),
         ("eval run {suite} --solver golden", "accepted: gold, none, agent"),
         ("eval generate --deletion everything", "one of body, function, mixed"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,18 @@ from labbot.bot.slack.payloads import JSON, Workspace, button_click, signed, sla
 
 SECRET = "test-signing-secret"
 OWNER = "U0ALICE001"
+
+
+def slack_env(fake: SlackFake, config: Path) -> dict[str, str]:
+    """What a `labbot serve` needs to talk to the (started) Slack fake: its bot token, the signing secret the
+    driver signs with, the fake's Web API URL, and the labbot.toml to read."""
+    assert fake.url is not None, "start the Slack fake first"
+    return {
+        "SLACK_BOT_TOKEN": fake.bot_token,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": str(fake.url),
+        "LABBOT_CONFIG": str(config),
+    }
 
 
 class SlackSide:

@@ -14,7 +14,7 @@ import pytest
 from agent_story import STOPPED_ANSWER, TOML, commit_history, model
 from fakes.anthropic import FakeAnthropic
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.bot.slack.payloads import Workspace, button_click
@@ -32,12 +32,9 @@ def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[SlackSide, Fa
     with FakeAnthropic() as anthropic:
         anthropic.answer_with(model)
         fake = SlackFake(users={OWNER: "alice", OTHER: "bob"})
-        url = fake.start()
+        fake.start()
         env = {
-            "SLACK_BOT_TOKEN": fake.bot_token,
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": url,
-            "LABBOT_CONFIG": str(home / "labbot.toml"),
+            **slack_env(fake, home / "labbot.toml"),
             "ANTHROPIC_API_KEY": anthropic.api_key,
             "ANTHROPIC_BASE_URL": anthropic.base_url,
             "LABBOT_CODEBASE_ROOT": str(repo),

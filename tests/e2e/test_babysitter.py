@@ -19,7 +19,7 @@ import psutil
 import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.training.ray_cluster import RayConnection
@@ -95,13 +95,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
     deadman = DeadmanCheck()
     (home / "labbot.toml").write_text(TOML + f'\n[deadman]\nurl = "{deadman.url}"\nevery = "1s"\n')
     fake = SlackFake(channels={"C0LAB00001": "lab", ONCALL: "oncall"}, users={OWNER: "alice"})
-    url = fake.start()
+    fake.start()
     pd = PagerDutyFake().__enter__()
     env = {
-        "SLACK_BOT_TOKEN": fake.bot_token,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": url,
-        "LABBOT_CONFIG": str(home / "labbot.toml"),
+        **slack_env(fake, home / "labbot.toml"),
         "PAGERDUTY_ROUTING_KEY": ROUTING_KEY,
         "PAGERDUTY_EVENTS_URL": pd.url,
     }

@@ -22,7 +22,7 @@ from fakes.linear import API_KEY as LINEAR_KEY
 from fakes.linear import LinearFake
 from fakes.notion import NotionFake
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.bot.slack.payloads import Workspace, button_click
@@ -94,11 +94,9 @@ def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[Lab]:
         notion.add_page(REPORTS, "Experiment reports")
         linear.add_team("ENG", "Engineering", labels=("incident",))
         fake = SlackFake(users={OWNER: "alice", OTHER: "bob"})
+        fake.start()
         env = {
-            "SLACK_BOT_TOKEN": fake.bot_token,
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": fake.start(),
-            "LABBOT_CONFIG": str(home / "labbot.toml"),
+            **slack_env(fake, home / "labbot.toml"),
             "ANTHROPIC_API_KEY": anthropic.api_key,
             "ANTHROPIC_BASE_URL": anthropic.base_url,
             "NOTION_TOKEN": notion.token,

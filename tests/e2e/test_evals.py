@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fakes.slack import SlackFake
 from real_repos import INFLECTION, committed_repo, fetch_sdist
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.training.ray_cluster import RayConnection
@@ -37,13 +37,8 @@ def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> 
     home = tmp_path_factory.mktemp("evals-home")
     (home / "labbot.toml").write_text('[slack]\ncard_every = "2s"\nprogress_every = "5s"\n')
     fake = SlackFake(users={OWNER: "alice"})
-    url = fake.start()
-    env = {
-        "SLACK_BOT_TOKEN": fake.bot_token,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": url,
-        "LABBOT_CONFIG": str(home / "labbot.toml"),
-    }
+    fake.start()
+    env = slack_env(fake, home / "labbot.toml")
     serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
     try:
         yield SlackSide(fake, serve)

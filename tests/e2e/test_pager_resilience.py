@@ -12,7 +12,7 @@ import psutil
 import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
@@ -61,10 +61,7 @@ def _serve(home: Path, fake: SlackFake, pd: PagerDutyFake, ray: RayConnection) -
     home.mkdir(parents=True, exist_ok=True)
     (home / "labbot.toml").write_text(_toml())
     env = {
-        "SLACK_BOT_TOKEN": fake.bot_token,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": str(fake.url),
-        "LABBOT_CONFIG": str(home / "labbot.toml"),
+        **slack_env(fake, home / "labbot.toml"),
         "PAGERDUTY_ROUTING_KEY": ROUTING_KEY,
         "PAGERDUTY_EVENTS_URL": pd.url,
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.training.ray_cluster import RayConnection
@@ -96,13 +96,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> It
     (job_dir / "own_rl.py").write_text(OWN_JOB)
     (home / "labbot.toml").write_text(toml(job_dir))
     fake = SlackFake(channels={"C0LAB00001": "lab"}, users={OWNER: "alice"})
-    url = fake.start()
-    env = {
-        "SLACK_BOT_TOKEN": fake.bot_token,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": url,
-        "LABBOT_CONFIG": str(home / "labbot.toml"),
-    }
+    fake.start()
+    env = slack_env(fake, home / "labbot.toml")
     serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
     side = RLLab(fake, serve)
     side.warmup_dir = warmup_dir

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes.slack import SlackFake
-from slack_driver import OWNER, SECRET, SlackSide
+from slack_driver import OWNER, SECRET, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.bot.slack.payloads import JSON, signed, slash_command
@@ -40,13 +40,8 @@ def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> 
     home = tmp_path_factory.mktemp("slack-home")
     (home / "labbot.toml").write_text(TOML)
     fake = SlackFake(users={OWNER: "alice", OTHER: "bob", ADMIN: "admin"})
-    url = fake.start()
-    env = {
-        "SLACK_BOT_TOKEN": fake.bot_token,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": url,
-        "LABBOT_CONFIG": str(home / "labbot.toml"),
-    }
+    fake.start()
+    env = slack_env(fake, home / "labbot.toml")
     serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
     side = SlackSide(fake, serve)
     try:

@@ -156,6 +156,11 @@ class ControlPlane:
                 after_page_change=plane.deliver,
                 plot_url=lambda run_id, image: plot_url(settings.public_url, token, run_id, image),
             )
+            if settings.integrations.incidents:  # a page filed in Linear may have its cause written there
+                runtime.actions.evals.linear_cause = runtime.actions.crosslinks.linear_cause
+                runtime.actions.evals.record_cause = lambda page_id, cause, user: pager.resolve(
+                    page_id, by=user, cause=cause
+                )
         return plane
 
     def app(self) -> Starlette:

@@ -43,6 +43,9 @@ Act = Callable[[str, Mapping[str, Any], CallContext, str | None], Awaitable[Tool
 ROLE = "labbot"  # the role of labbot's own tool calls in the audit trail (no [mcp.roles] table: every tool)
 _URL = re.compile(r"https?://[^\s<>|)\"']+")
 _IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]{0,9}-\d+\b")
+_CAUSE_LINE = re.compile(
+    r"^[ \t>*_-]*(?:root[ \t]+)?cause[ \t]*[:*_]+[ \t*_]*(?P<cause>\S[^\n]*)$", re.IGNORECASE | re.MULTILINE
+)
 PRIORITY = {"infra": 1, "failed": 2, "hung": 2, "silent": 2, "diverged": 2, "pending": 3, "slow": 3}
 
 
@@ -201,6 +204,26 @@ class CrossLinks:
         if self.after_page_change is not None:
             await self.after_page_change()
         return f"filed page `{page_id}` in Linear as {link['identifier']}: {link['url']}"
+
+    # -- an incident's cause, from its Linear issue -----------------------------------------------------------------
+
+    async def linear_cause(self, page_id: str, user: str) -> str | None:
+        """The cause written in the Linear issue a page was filed as: the last line of its description or comments
+        that starts ``Cause:`` (read with ``linear__get_issue``, for ``user``). None when the page was never filed,
+        Linear is not set up, or nobody wrote one."""
+        if self.pager is None or not self.integrations.incidents:
+            return None
+        page = await to_thread.run_sync(self.pager.get, page_id)
+        linked = (page.get("links") or {}).get("linear") or {}
+        identifier = linked.get("identifier")
+        if not identifier:
+            return None
+        ctx = CallContext(agent=f"incident-{page_id}", role=ROLE, owner=user, run_id=page.get("run_id"))
+        result = await self.act("linear__get_issue", {"issue": identifier}, ctx, user)
+        if result.is_error:
+            raise BadRequest(f"the Linear issue {identifier} could not be read: {result_text(result)[:300]}")
+        found = [m.group("cause").strip() for m in _CAUSE_LINE.finditer(result_text(result))]
+        return next((c for c in reversed(found) if len(c) >= 10), None)
 
     # -- helpers -----------------------------------------------------------------------------------------------------
 

@@ -5,11 +5,13 @@ When an eval run ends, :meth:`EvalActions.finished` adds to its thread the resul
 95 % interval, each task with its time and tokens), the isolation score, the ``.eval`` log as a file (it opens in
 ``inspect view``) and, when every solver run on the suite now passes ≥ 90 % of it, that the suite is saturated,
 with the command that generates a harder one. Errors are ephemeral and name what exists; nothing is launched then.
+``from-incident`` on a page with no recorded cause reads it from the page's Linear issue when Linear is wired in.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anyio import to_thread
@@ -19,6 +21,7 @@ from labbot.bot.cli.evals import comparison_text, eval_runs_table, incident_case
 from labbot.bot.commands import Parsed
 from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
+from labbot.common.errors import BadRequest
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -43,6 +46,9 @@ class EvalActions:
         self.threads = threads
         self.command = command
         self.admins = admins  # they see and run every suite
+        # with Linear wired in: the cause written in a page's Linear issue, recorded when the page has none
+        self.linear_cause: Callable[[str, str], Awaitable[str | None]] | None = None
+        self.record_cause: Callable[[str, str, str], Any] | None = None
 
     # -- subcommands: each returns what to tell the asker (ephemerally), or None when the thread says it --------
 
@@ -97,7 +103,18 @@ class EvalActions:
         return f"```\n{results_text(doc)}\n```"
 
     async def from_incident(self, page_id: str, user: str) -> str:
-        made = await to_thread.run_sync(lambda: self.evals.from_incident(page_id, by=user))
+        try:
+            made = await to_thread.run_sync(lambda: self.evals.from_incident(page_id, by=user))
+        except BadRequest as e:
+            # no cause recorded: the page's Linear issue may say it ("Cause: ..."), the third place one is written
+            if "no recorded cause" not in e.message or self.linear_cause is None or self.record_cause is None:
+                raise
+            cause = await self.linear_cause(page_id, user)
+            if not cause:
+                raise
+            record = self.record_cause
+            await to_thread.run_sync(lambda: record(page_id, cause, user))
+            made = await to_thread.run_sync(lambda: self.evals.from_incident(page_id, by=user))
         return f"```\n{incident_case_text(made)}\n```".replace("`eval run", f"`{self.command} eval run")
 
     async def compare(self, run_a: str, run_b: str) -> str:

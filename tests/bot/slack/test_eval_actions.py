@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eval_services import CAUSE, SLACK_TOKEN, FakeSlack, finished, make_eval_service, make_suite, paged_run, slack_lab
@@ -14,9 +15,14 @@ from eval_services import task_ids as tasks
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.agents.fleet.tools import CallContext, ToolResult
 from labbot.bot.commands import LAB, Parsed, parse
+from labbot.bot.integrations import Integrations
 from labbot.bot.slack.actions import Asker, LabActions
+from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.evals.service import EvalService, pack
+from labbot.storage.models import Incident
+from labbot.training.telemetry_store import TelemetryStore
 
 ALICE, CHANNEL = "U0ALICE001", "C0LAB00001"
 
@@ -138,3 +144,47 @@ def test_resolve_with_a_cause_then_eval_from_incident(
     said = slack.said("chat.postEphemeral")[-1]
     assert "case incident-pq3x7k: hung page of r1hung" in said and "/lab eval run incidents-" in said
     assert CAUSE in said and SLACK_TOKEN not in said
+
+
+def test_without_a_recorded_cause_the_pages_linear_issue_gives_it(
+    lab: tuple[LabActions, FakeSlack, str], evals: EvalService
+) -> None:
+    """The third place a cause is written: the Linear issue the page was filed as ("Cause: ..." in a comment)."""
+    actions, slack, _suite = lab
+    paged_run(evals, cause=None)
+    pager = Pager(evals.runs.db, PagingPolicy(), slack=False, pagerduty=False)
+    pager.link("pq3x7k", "linear", {"identifier": "ENG-42", "url": "https://linear.app/lab/issue/ENG-42", "by": "x"})
+    asked: list[tuple[str, dict[str, Any], str | None]] = []
+    issue = (
+        "ENG-42 · Done · team ENG (Engineering)\n<untrusted>title: hung run\n\nfiled from Slack</untrusted>\n"
+        "comments (2):\n— Alice at 2026-12-01T10:00:00Z:\nlooking\n\n— Alice at 2026-12-01T11:00:00Z:\n"
+        f"**Cause:** {CAUSE}\n"
+    )
+
+    async def act(tool: str, arguments: Any, ctx: CallContext, approved_by: str | None) -> ToolResult:
+        asked.append((tool, dict(arguments), approved_by))
+        return ToolResult(issue)
+
+    links = CrossLinks(
+        slack,  # type: ignore[arg-type]
+        evals.runs,
+        TelemetryStore(evals.runs.db),
+        actions.threads,
+        Integrations(linear=True, linear_team="ENG"),
+        act,
+        pager=pager,
+    )
+    assert actions.evals is not None
+    actions.evals.linear_cause = links.linear_cause
+    actions.evals.record_cause = lambda page_id, cause, user: pager.resolve(page_id, by=user, cause=cause)
+    run(actions, "eval from-incident pq3x7k")
+    assert asked == [("linear__get_issue", {"issue": "ENG-42"}, ALICE)]
+    said = slack.said("chat.postEphemeral")[-1]
+    assert "case incident-pq3x7k" in said and CAUSE in said
+    assert pager.get("pq3x7k")["cause"] == CAUSE and pager.get("pq3x7k")["cause_by"] == ALICE
+    # no cause in the issue either: the refusal still says what to record
+    issue = "ENG-42 · Done\ncomments: none"
+    with evals.runs.db.session() as s:
+        s.get_one(Incident, "pq3x7k").cause = None
+    run(actions, "eval from-incident pq3x7k")
+    assert "has no recorded cause" in slack.said("chat.postEphemeral")[-1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tarfile
 import tempfile
@@ -41,6 +42,9 @@ CASES_DIR = "incident-cases"  # under the suites root: one CASE_ID.json per inci
 # under the suites root: SUITE_ID.json {"owners": [...], "shared": bool}, and SUITE_ID.run (the eval-generate run that
 # wrote the suite: its owner owns it)
 OWNERS_DIR = ".owners"
+# a researcher, as Slack names people: a suite such a person generates is theirs until shared (one the CLI, the API or
+# an agent made is the lab's: those act for the lab, and have no Slack identity to match a researcher's)
+RESEARCHER = re.compile(r"[UW][A-Z0-9]{2,}")
 RESULTS = "results.json"
 CASES_FILE = "cases.json"
 MAX_SUITE_BYTES = 500 << 20  # unpacked
@@ -111,8 +115,8 @@ class EvalService:
         return {**summary(suite), **self._meta(suite.id)}
 
     def _meta(self, suite_id_: str) -> dict[str, Any]:
-        """Who owns a suite and whether it is shared. A suite an eval-generate run wrote is that run's owner's;
-        incident suites, and suites kept before suites had owners, are the whole lab's."""
+        """Who owns a suite and whether it is shared. A suite an eval-generate run of a researcher wrote is theirs;
+        incident suites, suites the CLI or an agent made, and suites kept before suites had owners are the lab's."""
         folder = self.suites_root / OWNERS_DIR
         path = folder / f"{suite_id_}.json"
         if path.is_file():
@@ -121,9 +125,11 @@ class EvalService:
         made_by = folder / f"{suite_id_}.run"
         if made_by.is_file():
             try:
-                return {"owners": [str(self.runs.get(made_by.read_text().strip())["owner"])], "shared": False}
+                owner = str(self.runs.get(made_by.read_text().strip())["owner"])
             except LabbotError:
-                pass  # the run is gone: the suite stays the lab's
+                owner = ""  # the run is gone: the suite stays the lab's
+            if RESEARCHER.fullmatch(owner):
+                return {"owners": [owner], "shared": False}
         return {"owners": [], "shared": True}
 
     def _write_meta(self, suite_id_: str, owners: list[str], shared: bool) -> None:
@@ -226,6 +232,8 @@ class EvalService:
 
     def _known(self, viewer: str | None = None, admin: bool = False) -> str:
         known = [s["suite"] for s in self.suites(viewer, admin=admin)]
+        if not known and viewer is not None:
+            return "there is no suite you can run yet (`eval generate` makes one; another's must be shared first)"
         if not known:
             return "labbot has no suites yet (`eval generate` makes one)"
         says = "labbot has" if viewer is None else "you can run"

@@ -130,13 +130,7 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
             Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say, rewrite=rewrite
         )
         say(f"sending suite {suite.id} ({len(suite.tasks)} tasks) to labbot")
-        kept = api.json(
-            "POST",
-            "/evals/suites",
-            content=pack(out),
-            headers={"content-type": "application/gzip"},
-            params={"owner": getpass.getuser()},
-        )
+        kept = api.json("POST", "/evals/suites", content=pack(out), headers={"content-type": "application/gzip"})
     doc = {
         "suite": suite.id,
         "source": suite.source,

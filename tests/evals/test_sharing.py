@@ -59,13 +59,22 @@ def test_only_an_owner_or_an_admin_shares_and_then_everyone_runs_it(evals: EvalS
     assert evals.suites(BOB)[0]["owners"] == [ALICE, BOB] and evals.suites(BOB)[0]["shared"] is True
 
 
-def test_a_suite_an_eval_generate_run_wrote_is_that_runs_owners(evals: EvalService, tmp_path: Path) -> None:
-    gen = evals.runs.launch(LaunchRequest(job="eval-generate", owner=ALICE)).run
+@pytest.mark.parametrize(("owner", "private"), [(ALICE, True), ("agent", False), ("root", False)])
+def test_a_suite_an_eval_generate_run_wrote_is_that_researchers(
+    evals: EvalService, tmp_path: Path, owner: str, private: bool
+) -> None:
+    """A researcher's generation (from Slack) is theirs; an agent's or the CLI user's is the lab's."""
+    gen = evals.runs.launch(LaunchRequest(job="eval-generate", owner=owner)).run
     made = make_suite(evals.suites_root / "staging", tasks=2)
     (evals.suites_root / "staging").rename(evals.suites_root / made.id)
     (evals.suites_root / ".owners").mkdir()
     (evals.suites_root / ".owners" / f"{made.id}.run").write_text(gen["id"])  # what the job writes
-    assert evals.suites(BOB) == [] and [s["owners"] for s in evals.suites(ALICE)] == [[ALICE]]
+    if private:
+        assert evals.suites(BOB) == [] and [s["owners"] for s in evals.suites(ALICE)] == [[ALICE]]
+        with pytest.raises(LabbotError, match="there is no suite you can run yet"):
+            evals.launch("suite-0123456789ab", solver="gold", owner=BOB, viewer=BOB)
+    else:
+        assert [s["shared"] for s in evals.suites(BOB)] == [True]
 
 
 def test_slack_refuses_bob_alices_suite_until_she_shares_it(evals: EvalService, tmp_path: Path) -> None:

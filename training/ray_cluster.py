@@ -71,6 +71,10 @@ def _free_ports(count: int) -> list[int]:
 
 
 _PORT_ERRORS = re.compile(r"address already in use|is trying to use a port number|failed to bind", re.IGNORECASE)
+# `ray start` says this once the head node is up (its raylet registered); the dashboard can answer before that, and a
+# raylet that never registers (an overloaded machine) makes `ray start` give up and take the dashboard down with it
+_STARTED = "Ray runtime started"
+_START_TIMED_OUT = re.compile(r"timed out during startup|GCS has become overloaded", re.IGNORECASE)
 
 
 # what a job may inherit from labbot's environment: names that locate things (interpreter, libraries, GPUs, caches)
@@ -94,6 +98,10 @@ def head_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 class _PortTaken(Exception):
     """The head exited at start because one of its chosen ports was taken meanwhile."""
+
+
+class _StartTimedOut(Exception):
+    """The head gave up at start: its raylet did not register in time (the machine was too busy)."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -148,13 +156,16 @@ class EmbeddedRayHead:
         return self._start(token)
 
     def _start(self, token: str, attempts: int = 3) -> RayConnection:
-        """Start the head; a port taken by another process between choosing and binding it means a retry."""
+        """Start the head; a port taken by another process between choosing and binding it, or a head that gave up
+        at start on a busy machine, means a retry."""
         for attempt in range(1, attempts + 1):
             try:
                 return self._start_once(token)
             except _PortTaken as exc:
                 log.warning("the local Ray head could not bind its ports (try %d of %d): %s", attempt, attempts, exc)
-        raise RuntimeError(f"the local Ray head could not bind free ports after {attempts} tries; see {self.dir}")
+            except _StartTimedOut as exc:
+                log.warning("the local Ray head gave up starting (try %d of %d): %s", attempt, attempts, exc)
+        raise RuntimeError(f"the local Ray head did not start after {attempts} tries; see {self.dir / 'head.log'}")
 
     def _private_temp_dir(self) -> None:
         """The 0700 folder around Ray's temp dir, ours alone (one another user made first is refused)."""
@@ -206,11 +217,18 @@ class EmbeddedRayHead:
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.dir
             )
         deadline = time.monotonic() + self.start_timeout
-        while not dashboard_alive(address, token, timeout=1.0):
+
+        def started() -> bool:
+            said = log_path.read_bytes()[log_start:].decode(errors="replace")
+            return _STARTED in said and dashboard_alive(address, token, timeout=1.0)
+
+        while not started():
             if proc.poll() is not None:
                 tail = log_path.read_bytes()[log_start:].decode(errors="replace")
                 if _PORT_ERRORS.search(tail):
                     raise _PortTaken(tail.strip().splitlines()[-1])
+                if _START_TIMED_OUT.search(tail):
+                    raise _StartTimedOut(tail.strip().splitlines()[-1])
                 raise RuntimeError(f"the local Ray head exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
                 self._terminate(proc.pid)

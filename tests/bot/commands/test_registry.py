@@ -108,13 +108,7 @@ def test_registration_order_and_words() -> None:
         "ask",
         "artifacts",
         "report",
-        "eval-generate",
-        "eval-run",
-        "eval-list",
-        "eval-show",
-        "eval-compare",
-        "eval-share",
-        "eval-from-incident",
+        *EVAL_COMMANDS,
         "help",
     ]
     assert [c.name for c in LAB] == names

@@ -125,7 +125,7 @@ class ControlPlane:
         )  # fmt: skip
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
-        plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root)
+        plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact)
         if runtime is not None:
             runtime.actions.after_page_change = plane.deliver
             plane.agents = build_agents(

@@ -84,9 +84,22 @@ def redact_json(value: object, redactor: Redactor | None = None) -> object:
         return redact_assignments(text)
     if isinstance(value, Mapping):
         return {
-            str(k): (REDACTED if SECRET_KEY.search(str(k)) and v not in (None, "", False) else redact_json(v, redactor))
+            str(k): _secret_named(v, redactor) if SECRET_KEY.search(str(k)) else redact_json(v, redactor)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
         return [redact_json(v, redactor) for v in value]
     return value
+
+
+_NON_FINITE = ("NaN", "Infinity", "-Infinity")  # how JSON-minded code writes a float that JSON cannot
+
+
+def _secret_named(value: object, redactor: Redactor | None) -> object:
+    """What is under a secret-named key: its strings redacted whole; numbers and flags kept (a metric such as
+    ``tokens_per_s`` or a setting such as ``max_tokens`` holds no secret); nested objects read key by key."""
+    if isinstance(value, str):
+        return REDACTED if value and value not in _NON_FINITE else value
+    if isinstance(value, list | tuple):
+        return [_secret_named(v, redactor) for v in value]
+    return redact_json(value, redactor)

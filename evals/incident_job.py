@@ -29,6 +29,13 @@ ENV_JUDGE = "LABBOT_EVAL_JUDGE"
 MODEL = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*/[A-Za-z0-9][^\s]*")  # PROVIDER/MODEL, as inspect names models
 
 
+def check_incident_solver(solver: str) -> None:
+    """At launch: BadRequest unless ``solver`` is a form an incident suite takes. A plain ``agent`` is the job's
+    configured model (``$LABBOT_EVAL_MODEL`` where it runs), so it is resolved there, not here."""
+    if solver.strip() != "agent":
+        incident_model(solver, None)
+
+
 def incident_model(solver: str, default: str | None) -> str:
     """``agent:PROVIDER/MODEL``, ``PROVIDER/MODEL`` or ``agent`` (the configured default) as the model to ask."""
     text = solver.strip()

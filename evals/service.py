@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
 from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
@@ -270,9 +271,9 @@ class EvalService:
         job = EVAL_JOB
         params: dict[str, Any] = {"suite": suite_id_, "solver": solver}
         if INCIDENT_SUITE_ID.fullmatch(suite_id_):
-            from labbot.evals.incident_job import incident_model
+            from labbot.evals.incident_job import check_incident_solver
 
-            incident_model(solver, "configured")  # BadRequest naming what an incident suite accepts
+            check_incident_solver(solver)  # BadRequest naming what an incident suite accepts
             job = EVAL_INCIDENTS_JOB
             if judge:
                 params["judge"] = judge
@@ -338,6 +339,18 @@ class EvalService:
                 "tasks (run both without --max-samples limits on which tasks, or with the same task list)"
             )
 
+        # an unjudged case (the judge unreachable or answering nonsense) counts as not passed in its run, but a
+        # judge's outage in one run says nothing about the solvers: such tasks are left out of the pairing
+        unjudged = sorted({str(s["task"]) for doc in (a, b) for s in doc["samples"] if s.get("verdict") == "unjudged"})
+        for task in unjudged:
+            verdicts_a.pop(task, None)
+            verdicts_b.pop(task, None)
+        if not verdicts_a:
+            raise BadRequest(
+                f"every task of {a['suite']} was unjudged in {run_a} or {run_b} (the judge model could not be asked "
+                "or gave no verdict): run them again with a judge that answers (--judge PROVIDER/MODEL)"
+            )
+
         def side(doc: dict[str, Any]) -> dict[str, Any]:
             keys = ("id", "solver", "pass_rate", "interval", "untrusted")
             return {k: doc.get(k) for k in keys}
@@ -347,6 +360,7 @@ class EvalService:
             "a": side(a),
             "b": side(b),
             "untrusted": bool(a.get("untrusted") or b.get("untrusted")),
+            "unjudged_left_out": unjudged,
             **compare(verdicts_a, verdicts_b).to_json(),
         }
 
@@ -424,7 +438,7 @@ def _unpack(archive: IO[bytes], dest: Path) -> None:
             for member in tar:
                 total += max(member.size, 0)
                 if total > MAX_SUITE_BYTES:
-                    raise BadRequest(f"the suite unpacks to more than {MAX_SUITE_BYTES >> 20} MiB")
+                    raise BadRequest(f"the suite unpacks to more than {format_bytes(MAX_SUITE_BYTES)}")
             tar.extractall(dest, filter="data")
     except (tarfile.TarError, EOFError, OSError) as e:
         shutil.rmtree(dest, ignore_errors=True)

@@ -96,6 +96,8 @@ def paged_run(evals: EvalService, *, page_id: str = "pq3x7k", resolved: bool = T
         for step in range(1, 41):
             at = PAGED_AT - timedelta(seconds=(41 - step) * 10)
             s.add(MetricPoint(run_id="r1hung", attempt=1, step=step, name="loss", value=3.0 - step / 40, ts=at))
+            # a metric whose name sounds like a secret: its numbers are no secret (redacted, they broke the case)
+            s.add(MetricPoint(run_id="r1hung", attempt=1, step=step, name="tokens_per_s", value=3400.0, ts=at))
         s.add(MetricPoint(run_id="r1hung", attempt=1, step=41, name="loss", value=0.1, ts=PAGED_AT + timedelta(1)))
         s.add(AgentSession(id="sess1", role="babysitter", owner="labbot", run_id="r1hung", created_at=PAGED_AT))
         s.flush()  # the run and the session before the rows that point at them

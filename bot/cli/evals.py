@@ -266,12 +266,18 @@ def results_text(doc: dict[str, Any]) -> str:
             seconds, tokens = s.get("time_s"), s.get("tokens")
             rows.append([
                 s["task"],
-                "pass" if s["passed"] else "fail",
+                "pass" if s["passed"] else "unjudged" if s.get("verdict") == "unjudged" else "fail",
                 format_duration(seconds) if isinstance(seconds, int | float) else "",
                 f"{tokens:,}" if isinstance(tokens, int) and tokens else "",
                 output.splitlines()[-1][:60] if output else "",
             ])  # fmt: skip
         lines.append(render.table(["task", "result", "time", "tokens", "last line of the solver's output"], rows))
+        unjudged = sum(1 for s in samples if s.get("verdict") == "unjudged")
+        if unjudged:
+            lines.append(
+                f"{unjudged} of {len(samples)} cases unjudged (the judge model could not be asked or gave no verdict):"
+                " counted as not passed; run the suite again with a judge that answers (--judge PROVIDER/MODEL)"
+            )
     elif doc["status"] not in TERMINAL:
         lines.append(f"running: {_progress(doc)}")
     return "\n".join(lines)
@@ -292,6 +298,12 @@ def comparison_text(doc: dict[str, Any]) -> str:
         f"(unpaired it would be {unpaired[0]:+.0%} to {unpaired[1]:+.0%})",
         f"both passed {doc['both']}, only A {doc['only_a']}, only B {doc['only_b']}, neither {doc['neither']}",
     ]
+    left_out = doc.get("unjudged_left_out") or []
+    if left_out:
+        lines.append(
+            f"left out: {len(left_out)} task{'s' if len(left_out) != 1 else ''} the judge gave no verdict on in one "
+            f"of the runs ({', '.join(left_out[:5])}{' …' if len(left_out) > 5 else ''})"
+        )
     if doc["verdict"] == "no difference the suite can show":
         lines.append("verdict: the interval includes zero — this suite cannot tell them apart (more tasks would)")
     else:

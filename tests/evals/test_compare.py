@@ -12,6 +12,7 @@ from eval_services import task_ids as tasks
 from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
+from labbot.bot.cli.evals import comparison_text, results_text
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.evals.service import EvalService, pack
 from labbot.training.telemetry_store import TelemetryStore
@@ -48,6 +49,29 @@ def test_two_solvers_on_the_same_tasks_are_compared_paired(evals: EvalService, s
     assert c["a"]["solver"] == "agent:x/strong" and c["a"]["interval"] == [0.4810, 0.8545]
     same = finished(evals, suite, "agent:x/again", {t: i < 14 for i, t in enumerate(tasks())})
     assert evals.compare(a, same)["verdict"] == "no difference the suite can show"
+
+
+def test_tasks_a_judge_left_unjudged_are_not_counted_against_a_solver(evals: EvalService, suite: str) -> None:
+    """A judge outage in one run: its unjudged cases are not passes there, and they are left out of the pairing, so
+    the outage never reads as "A is better"; the results table says unjudged, not fail."""
+    a = finished(evals, suite, "agent:x/one", dict.fromkeys(tasks(), True))
+
+    def sample(task: str, i: int) -> dict[str, object]:
+        judged = i < 5
+        return {"task": task, "passed": judged, "verdict": "correct" if judged else "unjudged", "output": ""}
+
+    outage = [sample(t, i) for i, t in enumerate(tasks())]
+    b = finished(evals, suite, "agent:x/two", dict.fromkeys(tasks(), False), samples=outage, unjudged=15)
+    c = evals.compare(a, b)
+    assert c["tasks"] == 5 and c["unjudged_left_out"] == sorted(tasks()[5:])
+    assert c["verdict"] == "no difference the suite can show"
+    assert "left out: 15 tasks the judge gave no verdict on" in comparison_text(c)
+    shown = results_text(evals.results(b))
+    assert "unjudged" in shown and "15 of 20 cases unjudged" in shown
+    none_judged = [{**sample(t, 99), "passed": False} for t in tasks()]
+    c2 = finished(evals, suite, "agent:x/three", dict.fromkeys(tasks(), False), samples=none_judged)
+    with pytest.raises(BadRequest, match=r"every task .* was unjudged"):
+        evals.compare(a, c2)
 
 
 def test_comparisons_that_mean_nothing_are_refused_with_what_differs(

@@ -40,6 +40,7 @@ def test_a_resolved_page_with_its_cause_becomes_a_redacted_case_in_a_suite(evals
     assert case["page"]["kind"] == "hung" and case["page"]["detail"] == {"phase": "data"}
     assert case["run"]["job"] == "tiny-lm" and case["run"]["params"]["steps"] == 1000
     assert [p[0] for p in case["metrics"]["loss"]][-1] == 40  # what labbot saw at page time, not after
+    assert case["metrics"]["tokens_per_s"][-1] == [40, 3400.0]  # a metric named like a secret keeps its numbers
     assert [c["tool"] for c in case["context"]] == ["datadog__search_logs"]
     assert "queue full" in case["context"][0]["result"]
     assert "My diagnosis" not in json.dumps(case)  # the babysitter's own conclusion is not handed over
@@ -48,6 +49,7 @@ def test_a_resolved_page_with_its_cause_becomes_a_redacted_case_in_a_suite(evals
         assert secret not in text, secret
     assert "WANDB_API_KEY=[redacted]" in case["log_tail"] and "worker 3 waiting" in case["log_tail"]
     assert CAUSE not in case_prompt(case)  # the model is not shown the answer
+    assert "tokens_per_s" in case_prompt(case)
 
     assert suite["suite"].startswith("incidents-") and suite["tasks"] == 1
     assert suite["suite"] in [s["suite"] for s in evals.suites()]
@@ -170,6 +172,8 @@ def test_an_incident_suite_is_run_by_a_model_as_a_labbot_run(evals: EvalService)
     assert run["job"] == "eval-incidents"
     assert run["params"] == {"suite": suite, "solver": "agent:anthropic/claude-x", "judge": "anthropic/claude-judge"}
     assert evals.results(run["id"])["suite"] == suite
+    plain = evals.launch(suite, solver="agent", owner="alice")  # the job's configured model, resolved where it runs
+    assert plain["job"] == "eval-incidents" and plain["params"]["solver"] == "agent"
     assert incident_model("agent", "anthropic/default") == "anthropic/default"
     assert incident_model("openai/gpt-x", None) == "openai/gpt-x"
     with pytest.raises(BadRequest, match="needs a default model"):

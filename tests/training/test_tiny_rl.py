@@ -8,15 +8,17 @@ gate threshold that any model passes: the gate has tests of its own).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import torch
 from support import telemetry_receiver
 
+from labbot.training.jobs import tiny_rl
 from labbot.training.jobs.tiny_rl import (
     END,
     STOI,
@@ -34,6 +36,7 @@ from labbot.training.jobs.tiny_rl import (
     flagged_advantages,
     grpo_advantages,
     hint_gate,
+    is_stale,
     main,
     make_hint,
     make_problem,
@@ -58,6 +61,7 @@ STEP_METRICS = {
     "tokens_per_s",
     "stale_dropped",
     "rollout_lag",
+    "rollout_worker_failures",
 }
 
 
@@ -338,6 +342,25 @@ def test_nan_at_step_reports_nan_from_that_step_and_keeps_running(ckpt_dir: Path
     assert all(math.isnan(rec.metrics[s]["loss"]) for s in (3, 4))
 
 
+def test_hang_at_step_stops_after_that_step_on_the_first_attempt_only(
+    ckpt_dir: Path, warm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Hung(Exception):
+        pass
+
+    def hang(step: int) -> NoReturn:  # the real one sleeps forever (the e2e tests page it as hung)
+        raise Hung(step)
+
+    monkeypatch.setattr(tiny_rl, "_hang_forever", hang)
+    rec = Recorder()
+    monkeypatch.setenv("LABBOT_ATTEMPT", "1")
+    with pytest.raises(Hung):
+        train(tiny(warm_dir, steps=4, hang_at_step=2), checkpoint_dir=tmp_path / "a1", on_step=rec)
+    assert sorted(rec.metrics) == [1, 2]  # step 2 reported, then nothing more
+    monkeypatch.setenv("LABBOT_ATTEMPT", "2")  # a restart: the fault is not injected again
+    assert train(tiny(warm_dir, steps=4, hang_at_step=2), checkpoint_dir=tmp_path / "a2")["final_step"] == 4
+
+
 # ----------------------------------------------------------------------------- config and command line
 
 
@@ -394,13 +417,28 @@ def test_ray_workers_never_train_on_stale_rollouts_and_survive_a_killed_actor(
 ) -> None:
     import ray
 
+    from ray.exceptions import ActorUnavailableError
+
     actors: list[Any] = []
     rec = Recorder()
+    pids: dict[str, int] = {}
+
+    def pid_once_up(actor: Any) -> int:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                return int(ray.get(actor.pid.remote(), timeout=60))
+            except ActorUnavailableError:  # still being restarted
+                assert time.monotonic() < deadline, "the killed rollout actor never came back"
+                time.sleep(0.2)
 
     def kill_one(step: int, metrics: dict[str, float]) -> None:
         rec(step, metrics)
         if step == 3:
+            pids["before"] = ray.get(actors[0].pid.remote(), timeout=60)
             ray.kill(actors[0], no_restart=False)  # Ray restarts it (worker_restarts); the run must carry on
+        if step == 6:
+            pids["after"] = pid_once_up(actors[0])  # the same handle, a new process
 
     summary = train(
         tiny(warm_dir, steps=6, num_rollout_workers=2, eval_every=3),
@@ -408,7 +446,13 @@ def test_ray_workers_never_train_on_stale_rollouts_and_survive_a_killed_actor(
         on_workers=actors.extend,
     )
     assert summary["final_step"] == 6 and sorted(rec.metrics) == list(range(1, 7))
+    assert pids["after"] != pids["before"]  # the kill took: Ray restarted the actor, and the run went on
     assert summary["max_rollout_lag"] <= 1
     assert all(m["rollout_lag"] <= 1 for m in rec.metrics.values())
-    assert rec.metrics[6]["stale_dropped"] == summary["stale_dropped"] >= 0
+    assert rec.metrics[6]["stale_dropped"] == summary["stale_dropped"]
+    assert rec.metrics[6]["rollout_worker_failures"] <= 2  # a request in flight at the kill is asked again
     assert summary["generations"] == 6 * 16
+
+
+def test_a_batch_more_than_one_version_behind_the_learner_is_stale() -> None:
+    assert [is_stale(5, v) for v in (5, 4, 3, 0)] == [False, False, True, True]

@@ -59,8 +59,9 @@ the warm-up cache. On start the job resumes RL from the newest readable checkpoi
 
 Telemetry every RL step (``labbot_client.telemetry``): ``loss``, ``reward``, ``frac_reward_zero_std``, ``entropy``,
 ``kl`` (to the frozen warm-up model), ``generations``, ``sd_adv_flagged``, ``sd_adv_unflagged``, ``tokens_per_s``,
-``stale_dropped``, ``rollout_lag``; ``pass_rate`` (held-out greedy exact match) every ``eval_every`` steps, at the
-last step and at step 0 (the warm-up model); every checkpoint; and the phase (warmup, rollout, learn, eval).
+``stale_dropped``, ``rollout_lag``, ``rollout_worker_failures``; ``pass_rate`` (held-out greedy exact match) every
+``eval_every`` steps, at the last step and at step 0 (the warm-up model); every checkpoint; and the phase (warmup,
+rollout, learn, eval).
 
 Fault injection, each ONLY when ``LABBOT_ATTEMPT`` is 1: ``hang_at_step``, ``crash_at_step``, ``nan_at_step`` as in
 tiny-lm; ``reward_stuck_at_step N``: from step N every reward is 0 (hints still come from the verifier), so every
@@ -70,8 +71,9 @@ near-zero temperature), so the sampling entropy drops to about 0.
 Scale-out: ``num_rollout_workers N`` (N > 0) starts N Ray actors that generate and verify rollouts while the learner
 trains. Weights go through the object store (``ray.put``) after every learner step with a version number; each batch
 carries the version it was generated with and the learner drops batches more than one version old (counted in
-``stale_dropped``). An actor that dies is restarted by Ray (``worker_restarts``) and asked again; the other keeps
-working. ``ray`` is imported only on that path, and the job connects with ``ray.init()`` as tiny-lm does.
+``stale_dropped``). An actor that dies is restarted by Ray (``worker_restarts``) and asked again
+(``rollout_worker_failures``); the other keeps working. ``ray`` is imported only on that path, and the job connects
+with ``ray.init()`` as tiny-lm does.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 import random
 import signal
 import sys
@@ -962,6 +965,7 @@ def _train(
                 tokens_per_s=n_samples * cfg.answer_len / max(gen_time, 1e-9),
                 stale_dropped=float(stale_dropped),
                 rollout_lag=float(lag),
+                rollout_worker_failures=float(source.failures),
             )
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 telemetry.phase("eval")
@@ -1026,6 +1030,8 @@ def _faults(cfg: TinyRLConfig, job: JobEnv, step: int) -> tuple[bool, bool]:
 
 
 class RolloutSource:
+    failures = 0  # rollout workers that died mid-request (and were asked again)
+
     def next(self, step: int, version: int) -> tuple[Rollout, int]:
         """A batch no more than one version old for learner ``step``, and how many stale ones were dropped."""
         raise NotImplementedError
@@ -1072,6 +1078,18 @@ class RolloutWorker:
             self.version = version
         return generate_rollout(self.model, self.cfg, self.rng, version=version, reward_stuck=stuck, collapse=collapse)
 
+    def pid(self) -> int:
+        """The process this actor runs in (a restarted actor has a new one)."""
+        return os.getpid()
+
+
+RESTARTING_RETRY_S = 0.2  # how soon a rollout actor that Ray is restarting is asked again
+
+
+def is_stale(learner_version: int, batch_version: int) -> bool:
+    """A batch sampled with weights more than one version behind the learner's: never trained on."""
+    return learner_version - batch_version > 1
+
 
 class RayRollouts(RolloutSource):
     """N rollout actors, one request in flight each; weights through the object store, tagged with a version."""
@@ -1112,7 +1130,7 @@ class RayRollouts(RolloutSource):
         self.pending[ref] = i
 
     def next(self, step: int, version: int) -> tuple[Rollout, int]:
-        from ray.exceptions import RayActorError
+        from ray.exceptions import ActorUnavailableError, RayActorError
 
         self.step = step
         dropped = 0
@@ -1121,6 +1139,10 @@ class RayRollouts(RolloutSource):
             i = self.pending.pop(done[0])
             try:
                 batch: Rollout = self.ray.get(done[0])
+            except ActorUnavailableError:  # being restarted by Ray: not another death; ask it again shortly
+                time.sleep(RESTARTING_RETRY_S)
+                self._request(i)
+                continue
             except RayActorError as e:  # died mid-request: Ray restarts it (up to worker_restarts times); ask again
                 self.failures += 1
                 if self.failures > self.cfg.worker_restarts * len(self.actors) + len(self.actors):
@@ -1128,7 +1150,7 @@ class RayRollouts(RolloutSource):
                 print(f"rollout worker {i} died ({type(e).__name__}); asking it again", flush=True)
                 self._request(i)
                 continue
-            if version - batch.version > 1:
+            if is_stale(version, batch.version):
                 dropped += 1  # never train on a rollout more than one version old
                 self._request(i)
                 continue

@@ -28,6 +28,7 @@ from typing import Any
 from _harness import control_plane, median, report
 
 from labbot.training.jobs.tiny_rl import TinyRLConfig, load_or_warmup, train
+from labbot.training.monitoring import RL_METRICS, RL_WINDOW, Thresholds, rl_findings
 
 ALGOS = ("grpo", "sdpo", "blend")
 TELEMETRY_ENV = ("LABBOT_CONTROL_URL", "LABBOT_RUN_ID", "LABBOT_TELEMETRY_TOKEN", "LABBOT_ATTEMPT")
@@ -45,7 +46,22 @@ def run(cfg: TinyRLConfig, env: dict[str, str] | None = None) -> dict[str, Any]:
     for name in ("sd_adv_flagged", "sd_adv_unflagged", "frac_reward_zero_std", "kl"):
         values = [m[name] for m in steps if name in m]
         out[f"mean_{name}"] = sum(values) / len(values) if values else float("nan")
+    out["rl_pages"] = would_page(steps)
     return out
+
+
+def would_page(steps: list[dict[str, float]]) -> list[str]:
+    """The RL conditions the watchdog would have paged on this (healthy) run with its default thresholds: its rules
+    replayed on the trailing window after every step; each kind once, with the first step it held."""
+    window: dict[str, list[float]] = {}
+    first: dict[str, int] = {}
+    for i, metrics in enumerate(steps, start=1):
+        for name, key in RL_METRICS.items():
+            if name in metrics:
+                window[key] = [*window.get(key, []), float(metrics[name])][-RL_WINDOW:]
+        for finding in rl_findings(window, Thresholds()):
+            first.setdefault(finding.kind, i)
+    return [f"{kind}@{step}" for kind, step in first.items()]
 
 
 def to_target(summary: dict[str, Any], target: float) -> int | None:
@@ -87,6 +103,7 @@ def main() -> None:
         final: dict[str, list[float]] = {k: [] for k in ALGOS}
         missed: dict[str, int] = {k: 0 for k in ALGOS}
         signals: dict[str, list[float]] = {"flagged": [], "unflagged": [], "zero_std": []}
+        false_pages: list[str] = []
         warm_pass = None
         for seed in range(a.seeds):
             for algo in ALGOS:
@@ -100,6 +117,7 @@ def main() -> None:
                 signals["flagged"].append(s["mean_sd_adv_flagged"])
                 signals["unflagged"].append(s["mean_sd_adv_unflagged"])
                 signals["zero_std"].append(s["mean_frac_reward_zero_std"])
+                false_pages += [f"{algo} seed {seed}: {p}" for p in s["rl_pages"]]
                 print(f"seed {seed} {algo:<5}: pass rate {s['final_pass_rate']:.3f}, to target {g or '-'}", flush=True)
         print(f"\nwarm-up pass rate {warm_pass:.3f}; target {a.target}; budget {budget} generations ({a.steps} steps)")
         print(f"{'algo':<7}{'generations to target':>34}{'pass rate at budget':>30}")
@@ -109,6 +127,10 @@ def main() -> None:
         print(
             f"per run means: sd_adv_flagged {spread(signals['flagged'])}, sd_adv_unflagged "
             f"{spread(signals['unflagged'])}, frac_reward_zero_std {spread(signals['zero_std'])}"
+        )
+        print(
+            f"RL pages the watchdog would send on these {a.seeds * len(ALGOS)} healthy runs (default thresholds): "
+            + (", ".join(false_pages) if false_pages else "none")
         )
         ratio = median(gens["sdpo"]) / median(gens["grpo"])
         print(f"SDPO/GRPO generations to target: {ratio:.3f} (aim <= 0.5; a missed run counts as the budget)")
@@ -157,6 +179,7 @@ def main() -> None:
             "warmup_pass_rate": warm_pass,
             "generations_to_target": {k: {"median": median(v), "min": min(v), "max": max(v)} for k, v in gens.items()},
             "missed_target": missed,
+            "false_rl_pages": false_pages,
             "sd_adv_flagged": median(signals["flagged"]),
             "sd_adv_unflagged": median(signals["unflagged"]),
             "frac_reward_zero_std": median(signals["zero_std"]),

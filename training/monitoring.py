@@ -164,14 +164,19 @@ def evaluate(state: RunState, now: datetime) -> list[Finding]:
             found[DIVERGED] = diverged
         rl = state.vitals.get("rl")
         if isinstance(rl, Mapping) and rl:
-            for rule in (_no_signal, _entropy_collapse, _kl_blowup):
-                finding = rule(rl, th)
-                if finding is not None:
-                    found[finding.kind] = finding
+            for finding in rl_findings(rl, th):
+                found[finding.kind] = finding
     out = [found[kind] for kind in KINDS if kind in found]
     if state.alerts and state.status not in TERMINAL_STATUSES:
         out += _alerts(state, now)
     return out
+
+
+def rl_findings(rl: Mapping[str, Any], th: Thresholds) -> list[Finding]:
+    """The RL conditions (``no_signal``, ``entropy_collapse``, ``kl_blowup``) of a run's trailing RL window: each
+    key of :data:`RL_METRICS`'s values mapped to the run's latest values of that metric, oldest first."""
+    found = (rule(rl, th) for rule in (_no_signal, _entropy_collapse, _kl_blowup))
+    return [f for f in found if f is not None]
 
 
 def missing_alert_metrics(state: RunState, now: datetime) -> list[Alert]:

@@ -25,6 +25,7 @@ from labbot.training.monitoring import (
     evaluate,
     missing_alert_metrics,
     observe,
+    rl_findings,
 )
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
@@ -184,3 +185,11 @@ def test_an_alert_on_a_metric_never_reported_is_missing_after_a_while(reported: 
     assert missing_alert_metrics(state, at(599)) == []
     assert missing_alert_metrics(state, at(600)) == ([] if reported else list(alerts))
     assert missing_alert_metrics(dataclasses.replace(state, status="stopped"), at(600)) == []
+
+
+def test_rl_findings_judge_a_bare_window_as_the_watchdog_does() -> None:
+    """What benchmarks/rl_feedback.py replays on healthy runs: the same rules the watchdog applies to vitals."""
+    healthy = {"entropy": [0.9, 0.8, 0.85, 0.7], "zero_std": [0.2, 0.4, 0.3], "reward": [0.1, 0.3, 0.5], "kl": [0.0]}
+    assert rl_findings(healthy, Thresholds()) == []
+    collapsed = {**healthy, "entropy": [0.9, 0.8, 0.01, 0.005, 0.004]}
+    assert [f.kind for f in rl_findings(collapsed, Thresholds())] == ["entropy_collapse"]

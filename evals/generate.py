@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
 from labbot.evals import venvs
 from labbot.evals.coverage_map import Covered, map_functions, run_with_coverage
@@ -329,7 +330,7 @@ def _check_collected(run: TestRun, repo_name: str) -> None:
     result = run.result
     if result.timed_out:
         raise BadRequest(
-            f"the tests of {repo_name} did not finish within {result.duration_s:.0f} s in the sandbox: "
+            f"the tests of {repo_name} did not finish within {format_duration(result.duration_s)} in the sandbox: "
             f"generate needs a suite that runs in that time. pytest's output ended with:\n{_tail(result)}"
         )
     if result.returncode == 5 or (result.returncode == 0 and not run.outcomes):
@@ -451,7 +452,7 @@ def _validate(
         # (a 1,000-file repository: 8.4 s with its 500 test files named, 1.3 s without)
         run = run_tests(replace(spec, workspace=work), () if whole else ids, timeout_s=timeout_s, test_roots=test_roots)
     if run.result.timed_out:
-        return _Attempt(None, text, f"its tests did not finish within {timeout_s:.0f} s with it deleted")
+        return _Attempt(None, text, f"its tests did not finish within {format_duration(timeout_s)} with it deleted")
     failing = run.failing(ids)
     if not failing:
         return _Attempt(None, text, "no test fails with it deleted")
@@ -577,7 +578,7 @@ def _generate(
                 f"none of the tests of {name} pass (reliably) on the original commit, so no deletion can be told "
                 f"from the original: fix them first. pytest's output ended with:\n{_tail(second.result)}"
             )
-        say(f"{len(base.stable)} tests pass on the original, twice ({base.duration_s:.1f} s a run)")
+        say(f"{len(base.stable)} tests pass on the original, twice ({format_duration(base.duration_s)} a run)")
 
         covered = [replace(c, tests=c.tests & base.stable) for c in map_functions(tree, cov)]
         candidates = [c for c in covered if c.tests and c.symbol.deletable and not c.symbol.abstract]

@@ -36,6 +36,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
 from labbot.evals.generate import default_cache
 from labbot.evals.isolation import IsolationReport
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def on_isolation(report: IsolationReport) -> None:
         phases["battery"] = time.monotonic() - started
-        print(f"{report.headline()} (isolation battery: {phases['battery']:.1f} s)", flush=True)
+        print(f"{report.headline()} (isolation battery: {format_duration(phases['battery'])})", flush=True)
         for p in report.failed():
             print(f"  open: [{p.category}] {p.name}: {p.evidence[:300]}", flush=True)
         telemetry.log(0, isolation_score=report.score, probes_failed=len(report.failed()))

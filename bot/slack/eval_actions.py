@@ -22,6 +22,7 @@ from labbot.bot.commands import Parsed
 from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
+from labbot.common.humanize import format_bytes
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -147,7 +148,9 @@ class EvalActions:
         if not log_name or not path.is_file() or path.suffix != ".eval":
             return 0
         if path.stat().st_size > MAX_LOG_UPLOAD:
-            text = f"the .eval log is {path.stat().st_size >> 20} MiB: too big for Slack; it is in the artifact store"
+            text = (
+                f"the .eval log is {format_bytes(path.stat().st_size)}: too big for Slack; it is in the artifact store"
+            )
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
             return 1
         data = await to_thread.run_sync(path.read_bytes)

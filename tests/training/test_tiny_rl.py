@@ -416,7 +416,6 @@ def test_ray_workers_never_train_on_stale_rollouts_and_survive_a_killed_actor(
     ckpt_dir: Path, warm_dir: Path, local_ray: None
 ) -> None:
     import ray
-
     from ray.exceptions import ActorUnavailableError
 
     actors: list[Any] = []

@@ -14,10 +14,11 @@ Runs on a worker thread (blocking DB and Ray calls); the server's scheduler call
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -234,6 +235,7 @@ class Watchdog:
         findings = self._maybe_restart(s, run, findings, now, report, was_terminal=was_terminal)
         report.findings += len(findings)
         self._mark_stalled(run, findings)
+        findings = self._with_page_time_logs(run, job, incidents, findings)
         self.pager.judge(s, run, incidents, findings, now)
         for inc in incidents.values():
             self.pager.escalate(s, run, inc, now)
@@ -357,6 +359,22 @@ class Watchdog:
         )
         return [f for f in findings if f.kind not in RESTARTABLE]
 
+    def _with_page_time_logs(
+        self, run: Run, job: RayJob | None, incidents: Mapping[str, Incident], findings: list[Finding]
+    ) -> list[Finding]:
+        """A condition about to page (not active yet) carries the job's log tail as it is now: what the page shows,
+        and what an eval case made from the page later is frozen with (the logs go on after the page)."""
+        if job is None:
+            return findings
+        out = []
+        for f in findings:
+            inc = incidents.get(f.condition)
+            opening = inc is None or not inc.condition_active
+            if opening and f.severity == PAGE and "log_tail" not in f.detail:
+                f = self._with_log_tail(run, f)
+            out.append(f)
+        return out
+
     def _with_log_tail(self, run: Run, finding: Finding) -> Finding:
         """Ray's error type is in the finding already; the last lines of the job's log say what happened."""
         sid = submission_id(run.id, run.attempt)
@@ -365,7 +383,7 @@ class Watchdog:
         except LabbotError:
             return finding
         tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])[-2500:]
-        return Finding(finding.kind, finding.severity, finding.summary, {**finding.detail, "log_tail": tail})
+        return dataclasses.replace(finding, detail={**finding.detail, "log_tail": tail})
 
     def _submit_restart(self, run_id: str) -> None:
         try:

@@ -135,3 +135,38 @@ def test_a_restart_submitted_before_a_crash_is_picked_up_not_repeated(tmp_path: 
     wait_for(running, timeout=30, interval=0.3, what="the restarted attempt picked up as running")
     service.stop(run_id)
     assert service.get(run_id)["status"] == "stopped"
+
+
+TALKER = {
+    "talker": {
+        "entrypoint": (
+            "python -c \"print('worker 3: waiting on the shm queue', flush=True); import time; time.sleep(120)\""
+        ),
+        "description": "says one line, then does nothing",
+    }
+}
+
+
+def test_a_page_carries_the_jobs_log_tail_as_it_was_when_it_paged(tmp_path: Path, ray_head: RayConnection) -> None:
+    """Not only failures: a silent (or hung, NaN, alert) page keeps the log tail of the moment it paged, which the page
+    shows and an eval case made from it later is frozen with, though the job's log goes on."""
+    service = make_service(tmp_path, ray_head, TALKER)
+    run_id = service.launch(LaunchRequest(job="talker", owner="U0ALICE001")).run["id"]
+    try:
+        wait_for(
+            lambda: "worker 3" in service.launcher.logs(submission_id(run_id, 1)),
+            timeout=60,
+            interval=0.3,
+            what="the job's first line in its log",
+        )
+        clock = Clock(datetime.now(UTC) + timedelta(hours=1))  # an hour without telemetry
+        dog = _watchdog(service, clock)
+        dog.tick()
+        [page] = _incidents(service)
+        assert page.kind == "silent" and "worker 3: waiting on the shm queue" in page.detail["log_tail"]
+        clock.now += timedelta(minutes=1)
+        dog.tick()  # the page stays open: it keeps the tail it was opened with
+        [again] = _incidents(service)
+        assert again.id == page.id and again.detail == page.detail
+    finally:
+        service.stop(run_id)

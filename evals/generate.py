@@ -61,6 +61,8 @@ from labbot.evals.testrun import TestRun, run_tests
 Progress = Callable[[str], None]
 Rewrite = Callable[[str], str]
 DeletionMode = Literal["body", "function", "mixed"]
+Prefer = Literal["any", "deep"]
+MAX_DELETIONS = 5  # features deleted in one task, at most
 PREFERRED_MAX_TESTS = 25  # a feature most of the suite runs through makes a vague task
 NON_TRIVIAL_SIZE = 10  # AST nodes in the body below which there is little to restore (``return self._x``)
 STATEMENT_TESTS = 20  # failing tests named in a statement
@@ -275,18 +277,41 @@ def materialise_task(archive: bytes, dest: Path, path: str, text: str, message: 
 # --- the statement -----------------------------------------------------------------------------------------------
 
 
-def statement(path: str, covered: Covered, deletion: Deletion, failing: Sequence[str]) -> str:
-    """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail."""
+def _what(covered: Covered) -> str:
+    owner, _, name = covered.symbol.qualname.rpartition(".")
+    return f"method `{name}` of class `{owner}`" if owner else f"function `{name}`"
+
+
+def _described(covered: Covered) -> list[str]:
     sym = covered.symbol
-    owner, _, name = sym.qualname.rpartition(".")
-    what = f"method `{name}` of class `{owner}`" if owner else f"function `{name}`"
-    if deletion == "body":
-        head = f"The body of the {what} in `{path}` is missing (it raises NotImplementedError). Implement it."
-    else:
-        head = f"The {what} has been removed from `{path}`. Add it back."
-    lines = [head, "", "Signature:", *(f"    @{d}" for d in sym.decorators), f"    {sym.signature}"]
+    lines = ["Signature:", *(f"    @{d}" for d in sym.decorators), f"    {sym.signature}"]
     if sym.docstring:
         lines += ["", "Docstring:", textwrap.indent(sym.docstring, "    ")]
+    return lines
+
+
+def statement(path: str, covered: Covered | Sequence[Covered], deletion: Deletion, failing: Sequence[str]) -> str:
+    """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail; for a
+    task that deleted several features of the file, each of them."""
+    group = [covered] if isinstance(covered, Covered) else list(covered)
+    if len(group) == 1:
+        what = _what(group[0])
+        if deletion == "body":
+            head = f"The body of the {what} in `{path}` is missing (it raises NotImplementedError). Implement it."
+        else:
+            head = f"The {what} has been removed from `{path}`. Add it back."
+        lines = [head, "", *_described(group[0])]
+    else:
+        if deletion == "body":
+            head = (
+                f"The bodies of {len(group)} functions in `{path}` are missing (each raises NotImplementedError). "
+                "Implement all of them."
+            )
+        else:
+            head = f"{len(group)} functions have been removed from `{path}`. Add all of them back."
+        lines = [head]
+        for i, c in enumerate(group, start=1):
+            lines += ["", f"{i}. The {_what(c)}", *textwrap.indent("\n".join(_described(c)), "   ").splitlines()]
     lines += ["", "These tests fail until it works:", *(f"- {t}" for t in failing[:STATEMENT_TESTS])]
     if len(failing) > STATEMENT_TESTS:
         lines.append(f"- … and {len(failing) - STATEMENT_TESTS} more")
@@ -377,17 +402,39 @@ def canary_for(commit: str, seed: int, tid: str) -> str:
     return "labbot-canary-" + hashlib.sha256(f"{commit}:{seed}:{tid}".encode()).hexdigest()[:24]
 
 
-def rank(candidates: list[Covered], seed: int) -> list[Covered]:
+def rank(candidates: list[Covered], seed: int, prefer: Prefer = "any") -> list[Covered]:
     """A seeded shuffle, then the preferred first: a body with something to restore, few covering tests, not run at
-    import."""
+    import. ``prefer="deep"`` (harder suites) then puts the largest bodies first: more to restore from the tests and
+    the docstring alone."""
     order = list(candidates)
     random.Random(seed).shuffle(order)
 
-    def tier(c: Covered) -> int:
+    def tier(c: Covered) -> tuple[int, int]:
         trivial = c.symbol.size < NON_TRIVIAL_SIZE
-        return 2 * c.at_import + (trivial or len(c.tests) > PREFERRED_MAX_TESTS)
+        return 2 * c.at_import + (
+            trivial or len(c.tests) > PREFERRED_MAX_TESTS
+        ), -c.symbol.size if prefer == "deep" else 0
 
     return sorted(order, key=tier)
+
+
+def partners(primary: Covered, ranked: Sequence[Covered], n: int) -> list[Covered]:
+    """``n`` more candidates of ``primary``'s file to delete with it, in ranked order: none nested in another of the
+    group (a method of a class is not deleted with the class's other members' bodies twice). Fewer when the file
+    has fewer."""
+    group = [primary]
+    for c in ranked:
+        if len(group) == n + 1:
+            break
+        if c.path != primary.path or any(_nested(c, g) for g in group):
+            continue
+        group.append(c)
+    return group[1:]
+
+
+def _nested(a: Covered, b: Covered) -> bool:
+    x, y = a.symbol.qualname, b.symbol.qualname
+    return x == y or x.startswith(y + ".") or y.startswith(x + ".")
 
 
 def _deletion_for(mode: DeletionMode, rng: random.Random) -> Deletion:
@@ -420,7 +467,7 @@ class _Attempt:
 
 
 def _validate(
-    covered: Covered,
+    group: Sequence[Covered],
     deletion: Deletion,
     *,
     source: Source,
@@ -433,16 +480,19 @@ def _validate(
     seed: int,
     timeout_s: float,
 ) -> _Attempt:
+    covered = group[0]
     path, sym = covered.path, covered.symbol
+    text = original
     try:
-        text = delete(original, sym.qualname, deletion, path)
+        for c in group:
+            text = delete(text, c.symbol.qualname, deletion, path)
     except BadRequest as exc:
         return _Attempt(None, "", exc.message)
-    whole = full or deletion == "function" or covered.at_import
+    whole = full or deletion == "function" or any(c.at_import for c in group)
     if whole:
         ids = sorted(base.stable)
     else:
-        files = {t.split("::", 1)[0] for t in covered.tests}
+        files = {t.split("::", 1)[0] for c in group for t in c.tests}
         ids = sorted(t for t in base.stable if t.split("::", 1)[0] in files)
     with tempfile.TemporaryDirectory(prefix="labbot-task-run-") as scratch:
         work = Path(scratch) / "work"
@@ -467,6 +517,7 @@ def _validate(
         fail_to_pass=failing,
         pass_to_pass=passing,
         canary=canary_for(source.commit, seed, tid),
+        also=[c.symbol.qualname for c in group[1:]],
     )
     return _Attempt(task, text, "")
 
@@ -480,6 +531,8 @@ def generate_suite(
     rewrite: Rewrite | None = None,
     progress: Progress | None = None,
     deletion: DeletionMode = "body",
+    deletions: int = 1,
+    prefer: Prefer = "any",
     cache: Path | None = None,
     extra_requirements: Sequence[str] = (),
     full_run_max_s: float = 20.0,
@@ -490,13 +543,19 @@ def generate_suite(
 
     ``rewrite`` (optional, e.g. a model) turns a task's plain statement into an issue a person would file;
     ``progress`` hears each step; ``deletion``: bodies replaced (Commit0-style), whole functions removed, or a
-    seeded mix; ``cache`` keeps wheels and venvs between suites (default :func:`default_cache`);
-    ``extra_requirements`` are installed beside what the repository declares (a test dependency it does not)."""
+    seeded mix; ``deletions``: how many features of one file each task deletes (harder with more); ``prefer``:
+    ``deep`` picks the largest bodies first; ``cache`` keeps wheels and venvs between suites (default
+    :func:`default_cache`); ``extra_requirements`` are installed beside what the repository declares (a test
+    dependency it does not)."""
     say = progress or _quiet
     if count < 1:
         raise BadRequest(f"--count must be at least 1 (got {count})")
     if deletion not in ("body", "function", "mixed"):
         raise BadRequest(f"unknown deletion {deletion!r}: body, function or mixed")
+    if not 1 <= deletions <= MAX_DELETIONS:
+        raise BadRequest(f"--deletions must be between 1 and {MAX_DELETIONS} features a task (got {deletions})")
+    if prefer not in ("any", "deep"):
+        raise BadRequest(f"unknown --prefer {prefer!r}: any or deep (the largest bodies first)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadRequest(f"{out} already exists and is not an empty folder: give a new folder for the suite")
     cache = cache or default_cache()
@@ -511,8 +570,9 @@ def generate_suite(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
+        shape = _Shape(deletion, deletions, prefer)
         suite = _generate(
-            source, staging, count, seed, rewrite, say, deletion, cache, extra_requirements, full_run_max_s, timeout_s
+            source, staging, count, seed, rewrite, say, shape, cache, extra_requirements, full_run_max_s, timeout_s
         )
         if out.exists():
             out.rmdir()
@@ -524,6 +584,15 @@ def generate_suite(
     return suite
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What each task deletes: bodies or functions (or a mix), how many features of one file, which first."""
+
+    mode: DeletionMode
+    deletions: int
+    prefer: Prefer
+
+
 def _generate(
     source: Source,
     staging: Path,
@@ -531,7 +600,7 @@ def _generate(
     seed: int,
     rewrite: Rewrite | None,
     say: Progress,
-    mode: DeletionMode,
+    shape: _Shape,
     cache: Path,
     extra_requirements: Sequence[str],
     full_run_max_s: float,
@@ -596,15 +665,23 @@ def _generate(
         tasks: list[EvalTask] = []
         texts: dict[str, str] = {}
         rejected: list[str] = []
-        for covered_fn in rank(candidates, seed):
+        ranked = rank(candidates, seed, shape.prefer)
+        for covered_fn in ranked:
             if len(tasks) == count:
                 break
-            deletion = _deletion_for(mode, rng)
+            deletion = _deletion_for(shape.mode, rng)
+            group = [covered_fn, *partners(covered_fn, ranked, shape.deletions - 1)]
+            where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
+            if len(group) < shape.deletions:
+                reason = f"its file has {len(group)} of the {shape.deletions} features a task deletes"
+                rejected.append(f"{where}: {reason}")
+                say(f"skipped {where} ({reason})")
+                continue
             tid = task_id(len(tasks) + 1, covered_fn.path, covered_fn.symbol.qualname)
             original = texts.get(covered_fn.path) or (tree / covered_fn.path).read_text()
             texts[covered_fn.path] = original
             attempt = _validate(
-                covered_fn,
+                group,
                 deletion,
                 source=source,
                 original=original,
@@ -616,12 +693,11 @@ def _generate(
                 seed=seed,
                 timeout_s=timeout_s,
             )
-            where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
             if attempt.task is None:
                 rejected.append(f"{where}: {attempt.reason}")
                 say(f"skipped {where} ({attempt.reason})")
                 continue
-            text = statement(covered_fn.path, covered_fn, deletion, attempt.task.fail_to_pass)
+            text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass)
             task = replace(attempt.task, statement=_rewritten(text, rewrite, say))
             materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
             tasks.append(task)
@@ -640,7 +716,10 @@ def _generate(
         extract(source.archive, original_tree)
         for task in tasks:
             file = original_tree / task.path
-            file.write_text(plant_canary(file.read_text(), task.symbol, task.canary, task.path))
+            text = file.read_text()
+            for symbol in task.symbols:
+                text = plant_canary(text, symbol, task.canary, task.path)
+            file.write_text(text)
 
         draft = Suite(
             id="",

@@ -1,6 +1,6 @@
 """The ``eval-generate`` job: a suite generated from the repository labbot serves, as a labbot run.
 
-    python -m labbot.evals.generate_job --count 10 --seed 0
+    python -m labbot.evals.generate_job --count 10 --seed 0 [--deletion function --deletions 2 --prefer deep]
 
 What an agent's ``generate_eval_suite`` tool starts (and ``/lab launch eval-generate count=5``). The repository is
 ``LABBOT_EVAL_SOURCE`` (the codebase root labbot serves, set by the control plane: an agent cannot name another
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -20,12 +21,16 @@ from pathlib import Path
 
 from labbot_client import telemetry
 
+TASK_MADE = re.compile(r"task (\d+)/\d+: ")  # the generator's line for each task made
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="labbot.evals.generate_job", description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--deletion", choices=("body", "function", "mixed"), default="body", help="what a task deletes")
+    p.add_argument("--deletions", type=int, default=1, help="features of one file each task deletes")
+    p.add_argument("--prefer", choices=("any", "deep"), default="any", help="deep: the largest bodies first")
     p.add_argument("--source", default=os.environ.get("LABBOT_EVAL_SOURCE"), help="the repository")
     p.add_argument("--suites", default=os.environ.get("LABBOT_EVAL_SUITES"), help="where suites are kept")
     a = p.parse_args(argv)
@@ -41,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     def progress(text: str) -> None:
         nonlocal done
         print(text, flush=True)
-        if text.startswith("task ") and " ok" in text:
-            done += 1
+        made = TASK_MADE.match(text)  # "task 3/10: t03-... (2 fail to pass, 40 pass to pass)"
+        if made:
+            done = int(made.group(1))
             if client is not None:
                 telemetry.log(done, tasks_done=float(done))
 
@@ -52,7 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp) / "suite"
         try:
             suite = generate_suite(
-                Path(a.source), out, count=a.count, seed=a.seed, progress=progress, deletion=a.deletion
+                Path(a.source),
+                out,
+                count=a.count,
+                seed=a.seed,
+                progress=progress,
+                deletion=a.deletion,
+                deletions=a.deletions,
+                prefer=a.prefer,
             )
         except LabbotError as e:
             print(f"eval-generate: {e.message}", file=sys.stderr)

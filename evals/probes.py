@@ -108,22 +108,25 @@ def needles(canaries: Sequence[str], original_code: Sequence[str] = (), *, works
 
 
 def deleted_source(original: Path, task: EvalTask) -> str:
-    """The source of the feature ``task`` deleted, as the suite's ``original/`` has it (canary included)."""
+    """The source of the features ``task`` deleted, as the suite's ``original/`` has it (canaries included)."""
     path = original / task.path
     try:
         source = path.read_text()
         tree = ast.parse(source)
     except (OSError, SyntaxError) as e:
         raise BadRequest(f"cannot read {task.path} of the suite's original for task {task.id}: {e}") from e
-    node: ast.AST = tree
-    for part in task.symbol.split("."):
-        body = getattr(node, "body", [])
-        found = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
-        match = next((n for n in found if n.name == part), None)
-        if match is None:
-            raise BadRequest(f"task {task.id}: {task.symbol} is not defined in the original {task.path}")
-        node = match
-    return ast.get_source_segment(source, node) or ""
+    parts = []
+    for symbol in task.symbols:
+        node: ast.AST = tree
+        for part in symbol.split("."):
+            body = getattr(node, "body", [])
+            found = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+            match = next((n for n in found if n.name == part), None)
+            if match is None:
+                raise BadRequest(f"task {task.id}: {symbol} is not defined in the original {task.path}")
+            node = match
+        parts.append(ast.get_source_segment(source, node) or "")
+    return "\n".join(parts)
 
 
 def task_needles(suite_folder: Path, task: EvalTask, workspace: Path) -> list[str]:

@@ -42,6 +42,12 @@ class EvalTask:
     fail_to_pass: list[str]  # pytest node ids that fail with the feature deleted and pass with it restored
     pass_to_pass: list[str]  # node ids that pass either way
     canary: str  # planted in the deleted feature in original/: seen anywhere a solver can read, the seal leaked
+    also: list[str] = field(default_factory=list)  # more symbols of the same file deleted in this task (harder suites)
+
+    @property
+    def symbols(self) -> list[str]:
+        """Every symbol this task deleted from ``path``: ``symbol`` first."""
+        return [self.symbol, *self.also]
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -121,7 +121,7 @@ def suite_task(
             id=t.id,
             input=t.statement,
             target="pass",
-            metadata={TASK_ID_KEY: t.id, "path": t.path, "symbol": t.symbol, "deletion": t.deletion},
+            metadata={TASK_ID_KEY: t.id, "path": t.path, "symbol": t.symbol, "also": t.also, "deletion": t.deletion},
         )
         for t in tasks
     ]

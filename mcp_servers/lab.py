@@ -380,11 +380,17 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             Literal["body", "function", "mixed"],
             Field(description="body: function bodies removed; function: whole functions (harder); mixed"),
         ] = "body",
+        deletions: Annotated[
+            int, Field(ge=1, le=5, description="features of one file each task deletes (a harder suite: 2 or 3)")
+        ] = 1,
+        prefer: Annotated[
+            Literal["any", "deep"], Field(description="deep: the largest function bodies first (a harder suite)")
+        ] = "any",
     ) -> str:
         """Generate an eval suite from the codebase labbot serves, as a labbot run of the eval-generate job (needs a
-        human's approval): functions its tests execute are deleted one per task, each task validated in a sandbox.
-        list_eval_suites shows the suite when the run has succeeded."""
-        params = {"count": count, "seed": seed, "deletion": deletion}
+        human's approval): functions its tests execute are deleted (``deletions`` of one file per task), each task
+        validated in a sandbox. list_eval_suites shows the suite when the run has succeeded."""
+        params = {"count": count, "seed": seed, "deletion": deletion, "deletions": deletions, "prefer": prefer}
         body = {"job": "eval-generate", "params": params, "owner": "agent"}
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"generating: {run_line(run)}"

@@ -131,12 +131,14 @@ EVAL_GENERATE = JobSpec(
     name="eval-generate",
     description="an eval suite generated from the codebase labbot serves (delete-and-restore tasks, validated)",
     entrypoint="python -m labbot.evals.generate_job",
-    params={"count": 10, "seed": 0, "deletion": "body"},
+    params={"count": 10, "seed": 0, "deletion": "body", "deletions": 1, "prefer": "any"},
     checks={
         "count": ParamCheck(min=1, max=500),
         "seed": ParamCheck(min=0),
         # body: function bodies removed (Commit0-style); function: whole functions (harder: the signature is gone too)
         "deletion": ParamCheck(choices=("body", "function", "mixed")),
+        "deletions": ParamCheck(min=1, max=5),  # features of one file each task deletes (harder with more)
+        "prefer": ParamCheck(choices=("any", "deep")),  # deep: the largest bodies first
     },
     stall_after=1800,  # one coverage run of the repository's whole test suite may take a while
     max_restarts=0,

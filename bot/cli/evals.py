@@ -37,6 +37,18 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--seed", type=int, default=0, metavar="S", help="which functions are chosen (default: 0)")
     s.add_argument("--out", metavar="DIR", help="also keep the suite folder here")
     s.add_argument(
+        "--deletion",
+        choices=("body", "function", "mixed"),
+        default="body",
+        help="what a task deletes: function bodies (default), whole functions (harder) or a seeded mix",
+    )
+    s.add_argument(
+        "--deletions", type=int, default=1, metavar="K", help="features of one file each task deletes (default: 1)"
+    )
+    s.add_argument(
+        "--prefer", choices=("any", "deep"), default="any", help="deep: the largest function bodies first (harder)"
+    )
+    s.add_argument(
         "--no-rewrite",
         action="store_true",
         help="keep the plain task statements (by default a configured model rewrites each as an issue)",
@@ -127,7 +139,15 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
         if rewrite is not None:
             say("a model is configured: each task statement is rewritten as an issue (--no-rewrite keeps them plain)")
         suite = generate_suite(
-            Path(a.path).expanduser().resolve(), out, count=a.count, seed=a.seed, progress=say, rewrite=rewrite
+            Path(a.path).expanduser().resolve(),
+            out,
+            count=a.count,
+            seed=a.seed,
+            progress=say,
+            rewrite=rewrite,
+            deletion=a.deletion,
+            deletions=a.deletions,
+            prefer=a.prefer,
         )
         say(f"sending suite {suite.id} ({len(suite.tasks)} tasks) to labbot")
         kept = api.json("POST", "/evals/suites", content=pack(out), headers={"content-type": "application/gzip"})
@@ -141,6 +161,7 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
                 "id": t.id,
                 "path": t.path,
                 "symbol": t.symbol,
+                "also": t.also,
                 "fail_to_pass": t.fail_to_pass,
                 "pass_to_pass": t.pass_to_pass,
             }

@@ -140,8 +140,14 @@ EVAL_GENERATE = Command(
         Option("--count", "int", "how many tasks", default=10, minimum=1),
         Option("--seed", "int", "which functions are chosen", default=0, minimum=0),
         Option("--deletion", "str", "body (bodies removed), function (whole functions: harder) or mixed", metavar="D"),
+        Option("--deletions", "int", "features of one file each task deletes (harder with more)", minimum=1),
+        Option("--prefer", "str", "any, or deep: the largest function bodies first (harder)", metavar="P"),
     ),
-    examples=("eval generate", "eval generate --count 20 --deletion function"),
+    examples=(
+        "eval generate",
+        "eval generate --count 20 --deletion function",
+        "eval generate --deletion function --deletions 2 --prefer deep",
+    ),
 )
 
 EVAL_RUN = Command(

@@ -23,6 +23,7 @@ from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
 from labbot.common.humanize import format_bytes
+from labbot.evals.incidents import INCIDENT_SUITE_ID
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -56,8 +57,9 @@ class EvalActions:
     async def generate(self, parsed: Parsed, user: str, channel: str, trigger_id: str | None) -> str | None:
         opts = parsed.options
         params: dict[str, Any] = {"count": opts["count"], "seed": opts["seed"]}
-        if opts.get("deletion"):
-            params["deletion"] = opts["deletion"]
+        for key in ("deletion", "deletions", "prefer"):
+            if opts.get(key):
+                params[key] = opts[key]
         req = LaunchRequest(
             job=EVAL_GENERATE_JOB,
             owner=user,
@@ -172,10 +174,19 @@ class EvalActions:
             return 0
         rates = ", ".join(f"{solver} {v['pass_rate']:.0%}" for solver, v in sorted(sat["solvers"].items()))
         tasks = len((await to_thread.run_sync(self.evals.suite, suite))["tasks"])
-        text = (
+        said = (
             f":chart_with_upwards_trend: {suite} is saturated: every solver run on it passes at least 90% ({rates}). "
-            f"It no longer tells models apart. A harder suite deletes whole functions rather than their bodies: "
-            f"`{self.command} eval generate --deletion function --count {max(tasks, 10)}`"
         )
+        if INCIDENT_SUITE_ID.fullmatch(suite):  # made from pages, not code: harder means harder incidents
+            text = said + (
+                "It no longer tells models apart. Add the incidents that took the longest to diagnose: "
+                f"`{self.command} eval from-incident PAGE` for each resolved page whose cause was not obvious."
+            )
+        else:
+            harder = f"--deletion function --deletions 2 --prefer deep --count {max(tasks, 10)}"
+            text = said + (
+                "It no longer tells models apart. A harder suite deletes more per task, whole functions rather than "
+                f"their bodies, the largest first: `{self.command} eval generate {harder}`"
+            )
         await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
         return 1

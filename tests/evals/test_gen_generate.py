@@ -263,3 +263,52 @@ def test_whole_functions_removed(cache, tmp_path):
         # a removed name fails more than the tests that ran its body: every test of a module that imports it
         assert COVERING[task.symbol] <= set(task.fail_to_pass)
     check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
+
+
+def test_harder_tasks_delete_several_features_of_one_file(cache, tmp_path):
+    """``deletions=2``: each task removes two functions of one file (a file with fewer is skipped, and said), the
+    statement names both, the tests of both fail, the original holds the task's canary in each; ``prefer="deep"``
+    takes the largest bodies first."""
+    repo = make_repo(tmp_path / "repo", package())
+    said: list[str] = []
+    suite = generate_suite(
+        repo, tmp_path / "suite", count=10, seed=4, cache=cache, deletion="function", deletions=2, prefer="deep",
+        progress=said.append,
+    )  # fmt: skip
+    assert len(suite.tasks) == 5  # one for each of geometry.py's five functions and methods, each with a partner
+    original = (original_dir(tmp_path / "suite") / "shapes/geometry.py").read_text()
+    for task in suite.tasks:
+        assert task.path == "shapes/geometry.py" and len(task.symbols) == 2 and len(set(task.symbols)) == 2
+        text = (task_repo(tmp_path / "suite", task.id) / task.path).read_text()
+        for symbol in task.symbols:
+            assert f"def {symbol.split('.')[-1]}(" not in text
+            assert f"`{symbol.split('.')[-1]}`" in task.statement
+        assert "2 functions have been removed from `shapes/geometry.py`" in task.statement
+        assert COVERING[task.symbol] | COVERING[task.also[0]] <= set(task.fail_to_pass)
+        assert original.count(task.canary) == 2
+    assert any("its file has 1 of the 2 features a task deletes" in line for line in said)  # text.py: slugify only
+    check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
+
+
+def test_deep_puts_the_largest_bodies_first_within_each_preference_tier(tmp_path):
+    import textwrap
+
+    from labbot.evals.coverage_map import Covered
+    from labbot.evals.generate import rank
+
+    found = symbols(textwrap.dedent(GEOMETRY))
+    candidates = [Covered("shapes/geometry.py", s, frozenset({"t"}), at_import=False) for s in found]
+    deep = rank(candidates, seed=3, prefer="deep")
+    sizes = [c.symbol.size for c in deep if c.symbol.size >= 10]  # the non-trivial tier comes first
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) >= 2
+    assert sorted(c.symbol.qualname for c in rank(candidates, seed=3)) == sorted(c.symbol.qualname for c in deep)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"), [({"deletions": 0}, "between 1 and 5"), ({"prefer": "wide"}, "any or deep")]
+)
+def test_a_harder_suite_asked_wrongly_is_refused(tmp_path, kwargs, said):
+    repo = make_repo(tmp_path / "repo", package())
+    with pytest.raises(BadRequest, match=said):
+        generate_suite(repo, tmp_path / "suite", count=1, seed=0, **kwargs)
+    _no_suite(tmp_path / "suite")

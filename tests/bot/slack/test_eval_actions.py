@@ -67,6 +67,8 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
         ("eval run latest", "is not a suite id"),
         ("eval run {suite} --solver golden", "accepted: gold, none, agent"),
         ("eval generate --deletion everything", "one of body, function, mixed"),
+        ("eval generate --prefer wide", "one of any, deep"),
+        ("eval generate --deletions 9", "deletions"),
         ("eval compare abc123 def456", "unknown run 'abc123'"),
     ],
 )
@@ -85,7 +87,14 @@ def test_eval_generate_launches_the_generator_with_the_asked_deletion(lab: tuple
     run(actions, "eval generate --count 4 --seed 2 --deletion function")
     [launched] = actions.service.runs()
     assert launched["job"] == "eval-generate" and launched["owner"] == ALICE
-    assert launched["params"] == {"count": 4, "seed": 2, "deletion": "function"}
+    assert launched["params"] == {"count": 4, "seed": 2, "deletion": "function", "deletions": 1, "prefer": "any"}
+
+
+def test_eval_generate_asks_for_a_harder_suite(lab: tuple[LabActions, FakeSlack, str]) -> None:
+    actions, _slack, _suite = lab
+    run(actions, "eval generate --count 20 --deletion function --deletions 2 --prefer deep")
+    [launched] = actions.service.runs()
+    assert launched["params"] == {"count": 20, "seed": 0, "deletion": "function", "deletions": 2, "prefer": "deep"}
 
 
 def test_an_ended_eval_runs_thread_gets_the_table_the_log_and_saturation(
@@ -106,7 +115,10 @@ def test_an_ended_eval_runs_thread_gets_the_table_the_log_and_saturation(
     assert "t19-add" in posted and "fail" in posted and "1,200" in posted  # per task: result, time, tokens
     [upload] = [p for m, p in slack.calls if m == "files.upload"]
     assert upload["filename"] == f"{strong}.eval" and upload["content"].startswith(b"PK")
-    assert "is saturated" in posted and "eval generate --deletion function --count 20" in posted
+    assert (
+        "is saturated" in posted
+        and "eval generate --deletion function --deletions 2 --prefer deep --count 20" in posted
+    )
     slack.calls.clear()
     asyncio.run(actions.threads.tick())  # posted once
     assert not [m for m, _ in slack.calls if m != "chat.update"]

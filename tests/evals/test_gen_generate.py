@@ -29,6 +29,7 @@ from labbot.common.errors import BadRequest
 from labbot.evals import venvs
 from labbot.evals.delete import delete_body, symbols
 from labbot.evals.generate import generate_suite
+from labbot.evals.generate_job import TASK_MADE
 from labbot.evals.suite import is_test_file, load, original_dir, suite_id, task_repo, wheels_dir
 
 pytestmark = pytest.mark.subprocess
@@ -287,6 +288,8 @@ def test_harder_tasks_delete_several_features_of_one_file(cache, tmp_path):
         assert COVERING[task.symbol] | COVERING[task.also[0]] <= set(task.fail_to_pass)
         assert original.count(task.canary) == 2
     assert any("its file has 1 of the 2 features a task deletes" in line for line in said)  # text.py: slugify only
+    made = [m.group(1) for line in said if (m := TASK_MADE.match(line))]  # what the eval-generate job reports
+    assert made == [str(i) for i in range(1, len(suite.tasks) + 1)]
     check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
 
 

@@ -25,6 +25,7 @@ from labbot.agents.fleet.mcp_pool import McpPool
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
 from labbot.bot.slack.runtime import SlackRuntime
@@ -153,7 +154,7 @@ def build_agents(
 
     async def tools_for(role: str) -> ToolExecutor:
         await pool.tools(role)  # lazily connect and list the role's servers
-        return AuditedExecutor(gate.around(AgentIdentity(pool.executor(role))), db)
+        return AuditedExecutor(gate.around(OutsideWaits(AgentIdentity(pool.executor(role)))), db)
 
     runtime = AgentRuntime.from_settings(model) if model.configured else None
     notes = (integrations or Integrations()).agent_notes()

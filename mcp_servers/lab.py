@@ -10,16 +10,19 @@ running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL`` / ``LABBOT_P
 ``LABBOT_HOME/admin_token``), so every front door goes through the same service layer, and the same server serves
 labbot's own agents and an outside MCP client (Cursor, Claude Desktop: ``labbot mcp lab`` over stdio, or ``--http
 PORT`` with a bearer token). Imports nothing from bot/ or agents/. Answers are compact text a model can read; metric
-series are summarised (downsampled, with min/max/last).
+series are summarised (downsampled, with min/max/last). ``wait_for_run`` waits (polling) until a run has ended; its
+``_meta`` marks it as a wait on the cluster (:mod:`labbot.common.mcp_meta`), so labbot's agents are not charged for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import math
 import mimetypes
 import os
+import time
 from typing import Annotated, Any, Literal
 
 import httpx
@@ -29,11 +32,16 @@ from pydantic import Field
 
 from labbot.common import api_client
 from labbot.common.api_client import NO_ADMIN_TOKEN, ApiError, AsyncApiClient
+from labbot.common.durations import format_duration
 from labbot.common.humanize import format_bytes
+from labbot.common.mcp_meta import WAITS
 from labbot.mcp_servers.annotations import ADD, READ, WRITE
 
 MAX_POINTS = 60
 MAX_LOG_LINES = 400
+ENDED = ("succeeded", "failed", "stopped")  # a run's statuses once it has ended (the run JSON contract)
+DEFAULT_RUN_WAIT_S, MAX_RUN_WAIT_S = 600, 3600  # wait_for_run: how long by default, and at most
+RUN_POLL_S = 2.0  # how often wait_for_run looks
 MAX_ARTIFACT_TEXT = 64 * 1024  # what get_artifact returns at most, in bytes of the artifact
 AGENT_ENV = "LABBOT_AGENT"
 DEFAULT_AGENT = "agent"
@@ -197,6 +205,28 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def get_run(run_id: str) -> str:
         """One run in full (JSON): status, attempt, step, latest metrics, checkpoint, parameters, timestamps, error."""
         return json.dumps((await lab.json("GET", _path("run", run_id)))["run"], indent=1)
+
+    @server.tool(annotations=READ, meta=WAITS, structured_output=False)
+    async def wait_for_run(
+        run_id: str,
+        timeout_s: Annotated[
+            int, Field(ge=1, le=MAX_RUN_WAIT_S, description="how long to wait at most, in seconds")
+        ] = DEFAULT_RUN_WAIT_S,
+    ) -> str:
+        """Wait until a run has ended (succeeded, failed or stopped), or timeout_s: then its line. Use it after
+        launching a run whose result you need (an eval-generate or eval run); the wait is not charged to you."""
+        path = _path("run", run_id)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            run = (await lab.json("GET", path))["run"]
+            if run["status"] in ENDED:
+                error = f" · error: {run['error']}" if run.get("error") and run["status"] == "failed" else ""
+                return f"ended: {run_line(run)}{error}"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waited = format_duration(timeout_s)
+                return f"still {run['status']} after {waited}: {run_line(run)} (wait_for_run again to keep waiting)"
+            await asyncio.sleep(min(RUN_POLL_S, left))
 
     @server.tool(annotations=READ, structured_output=False)
     async def run_metrics(

@@ -1,4 +1,5 @@
-"""Time an agent spends waiting for a human is not the agent's time.
+"""Time an agent spends waiting for a human — or for a run on the cluster it asked to wait for — is not the agent's
+time.
 
 An agent run (``labbot.agents.fleet.runtime``) has a wall-time budget and a timeout per tool call; a destructive call
 waits for a person's Approve (``labbot.agents.fleet.approvals``, up to 10 minutes) inside the tool call, possibly deep
@@ -10,7 +11,9 @@ context variable, which asyncio copies into every task a run starts, so the tool
 they start — see every run above them. The approval gate wraps its wait in ``waiting_for_human()``, which charges
 the wait to every run on the stack at once. A run subtracts ``HumanWaits.total()`` from its elapsed time, and a tool
 call's deadline moves by the real seconds humans were waited for during the call (``HumanWaits.real_total()``).
-Overlapping waits (two approvals asked at once) count once.
+Overlapping waits (two approvals asked at once) count once. A tool whose whole point is to wait on something outside
+the agent (``lab__wait_for_run``: a run on the cluster to end; see ``labbot.agents.fleet.waits``) is wrapped in
+``waiting_outside()``, the same charge under a name that says what it is.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["HumanWaits", "tracking", "waiting_for_human"]
+__all__ = ["HumanWaits", "tracking", "waiting_for_human", "waiting_outside"]
 
 _STACK: ContextVar[tuple[HumanWaits, ...]] = ContextVar("labbot_human_waits", default=())
 
@@ -80,3 +83,6 @@ def waiting_for_human() -> Iterator[None]:
     finally:
         for waits in stack:
             waits._end()
+
+
+waiting_outside = waiting_for_human  # a wait on the cluster, not a person: charged alike (not the agent's time)

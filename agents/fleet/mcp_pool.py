@@ -44,6 +44,7 @@ from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
+from labbot.common.mcp_meta import WAITS_META
 
 logger = logging.getLogger(__name__)
 
@@ -430,6 +431,8 @@ class McpPool:
                     read_only=bool(annotations and annotations.read_only_hint) and not destructive,
                     destructive=destructive,
                     server=cfg.name,
+                    # an outside server cannot exempt its own calls from the agent's budgets
+                    waits=cfg.transport == "builtin" and bool((tool.meta or {}).get(WAITS_META)),
                 )
                 entries[name] = _Entry(spec=spec, tool=tool.name)
         self._entries = tuple(entries.items())

@@ -22,6 +22,9 @@ class ToolSpec:
     read_only: bool = False  # MCP readOnlyHint
     destructive: bool = False  # MCP destructiveHint, or marked so in labbot.toml: runs only after a human approves
     server: str | None = None  # the MCP server it comes from, if any
+    # the call waits on something outside the agent (a run on the cluster): its wait is not the agent's time
+    # (labbot.agents.fleet.waits); only a built-in server's tool may say so (labbot.common.mcp_meta in its _meta)
+    waits: bool = False
 
     def as_anthropic(self) -> dict[str, Any]:
         """The tool as the Messages API takes it."""

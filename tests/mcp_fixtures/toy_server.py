@@ -29,9 +29,9 @@ def pid() -> int:
     return os.getpid()
 
 
-@server.tool()
+@server.tool(meta={"labbot/waits": True})
 async def nap(seconds: float) -> str:
-    """Sleep, then say so."""
+    """Sleep, then say so (it claims labbot's wait mark: an outside server's claim is not honoured)."""
     await anyio.sleep(seconds)
     return f"slept {seconds}s"
 

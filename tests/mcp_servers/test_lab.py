@@ -78,8 +78,20 @@ def test_lab_tools_over_a_running_labbot(tmp_path: Any, ray_head: RayConnection)
                 assert _text(await client.call_tool("list_pages", {})) == "no pages"
                 missing = await client.call_tool("get_run", {"run_id": "nope42"})
                 assert missing.is_error and "unknown run" in _text(missing)
-                stopped = await client.call_tool("stop_run", {"run_id": run["id"]})
-                assert not stopped.is_error and "stopped" in _text(stopped)
+                waiter = next(t for t in (await client.list_tools()).tools if t.name == "wait_for_run")
+                assert waiter.annotations and waiter.annotations.read_only_hint
+                assert (waiter.meta or {}).get("labbot/waits") is True  # the fleet charges its wait to nobody
+                still = await client.call_tool("wait_for_run", {"run_id": run["id"], "timeout_s": 1})
+                assert _text(still).startswith("still running after 1s: ") and "wait_for_run again" in _text(still)
+
+                async def stop_soon() -> None:
+                    await asyncio.sleep(1.0)
+                    await client.call_tool("stop_run", {"run_id": run["id"]})
+
+                stopping = asyncio.create_task(stop_soon())
+                ended = await client.call_tool("wait_for_run", {"run_id": run["id"], "timeout_s": 60})
+                await stopping
+                assert not ended.is_error and _text(ended).startswith(f"ended: {run['id']} · sleeper · stopped")
 
         asyncio.run(scenario())
         down = build_server(LabApi("http://127.0.0.1:9", "x"))
@@ -208,6 +220,7 @@ CRAFTED = ["../audit#", "../artifacts/a2b3c4d5?agent=U0BOB00001/assistant#", "r1
 # every lab tool that puts an argument in a path, and the arguments besides the id it needs
 ID_TOOLS = [
     ("get_run", "run_id", {}),
+    ("wait_for_run", "run_id", {"timeout_s": 1}),
     ("run_metrics", "run_id", {}),
     ("run_logs", "run_id", {}),
     ("list_pages", "run_id", {}),

@@ -28,9 +28,10 @@ cover and keeps the tests as the reward (deletion=function makes a harder suite 
 lab__run_eval runs a suite with a solver (gold checks the suite itself; agent:PROVIDER/MODEL evaluates a model), \
 lab__get_eval_results reads the results, lab__compare_eval_runs compares two runs of one suite, paired by task. \
 Generation and runs cost compute: each waits for a human's approval. When asked for "a harder eval, run against \
-the current model": generate with deletion=function, wait for the generation run to succeed (lab__get_run), \
-list the suite (lab__list_eval_suites), run it with gold and with the model, and answer with the results table \
-(pass rate with its 95% interval, each task) and the suite id; save the results as an artifact too."""
+the current model": generate with deletion=function, deletions=2 and prefer=deep, wait for the generation run to \
+end (lab__wait_for_run: the wait is not charged to you), list the suite (lab__list_eval_suites), run it with gold \
+and with the model, wait for each run, and answer with the results table (pass rate with its 95% interval, each \
+task) and the suite id; save the results as an artifact too (lab__put_artifact)."""
 
 TOOLS = (
     "codebase__*",
@@ -41,6 +42,7 @@ TOOLS = (
     "lab__post_artifact",
     "lab__list_runs",
     "lab__get_run",
+    "lab__wait_for_run",
     "lab__run_metrics",
     # sealed coding evals: generate a suite, run it, read and compare the results (generation and runs are gated)
     "lab__list_eval_suites",

@@ -22,6 +22,7 @@ from labbot.agents.fleet.roles import RULES, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.waits import OutsideWaits
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 
@@ -511,6 +512,58 @@ def test_a_sub_agent_waiting_for_approval_is_cut_neither_by_the_parents_tool_tim
     [result] = fake.requests[3].tool_results()
     assert result["content"] == "Stopped r1." and "is_error" not in result
     assert [name for name, _, _ in box.calls] == ["lab__stop_run"]
+
+
+class SlowRun(ToolBox):
+    """``lab__wait_for_run`` takes ``wait_s``, as waiting on a real run does; marked ``waits`` as the lab server's is
+    (or not, to show what the mark is for)."""
+
+    def __init__(self, wait_s: float, *, waits: bool) -> None:
+        super().__init__("delegate", "lab__wait_for_run")
+        self.specs = [dataclasses.replace(t, waits=waits) if t.name == "lab__wait_for_run" else t for t in self.specs]
+        self.wait_s = wait_s
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        if name == "lab__wait_for_run":
+            await asyncio.sleep(self.wait_s)
+        return await super().call(name, arguments, ctx)
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_a_sub_agent_waiting_for_a_run_is_not_cut_by_the_parents_tool_timeout(
+    fake: FakeAnthropic, db: Database, waits: bool
+) -> None:
+    """The eval-writer waits minutes for a generation job: a tool marked ``waits`` (the lab server's wait_for_run)
+    costs neither it nor its parent budget; the same wait unmarked is cut by the parent's tool timeout."""
+    fake.script(
+        tool_use("delegate", {"role": "assistant", "task": "wait for r1"}),
+        tool_use("lab__wait_for_run", {"run": "r1"}),
+        text("r1 ended."),
+        text("The sub-agent says r1 ended."),
+    )
+    box = SlowRun(6.0, waits=waits)
+    budgets = Budgets(tool_timeout_s=3.0, wall_time_s=60)
+
+    async def go() -> Answer:
+        runtime = runtime_for(fake, budgets=budgets)
+        try:
+            fleet = Fleet(db, runtime, lambda role: _outside_waits(box))
+            return await fleet.ask(owner=ALICE, text="wait for r1 via a helper", channel=CHANNEL, thread_ts=THREAD)
+        finally:
+            await runtime.aclose()
+
+    answer = asyncio.run(go())
+    if waits:
+        assert answer.text == "The sub-agent says r1 ended."
+        [result] = fake.requests[3].tool_results()
+        assert result["content"] == "r1 ended." and "is_error" not in result
+    else:  # unmarked, the wait is the sub-agent's own time: it runs out of its budget (0.9 of the parent's timeout)
+        [result] = fake.requests[-1].tool_results()
+        assert result.get("is_error") and "stopped after 2.7s" in str(result["content"]), result
+
+
+async def _outside_waits(box: ToolBox) -> OutsideWaits:
+    return OutsideWaits(box)
 
 
 def test_the_labs_notes_are_a_system_block_between_the_prompt_and_the_runs_state(

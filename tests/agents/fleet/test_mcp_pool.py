@@ -66,9 +66,9 @@ class MemServer:
             """Add two integers."""
             return a + b
 
-        @server.tool()
+        @server.tool(meta={"labbot/waits": True})
         async def slow(seconds: float) -> str:
-            """Sleep, then say so."""
+            """Sleep, then say so (marked as a wait on the cluster, as lab's wait_for_run is)."""
             await anyio.sleep(seconds)
             return "done"
 
@@ -257,6 +257,7 @@ def test_tools_are_namespaced_with_hints_from_annotations_and_config() -> None:
             assert set(tools) == {f"mem__{n}" for n in ("echo", "add", "slow", "boom", "wipe", "picture", "gather")}
             assert tools["mem__echo"].read_only and not tools["mem__echo"].destructive
             assert tools["mem__wipe"].destructive, "destructiveHint"
+            assert tools["mem__slow"].waits and not tools["mem__echo"].waits, "a built-in's labbot/waits"
             assert tools["mem__add"].destructive and not tools["mem__add"].read_only, "marked in labbot.toml"
             # unannotated: MCP's defaults (destructiveHint true unless read-only) hold, so it needs approval
             assert tools["mem__slow"].destructive and not tools["mem__slow"].read_only
@@ -380,6 +381,7 @@ def test_a_server_that_dies_mid_call_is_restarted_on_the_next_call(tmp_path: Pat
             executor = pool.executor("researcher")
             tools = {t.name: t for t in await pool.tools("researcher")}
             assert tools["toy__drop_table"].destructive and tools["toy__echo"].read_only
+            assert not tools["toy__nap"].waits, "an outside server cannot exempt its calls from the agent's budgets"
             first = int(text(await executor.call("toy__pid", {}, CTX)))
             died = await executor.call("toy__die", {}, CTX)
             assert died.is_error and "the MCP server 'toy' stopped before answering (its connection closed)" in text(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from labbot.evals.incident_run import JUDGE_TIMEOUT_S
 from labbot.evals.incidents import JUDGE_SYSTEM, judge_prompt, parse_verdict
 
 # (recorded cause, a right diagnosis, a wrong diagnosis)
@@ -96,7 +97,8 @@ async def judge_once(model: object, cause: str, diagnosis: str) -> str:
     try:
         out = await model.generate(
             [ChatMessageSystem(content=JUDGE_SYSTEM), ChatMessageUser(content=judge_prompt(cause, diagnosis))],
-            config=GenerateConfig(temperature=0.0, max_tokens=300),
+            # as the incident job asks its judge, and never retrying for ever: an unreachable judge is a figure too
+            config=GenerateConfig(temperature=0.0, max_tokens=300, timeout=JUDGE_TIMEOUT_S, max_retries=2),
         )
         return parse_verdict(None if out.error else out.completion).verdict
     except Exception:

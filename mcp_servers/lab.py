@@ -103,6 +103,17 @@ def run_line(r: dict[str, Any]) -> str:
     return " · ".join(str(b) for b in bits)
 
 
+def _sample_line(s: dict[str, Any]) -> str:
+    """``t01-area: pass · 3.5s · 1,200 tokens``: an eval sample's result, time and tokens."""
+    verdict = "pass" if s.get("passed") else "unjudged" if s.get("verdict") == "unjudged" else "fail"
+    bits = [f"{s['task']}: {verdict}"]
+    if isinstance(s.get("time_s"), int | float):
+        bits.append(format_duration(s["time_s"]))
+    if isinstance(s.get("tokens"), int) and s["tokens"]:
+        bits.append(f"{s['tokens']:,} tokens")
+    return " · ".join(bits)
+
+
 def summarise_series(points: list[list[Any]], max_points: int = MAX_POINTS) -> str:
     """A metric series a model can read: count, first/last, min/max, and at most ``max_points`` (step, value)
     pairs (each the last of its bucket, so spikes show in min/max even when cut)."""
@@ -439,8 +450,8 @@ def build_server(api: LabApi | None = None) -> MCPServer:
 
     @server.tool(annotations=READ, structured_output=False)
     async def get_eval_results(run_id: Annotated[str, Field(description="the eval run's id")]) -> str:
-        """An eval run's results: status, pass rate with its 95% interval, each sample's result and the isolation
-        probes' verdicts."""
+        """An eval run's results: status, pass rate with its 95% interval, each sample's result, time and tokens, and
+        the isolation probes' verdicts."""
         doc = (await lab.json("GET", _eval_path("runs", "run", run_id)))["eval"]
         iso = doc.get("isolation") or {}
         rate, ci = doc.get("pass_rate"), doc.get("interval")
@@ -451,7 +462,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         if iso.get("probes"):
             failed = [p["name"] for p in iso["probes"] if not p["passed"]]
             lines.append("isolation: sealed" if not failed else f"SEAL FAILED ({', '.join(failed)}): untrusted")
-        lines += [f"{s['task']}: {'pass' if s['passed'] else 'fail'}" for s in doc.get("samples") or []]
+        lines += [_sample_line(s) for s in doc.get("samples") or []]
         return "\n".join(lines)
 
     @server.tool(annotations=READ, structured_output=False)

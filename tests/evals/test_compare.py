@@ -153,7 +153,7 @@ def test_the_eval_writer_compares_two_runs_through_the_lab_server(evals: EvalSer
             for name, args in (
                 ("compare_eval_runs", {"run_a": a, "run_b": b}),
                 ("get_eval_results", {"run_id": a}),
-                ("generate_eval_suite", {"count": 3, "deletion": "function"}),
+                ("generate_eval_suite", {"count": 3, "deletion": "function", "deletions": 2, "prefer": "deep"}),
                 ("generate_eval_suite", {"count": 3, "deletion": "everything"}),
             ):
                 r = await client.call_tool(name, args)
@@ -163,8 +163,10 @@ def test_the_eval_writer_compares_two_runs_through_the_lab_server(evals: EvalSer
     compared, shown, harder, bad = asyncio.run(go())
     assert not compared[0] and "A − B = +30%, paired 95% CI +" in compared[1] and "verdict: A is better" in compared[1]
     assert not shown[0] and "pass rate 70% (95% CI 48%–85%)" in shown[1]
+    assert "t00-add: pass · 3.5s · 1,200 tokens" in shown[1] and "t19-add: fail · 3.5s" in shown[1]
     assert not harder[0] and "eval-generate" in harder[1]
     [generation] = [r for r in evals.runs.runs() if r["job"] == "eval-generate"]
-    assert generation["params"]["deletion"] == "function"
+    assert (generation["params"]["deletion"], generation["params"]["deletions"]) == ("function", 2)
+    assert generation["params"]["prefer"] == "deep"
     assert bad[0]  # refused before any run: the tool's own schema
     assert len([r for r in evals.runs.runs() if r["job"] == "eval-generate"]) == 1

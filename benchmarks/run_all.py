@@ -1,4 +1,6 @@
-"""`make bench`: run every benchmark script, print a table of the claims and write benchmarks/results/latest.json."""
+"""`make bench`: run every benchmark script, print a table of the claims and write benchmarks/results/latest.json.
+
+``judge_agreement.py`` is not among them: it needs a judge model's provider and key (``--judge PROVIDER/MODEL``)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ SCRIPTS = [
     "isolation_table.py",
     "eval_generate.py",
     "eval_throughput.py",
+    "eval_intervals.py",
 ]
 
 

@@ -91,6 +91,13 @@ def tool_error(e: ApiError) -> ToolError:
     return ToolError(e.message)
 
 
+def launcher_of(agent: str) -> str:
+    """Who owns a run an agent launches: the researcher it works for (``RESEARCHER/ROLE``, labbot's own agents), so
+    the run's approvals and thread follow them; ``agent`` for an outside client, which has no researcher."""
+    researcher, slash, _role = agent.partition("/")
+    return researcher if slash and researcher else DEFAULT_AGENT
+
+
 def run_line(r: dict[str, Any]) -> str:
     """One run for a model: id, job, status, attempt, step, its headline metric's latest value (loss unless its job
     names another), owner."""
@@ -199,6 +206,9 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         "restarting and acknowledging change things: a human approves each such call.",
     )
 
+    def launcher(as_agent: str | None) -> str:
+        return launcher_of(as_agent or lab.agent)
+
     @server.tool(annotations=READ, structured_output=False)
     async def list_runs(
         status: Annotated[str | None, Field(description="only runs in this status, e.g. running")] = None,
@@ -277,9 +287,12 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         alerts: Annotated[
             list[str] | None, Field(description="metric alerts, e.g. ['pass_rate below 0.2 for 10m']")
         ] = None,
+        as_agent: Annotated[
+            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Launch a job on Ray (needs a human's approval)."""
-        body: dict[str, Any] = {"job": job, "params": params or {}, "owner": "agent"}
+        body: dict[str, Any] = {"job": job, "params": params or {}, "owner": launcher(as_agent)}
         if stall_after:
             body["stall_after"] = stall_after
         if alerts:
@@ -427,12 +440,15 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         prefer: Annotated[
             Literal["any", "deep"], Field(description="deep: the largest function bodies first (a harder suite)")
         ] = "any",
+        as_agent: Annotated[
+            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Generate an eval suite from the codebase labbot serves, as a labbot run of the eval-generate job (needs a
         human's approval): functions its tests execute are deleted (``deletions`` of one file per task), each task
         validated in a sandbox. list_eval_suites shows the suite when the run has succeeded."""
         params = {"count": count, "seed": seed, "deletion": deletion, "deletions": deletions, "prefer": prefer}
-        body = {"job": "eval-generate", "params": params, "owner": "agent"}
+        body = {"job": "eval-generate", "params": params, "owner": launcher(as_agent)}
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"generating: {run_line(run)}"
 
@@ -442,9 +458,12 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         solver: Annotated[
             str, Field(description="gold (validates the suite), none, agent[:MODEL], or a shell command")
         ] = "gold",
+        as_agent: Annotated[
+            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it."""
-        body = {"suite": _checked("suite", suite_id), "solver": solver, "owner": "agent"}
+        body = {"suite": _checked("suite", suite_id), "solver": solver, "owner": launcher(as_agent)}
         doc = (await lab.json("POST", "/evals/runs", json=body))["eval"]
         return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
 

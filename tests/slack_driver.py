@@ -3,12 +3,15 @@ and reading what labbot posted from the Slack Web API fake (the e2e tests of the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from fakes.anthropic import FakeAnthropic, SeenRequest, Step
 from fakes.slack import SlackFake
 from support import Serve, wait_for
 
@@ -28,6 +31,40 @@ def slack_env(fake: SlackFake, config: Path) -> dict[str, str]:
         "SLACK_API_URL": str(fake.url),
         "LABBOT_CONFIG": str(config),
     }
+
+
+@contextlib.contextmanager
+def agents_lab(
+    root: Path,
+    ray: Any,
+    *,
+    toml: str,
+    codebase: Path,
+    model: Callable[[SeenRequest], Step],
+    users: dict[str, str] | None = None,
+) -> Iterator[tuple[SlackSide, FakeAnthropic]]:
+    """A real `labbot serve` with agents: Slack and Anthropic faked at their HTTP edge (``model`` scripts every
+    answer), the `codebase` server on ``codebase``; the Slack calls checked against Slack's spec at the end."""
+    home = root / "home"
+    home.mkdir()
+    (home / "labbot.toml").write_text(toml)
+    with FakeAnthropic() as anthropic:
+        anthropic.answer_with(model)
+        fake = SlackFake(users=users or {OWNER: "alice"})
+        fake.start()
+        env = {
+            **slack_env(fake, home / "labbot.toml"),
+            "ANTHROPIC_API_KEY": anthropic.api_key,
+            "ANTHROPIC_BASE_URL": anthropic.base_url,
+            "LABBOT_CODEBASE_ROOT": str(codebase),
+        }
+        serve = Serve(home / "state", ray_address=ray.address, ray_token=ray.token, extra_env=env).start()
+        try:
+            yield SlackSide(fake, serve), anthropic
+            fake.check_against_spec()
+        finally:
+            serve.stop()
+            fake.stop()
 
 
 class SlackSide:

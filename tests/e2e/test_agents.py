@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from agent_story import STOPPED_ANSWER, TOML, commit_history, model
 from fakes.anthropic import FakeAnthropic
-from fakes.slack import SlackFake
-from slack_driver import OWNER, SlackSide, slack_env
-from support import Serve, wait_for
+from slack_driver import OWNER, SlackSide, agents_lab
+from support import wait_for
 
 from labbot.bot.slack.payloads import Workspace, button_click
 from labbot.training.ray_cluster import RayConnection
@@ -26,26 +25,9 @@ OTHER = "U0BOB00001"
 @pytest.fixture
 def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[SlackSide, FakeAnthropic]]:
     repo = commit_history(tmp_path / "repo")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "labbot.toml").write_text(TOML)
-    with FakeAnthropic() as anthropic:
-        anthropic.answer_with(model)
-        fake = SlackFake(users={OWNER: "alice", OTHER: "bob"})
-        fake.start()
-        env = {
-            **slack_env(fake, home / "labbot.toml"),
-            "ANTHROPIC_API_KEY": anthropic.api_key,
-            "ANTHROPIC_BASE_URL": anthropic.base_url,
-            "LABBOT_CODEBASE_ROOT": str(repo),
-        }
-        serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
-        try:
-            yield SlackSide(fake, serve), anthropic
-            fake.check_against_spec()
-        finally:
-            serve.stop()
-            fake.stop()
+    users = {OWNER: "alice", OTHER: "bob"}
+    with agents_lab(tmp_path, ray_head, toml=TOML, codebase=repo, model=model, users=users) as lab:
+        yield lab
 
 
 def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[SlackSide, FakeAnthropic]) -> None:

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
-from fakes.slack import SlackFake
-from slack_driver import OWNER, SlackSide, slack_env
-from support import Serve, wait_for
+from slack_driver import OWNER, SlackSide, agents_lab
+from support import wait_for
 
 from labbot.bot.slack.payloads import Workspace, button_click
 from labbot.training.ray_cluster import RayConnection
@@ -93,26 +92,9 @@ def model(req: SeenRequest) -> Step:
 @pytest.fixture
 def lab(tmp_path: Path, ray_head: RayConnection) -> Iterator[tuple[SlackSide, FakeAnthropic]]:
     repo = make_repo(tmp_path / "shapes", package())
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "labbot.toml").write_text('[slack]\ncard_every = "2s"\nprogress_every = "1h"\n')
-    with FakeAnthropic() as anthropic:
-        anthropic.answer_with(model)
-        fake = SlackFake(users={OWNER: "alice"})
-        fake.start()
-        env = {
-            **slack_env(fake, home / "labbot.toml"),
-            "ANTHROPIC_API_KEY": anthropic.api_key,
-            "ANTHROPIC_BASE_URL": anthropic.base_url,
-            "LABBOT_CODEBASE_ROOT": str(repo),
-        }
-        serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
-        try:
-            yield SlackSide(fake, serve), anthropic
-            fake.check_against_spec()
-        finally:
-            serve.stop()
-            fake.stop()
+    toml = '[slack]\ncard_every = "2s"\nprogress_every = "1h"\n'
+    with agents_lab(tmp_path, ray_head, toml=toml, codebase=repo, model=model) as lab:
+        yield lab
 
 
 def _thread(slack: SlackSide, ts: str) -> list[Any]:
@@ -165,7 +147,9 @@ def test_make_a_harder_eval_and_run_it_against_the_model_from_a_thread(lab: tupl
             (r["id"], r["job"], r["status"], r.get("error")) for r in slack.serve.client().get("/runs").json()["runs"]
         ]
         raise AssertionError(f"{e}; runs: {runs}; {story()}") from None
-    runs = {r["job"]: r for r in slack.serve.client().get("/runs").json()["runs"]}
+    listed = slack.serve.client().get("/runs").json()["runs"]
+    assert {r["owner"] for r in listed} == {OWNER}  # launched by her agent, approved by her: her runs
+    runs = {r["job"]: r for r in listed}
     assert runs["eval-generate"]["status"] == "succeeded"
     assert (
         runs["eval-generate"]["params"] | {"deletion": "function", "deletions": 2, "prefer": "deep"}

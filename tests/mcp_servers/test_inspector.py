@@ -23,7 +23,16 @@ INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"
 PROJECT = Path(__file__).resolve().parents[2]
 FIRST_RUN_TIMEOUT_S = 600  # the first run downloads the Inspector and its dependencies (≈ 25 s here)
 CODEBASE_TOOLS = {"search", "read_file", "list_dir", "git_log", "git_show", "git_diff", "git_blame"}
-LAB_READS = {"list_runs", "get_run", "run_metrics", "run_logs", "list_pages", "list_artifacts", "get_artifact"}
+LAB_READS = {
+    "list_runs",
+    "get_run",
+    "wait_for_run",
+    "run_metrics",
+    "run_logs",
+    "list_pages",
+    "list_artifacts",
+    "get_artifact",
+}
 LAB_READS |= {"list_eval_suites", "get_eval_suite", "get_eval_results", "compare_eval_runs"}
 LAB_ACTIONS = {"launch_run", "stop_run", "restart_run", "ack_page", "generate_eval_suite", "run_eval"}
 LAB_STORE = {"put_artifact", "share_artifact", "post_artifact"}

@@ -17,7 +17,15 @@ from mcp import Client
 from support import Serve, make_service, wait_for
 
 from labbot.bot.api import create_app
-from labbot.mcp_servers.lab import AGENT_ENV, MAX_ARTIFACT_TEXT, LabApi, build_server, run_line, summarise_series
+from labbot.mcp_servers.lab import (
+    AGENT_ENV,
+    MAX_ARTIFACT_TEXT,
+    LabApi,
+    build_server,
+    launcher_of,
+    run_line,
+    summarise_series,
+)
 from labbot.storage.artifacts import ArtifactStore
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
@@ -37,6 +45,13 @@ def test_series_are_summarised_to_fit_a_models_context() -> None:
     assert "min 0.01," in lines[0] and "max 10" in lines[0]
     assert len(lines) <= 62 and lines[-1] == "1001\tNaN"
     assert summarise_series([]) == "no points yet"
+
+
+def test_a_run_an_agent_launches_is_its_researchers() -> None:
+    """labbot's own agents launch as RESEARCHER/ROLE (filled in by labbot, never by the model): the run is the
+    researcher's, so its later approvals and its thread follow them; an outside client's runs are ``agent``'s."""
+    assert launcher_of("U0ALICE001/eval-writer") == "U0ALICE001"
+    assert [launcher_of(a) for a in ("agent", "cursor", "/assistant", "")] == ["agent"] * 4
 
 
 def test_a_run_is_listed_with_its_headline_metric() -> None:

@@ -290,10 +290,9 @@ def _described(covered: Covered) -> list[str]:
     return lines
 
 
-def statement(path: str, covered: Covered | Sequence[Covered], deletion: Deletion, failing: Sequence[str]) -> str:
+def statement(path: str, group: Sequence[Covered], deletion: Deletion, failing: Sequence[str]) -> str:
     """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail; for a
-    task that deleted several features of the file, each of them."""
-    group = [covered] if isinstance(covered, Covered) else list(covered)
+    task that deleted several features of the file (``group``, the first the task's own), each of them."""
     if len(group) == 1:
         what = _what(group[0])
         if deletion == "body":
@@ -410,10 +409,9 @@ def rank(candidates: list[Covered], seed: int, prefer: Prefer = "any") -> list[C
     random.Random(seed).shuffle(order)
 
     def tier(c: Covered) -> tuple[int, int]:
-        trivial = c.symbol.size < NON_TRIVIAL_SIZE
-        return 2 * c.at_import + (
-            trivial or len(c.tests) > PREFERRED_MAX_TESTS
-        ), -c.symbol.size if prefer == "deep" else 0
+        vague = c.symbol.size < NON_TRIVIAL_SIZE or len(c.tests) > PREFERRED_MAX_TESTS
+        largest_first = -c.symbol.size if prefer == "deep" else 0
+        return 2 * c.at_import + vague, largest_first
 
     return sorted(order, key=tier)
 

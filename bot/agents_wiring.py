@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
 from labbot.agents.fleet.audit import AuditedExecutor
 from labbot.agents.fleet.conversations import Fleet
@@ -138,6 +139,7 @@ def build_agents(
     admin_token: str,
     model: ModelSettings,
     integrations: Integrations | None = None,
+    ab: AbTest | None = None,
 ) -> AgentsStack:
     builtins = builtin_servers(public_url, admin_token, integrations)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
@@ -158,7 +160,7 @@ def build_agents(
 
     runtime = AgentRuntime.from_settings(model) if model.configured else None
     notes = (integrations or Integrations()).agent_notes()
-    fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes) if runtime else None
+    fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes, ab=ab) if runtime else None
     conversations = AgentConversations(slack.client, db, fleet)
     slack.actions.conversations = conversations
     slack.actions.gate = gate

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 from labbot.agents.babysitter.deadman import DeadmanSettings
 from labbot.agents.babysitter.pagerduty import EVENTS_URL
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
+from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.integrations import Integrations
 from labbot.common.durations import parse_duration
@@ -155,6 +156,14 @@ class Settings:
         if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
             raise BadRequest('labbot.toml: [eval] allow_hosts must be a list of host names, e.g. ["pypi.org"]')
         return [h.strip() for h in hosts]
+
+    @property
+    def ab_test(self) -> AbTest | None:
+        """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused)."""
+        agents = self.config.get("agents") or {}
+        if not isinstance(agents, dict):
+            raise BadRequest("labbot.toml: [agents] must be a table")
+        return AbTest.from_config(agents.get("ab"))
 
     @property
     def jobs_table(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from labbot.agents.babysitter.outbox import Notifier, Outbox, PagerDutyNotifier
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
 from labbot.agents.babysitter.watchdog import Watchdog
+from labbot.agents.fleet.ab import AbTest
 from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_url
@@ -68,6 +69,7 @@ class ControlPlane:
     agents: AgentsStack | None = None
     artifacts: ArtifactStore | None = None
     evals: EvalService | None = None
+    ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -75,6 +77,7 @@ class ControlPlane:
         settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.home.chmod(0o700)  # the database, tokens, artifacts and Ray's state: nobody else's to read
         registry = JobRegistry.from_config(settings.jobs_table)  # a bad labbot.toml fails before anything starts
+        ab = settings.ab_test  # a bad [agents.ab] too
         registry.set_env(
             EVAL_JOB,
             {
@@ -123,6 +126,7 @@ class ControlPlane:
             settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, runtime, deadman,
             pagerduty,
         )  # fmt: skip
+        plane.ab = ab
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
         plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact)
@@ -137,8 +141,10 @@ class ControlPlane:
                 admin_token=token,
                 model=settings.model,
                 integrations=settings.integrations,
+                ab=ab,
             )
             runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
+            runtime.actions.ab = ab
             runtime.actions.artifacts = plane.artifacts
             runtime.actions.evals = EvalActions(
                 runtime.client, plane.evals, service, runtime.threads, slack.command, admins=slack.admins
@@ -173,6 +179,7 @@ class ControlPlane:
             db=self.db,
             artifacts=self.artifacts,
             evals=self.evals,
+            ab=self.ab,
             post_file=self.slack.threads.post_file if self.slack else None,
             extra_routes=self.slack.routes() if self.slack else (),
         )

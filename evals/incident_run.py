@@ -20,10 +20,10 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.log import EvalSample, read_eval_log
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model, get_model
 from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, Score, Scorer, Target, accuracy, scorer
-from inspect_ai.solver import TaskState, generate, system_message
+from inspect_ai.solver import TaskState, generate
 
 from labbot.common.errors import BadRequest
-from labbot.evals.incidents import DIAGNOSE_SYSTEM, JUDGE_SYSTEM, Judged, case_prompt, judge_prompt, parse_verdict
+from labbot.evals.incidents import Judged, case_judge_prompt, case_prompt, judge_system, parse_verdict, system_prompt
 from labbot.evals.task import SampleDone
 
 SCORER = "labbot_judge"
@@ -43,15 +43,17 @@ def load_cases(suite_dir: Path) -> list[dict[str, Any]]:
 
 @scorer(metrics=[accuracy()], name=SCORER)
 def judged_by(judge: str | Model, on_sample: Callable[[str, Judged], None] | None = None) -> Scorer:
-    """The judge model's verdict on the diagnosis against the recorded cause (the sample's target)."""
+    """The judge model's verdict on the diagnosis against the recorded cause (the sample's target), or on a feedback
+    case's new answer against the researcher's comment (the case rides in the sample's metadata)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         diagnosis = state.output.completion if state.output is not None else ""
+        case = dict(state.metadata.get("case") or {"cause": target.text})
         try:
             model = get_model(judge) if isinstance(judge, str) else judge
-            question = judge_prompt(target.text, diagnosis)
+            question = case_judge_prompt(case, diagnosis)
             answer = await model.generate(
-                [ChatMessageSystem(content=JUDGE_SYSTEM), ChatMessageUser(content=question)],
+                [ChatMessageSystem(content=judge_system(case)), ChatMessageUser(content=question)],
                 config=GenerateConfig(temperature=0.0, max_tokens=300, timeout=JUDGE_TIMEOUT_S),
             )
             if answer.error:
@@ -77,12 +79,20 @@ def incident_task(
     cases: Sequence[dict[str, Any]], judge: str | Model, on_sample: Callable[[str, Judged], None] | None = None
 ) -> Task:
     dataset = MemoryDataset(
-        [Sample(id=str(c["id"]), input=case_prompt(c), target=str(c["cause"])) for c in cases],
+        [
+            Sample(
+                id=str(c["id"]),
+                input=[ChatMessageSystem(content=system_prompt(c)), ChatMessageUser(content=case_prompt(c))],
+                target=str(c["cause"]),
+                metadata={"case": {k: c.get(k) for k in ("kind", "cause", "question", "answer")}},
+            )
+            for c in cases
+        ],
         name="incidents",
     )
     return Task(
         dataset=dataset,
-        solver=[system_message(DIAGNOSE_SYSTEM), generate()],
+        solver=[generate()],
         scorer=judged_by(judge, on_sample),
         config=GenerateConfig(temperature=0.0, max_tokens=600),
     )

@@ -8,6 +8,10 @@ codebase — the tool results, never the babysitter's own conclusions). Everythi
 kept: values under secret-named keys, credential shapes, secret-named assignments in log lines, and the secrets
 labbot itself holds. The recorded cause is the case's target.
 
+The same suite holds cases made from feedback (``labbot.evals.feedback_cases``: a 👎 on an agent's answer, with the
+researcher's comment as the target); :func:`system_prompt`, :func:`case_prompt`, :func:`judge_system` and
+:func:`case_judge_prompt` say what the model and the judge read for either kind.
+
 A model is asked for the diagnosis (:func:`case_prompt`); a judge model compares it with the recorded cause
 (:func:`judge_prompt`, :func:`parse_verdict`). The verdict is ``correct``, ``incorrect`` or ``unjudged`` — a judge
 that could not be reached or answered anything but the verdict asked for — and ``unjudged`` never counts as passed.
@@ -39,7 +43,7 @@ from labbot.storage.models import (
     ThreadMessage,
 )
 
-CASE_ID = re.compile(r"incident-[a-z0-9]{1,16}")
+CASE_ID = re.compile(r"(?:incident|feedback)-[a-z0-9]{1,16}")  # a page's case, or a 👎's (evals.feedback_cases)
 INCIDENT_SUITE_ID = re.compile(r"incidents-[0-9a-f]{12}")
 POINTS_PER_METRIC = 60  # the window: each metric's last points before the page
 MAX_METRICS = 12
@@ -254,8 +258,51 @@ hedges across several causes. Answer with one line of JSON and nothing else: \
 {"verdict": "correct" or "incorrect", "reason": "one sentence"}"""
 
 
+FEEDBACK_SYSTEM = """\
+You are a research assistant for a machine-learning lab, answering a researcher's question in a Slack thread. You \
+get the question and what was looked up for it (tool results). Answer the question directly and correctly from \
+that material, in a few sentences."""
+
+FEEDBACK_JUDGE_SYSTEM = """\
+You grade answers to researchers' questions in an ML lab. An earlier answer to this question was marked bad, and \
+the researcher said what was wrong with it. The new answer is CORRECT when it answers the question without the \
+mistake the researcher described (and without another obvious one); INCORRECT when it repeats that mistake, \
+dodges the question or hedges across several answers. Answer with one line of JSON and nothing else: \
+{"verdict": "correct" or "incorrect", "reason": "one sentence"}"""
+
+
+def system_prompt(case: dict[str, Any]) -> str:
+    """The system prompt of the model being evaluated on ``case``."""
+    return FEEDBACK_SYSTEM if case.get("kind") == "feedback" else DIAGNOSE_SYSTEM
+
+
+def judge_system(case: dict[str, Any]) -> str:
+    return FEEDBACK_JUDGE_SYSTEM if case.get("kind") == "feedback" else JUDGE_SYSTEM
+
+
+def case_judge_prompt(case: dict[str, Any], answer: str) -> str:
+    """What the judge reads for ``case``: the recorded cause (an incident), or the question, the answer marked bad
+    and the researcher's comment (feedback), then the answer to grade."""
+    if case.get("kind") != "feedback":
+        return judge_prompt(str(case["cause"]), answer)
+    return (
+        f"QUESTION:\n{case.get('question', '')}\n\nEARLIER ANSWER, MARKED BAD:\n{case.get('answer', '')}\n\n"
+        f"WHAT THE RESEARCHER SAID WAS WRONG:\n{case['cause']}\n\nNEW ANSWER TO GRADE:\n{answer.strip() or '(empty)'}"
+    )
+
+
 def case_prompt(case: dict[str, Any]) -> str:
-    """What the model being evaluated reads: the frozen case without its cause."""
+    """What the model being evaluated reads: the frozen case without its cause (nor, for feedback, the answer that
+    was marked bad)."""
+    if case.get("kind") == "feedback":
+        parts = [f"QUESTION: {case.get('question', '')}"]
+        run = case.get("run") or {}
+        if run:
+            parts.append(f"RUN {run.get('id')} of job {run.get('job')}: " + json.dumps(run.get("params") or {}))
+        for item in case.get("context") or []:
+            parts.append(f"LOOKED UP with {item['tool']}:\n{item['result']}")
+        parts.append("Answer the question.")
+        return "\n\n".join(parts)
     page, run = case["page"], case.get("run") or {}
     parts = [
         f"PAGE {page['kind']} ({page['severity']}) at {page['triggered_at']}: {page['summary']}",

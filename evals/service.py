@@ -27,6 +27,7 @@ from typing import IO, Any
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
+from labbot.evals.feedback_cases import freeze_feedback
 from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, Suite, suite_id
@@ -203,6 +204,16 @@ class EvalService:
             return self.runs.logs(run_id, tail=80)
 
         case = freeze(self.runs.db, page_id, by=by, logs=logs, redactor=self.redactor)
+        return self._keep_case(case)
+
+    def from_feedback(self, feedback_id: str, *, by: str) -> dict[str, Any]:
+        """Freeze a 👎 with a comment on an agent's answer into a case of the incident suite
+        (:mod:`labbot.evals.feedback_cases`), kept like an incident case; the suite the cases now form. Making it
+        again replaces it (a comment corrected)."""
+        case = freeze_feedback(self.runs.db, feedback_id, by=by, redactor=self.redactor)
+        return self._keep_case(case)
+
+    def _keep_case(self, case: dict[str, Any]) -> dict[str, Any]:
         cases_dir = self.suites_root / CASES_DIR
         cases_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._lock:
@@ -217,7 +228,7 @@ class EvalService:
         folder = self.suites_root / CASES_DIR
         if not folder.is_dir():
             return []
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("incident-*.json")) if CASE_ID.fullmatch(p.stem)]
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if CASE_ID.fullmatch(p.stem)]
 
     def _incident_suite(self) -> dict[str, Any] | None:
         """The suite of every incident case kept now (written once per version: its id is its content's hash)."""
@@ -415,6 +426,9 @@ def _incident_summary(suite_id_: str, cases: list[dict[str, Any]]) -> dict[str, 
 
 
 def _case_task(case: dict[str, Any]) -> dict[str, Any]:
+    if case.get("kind") == "feedback":
+        question = str(case.get("question") or "")
+        return {"id": case["id"], "kind": "feedback", "summary": question[:200], "cause": case.get("cause")}
     page = case.get("page") or {}
     return {"id": case["id"], "kind": page.get("kind"), "summary": page.get("summary"), "cause": case.get("cause")}
 

@@ -1,5 +1,5 @@
 """The tables: runs, their metric points and launch keys; Slack triggers acted on; run threads; pages and their
-deliveries; artifacts; approvals, the audit trail and agent sessions.
+deliveries; artifacts; approvals, the audit trail, agent sessions and their answers; people's feedback.
 
 Every state transition of a run is a row update here; the watchdog reads ``runs`` with one indexed query, so the
 columns it needs (status, last telemetry, last step advance) live on the run itself, not in the points.
@@ -360,6 +360,10 @@ class AgentSession(Base):
     role: Mapped[str] = mapped_column(String(64))
     owner: Mapped[str] = mapped_column(String(100))  # who started it
     run_id: Mapped[str | None] = mapped_column(String(32))  # set when the thread is a run's
+    # the model that answers in this session, fixed when it starts (None: the configured model, sessions from
+    # before A/B tests); ab_arm is "A" or "B" when [agents.ab] split it
+    model: Mapped[str | None] = mapped_column(String(100))
+    ab_arm: Mapped[str | None] = mapped_column(String(1))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
@@ -381,3 +385,80 @@ class AgentMessage(Base):
 
     # also serves "a session's history in order"
     __table_args__ = (Index("ux_agent_messages_session_seq", "session_id", "seq", unique=True),)
+
+
+class AgentTurn(Base):
+    """One answer of an agent session: who asked, which model and role answered, what it cost, and the Slack
+    message it became (feedback on that message is feedback on this answer)."""
+
+    __tablename__ = "agent_turns"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("agent_sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)  # 1 for the session's first answer
+    owner: Mapped[str] = mapped_column(String(100))  # who asked
+    role: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(100))
+    ab_arm: Mapped[str | None] = mapped_column(String(1))
+    stop: Mapped[str] = mapped_column(String(40))
+    model_calls: Mapped[int] = mapped_column(Integer, default=0)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
+    # where the question ends and the answer begins in the session's history (agent_messages.seq)
+    first_seq: Mapped[int] = mapped_column(Integer, default=0)
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    channel: Mapped[str | None] = mapped_column(String(64))
+    message_ts: Mapped[str | None] = mapped_column(String(32))  # the answer's Slack message, once posted
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (
+        Index("ux_agent_turns_session_seq", "session_id", "seq", unique=True),
+        Index("ix_agent_turns_message", "channel", "message_ts"),
+        Index("ix_agent_turns_created_at", "created_at"),
+    )
+
+
+class VotableMessage(Base):
+    """A message labbot posted that people may vote on and that is not a run's card or an agent's answer (those are
+    found through ``run_threads`` and ``agent_turns``): an eval run's results."""
+
+    __tablename__ = "votable_messages"
+
+    channel: Mapped[str] = mapped_column(String(64), primary_key=True)
+    ts: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # eval
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Feedback(Base):
+    """One person's vote on one thing labbot posted: an agent's answer (``kind`` answer: its turn, model and role
+    kept), a run's card (run) or an eval run's results (eval). One row per (message, voter): pressing again, changing
+    the vote or Slack retrying the event updates it, the latest vote wins."""
+
+    __tablename__ = "feedback"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # answer|run|eval
+    channel: Mapped[str] = mapped_column(String(64))
+    message_ts: Mapped[str] = mapped_column(String(32))
+    user: Mapped[str] = mapped_column(String(100))
+    vote: Mapped[int] = mapped_column(Integer)  # +1 or -1
+    source: Mapped[str] = mapped_column(String(16))  # button|reaction|api
+    comment: Mapped[str | None] = mapped_column(Text)
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("agent_turns.id", ondelete="SET NULL"))
+    session_id: Mapped[str | None] = mapped_column(String(32))
+    model: Mapped[str | None] = mapped_column(String(100))
+    role: Mapped[str | None] = mapped_column(String(64))
+    ab_arm: Mapped[str | None] = mapped_column(String(1))
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    # an eval case made from it (`eval from-feedback`): its id
+    case_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (
+        Index("ux_feedback_message_user", "channel", "message_ts", "user", unique=True),
+        Index("ix_feedback_created_at", "created_at"),
+        Index("ix_feedback_arm", "ab_arm", "model"),
+    )

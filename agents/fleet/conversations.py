@@ -7,6 +7,11 @@ state go to the agent runtime (``labbot.agents.fleet.runtime``); the whole new h
 the answer returned. Asks in one thread are served one at a time (a lock per thread, that is per session): the second
 waits for the first and sees its exchange.
 
+A/B tests (``ab``, ``[agents.ab]``): a new thread's session gets an arm and its model (``labbot.agents.fleet.ab``),
+kept with the session, so every answer in that thread — its sub-agents' too — comes from that model. Each answer is
+kept as a turn (model, role, model calls, tokens, time), in the transaction that saves the history; feedback on the
+answer's Slack message is counted against it.
+
 The lab's notes (``notes``: where reports and tickets go, from labbot.toml) and, in a run's thread, the run's state
 are system blocks after the role's prompt, so the prompt (which the runtime marks for prompt caching) stays the same
 from ask to ask while the state changes.
@@ -36,10 +41,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.roles import DELEGATE, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
-from labbot.agents.fleet.sessions import SessionInfo, SessionStore
+from labbot.agents.fleet.sessions import SessionInfo, SessionStore, TurnRecord, new_session_id, new_turn_id
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
@@ -61,6 +67,11 @@ class Answer:
     stop: str  # RunOutcome.stop, or "no_model"
     session_id: str
     turns: int
+    turn_id: str | None = None  # the agent_turns row kept for it (None: no model answered)
+    model: str | None = None
+    ab_arm: str | None = None
+    tokens: int = 0
+    elapsed_s: float = 0.0
 
 
 def delegation_refusal(
@@ -94,6 +105,7 @@ class Fleet:
         notes: str = "",
         max_depth: int = 2,
         max_fanout: int = 3,
+        ab: AbTest | None = None,
     ) -> None:
         if max_depth < 0 or max_fanout < 0:
             raise ValueError(f"max_depth and max_fanout must be 0 or more, got {max_depth} and {max_fanout}")
@@ -106,6 +118,7 @@ class Fleet:
         self.max_depth = max_depth
         self.max_fanout = max_fanout
         self.sessions = SessionStore(db)
+        self.ab = ab  # [agents.ab]: new threads split between two models (labbot.agents.fleet.ab)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def ask(
@@ -125,8 +138,18 @@ class Fleet:
             session = self.sessions.find(channel, thread_ts)
             if session is None:
                 self._role(role)  # an unknown role starts nothing
+                session_id, model, arm = new_session_id(), None, None
+                if self.ab is not None and self.ab.applies_to(role) and channel and thread_ts:
+                    arm, model = self.ab.arm(session_id)
                 session, _ = self.sessions.open(
-                    channel=channel, thread_ts=thread_ts, role=role, owner=owner, run_id=run_id
+                    channel=channel,
+                    thread_ts=thread_ts,
+                    role=role,
+                    owner=owner,
+                    run_id=run_id,
+                    session_id=session_id,
+                    model=model,
+                    ab_arm=arm,
                 )
             elif session.run_id is None and run_id is not None:
                 self.sessions.bind_run(session.id, run_id)
@@ -149,10 +172,37 @@ class Fleet:
                 run_id=session.run_id,
             )
             budgets = agent.budgets or self.runtime.budgets
-            executor = await self._executor(agent, 0, budgets, on_event)
-            outcome = await self.runtime.run(system, messages, executor, ctx, on_event=on_event, budgets=budgets)
-            self.sessions.save(session.id, outcome.messages, previous)
-            return Answer(outcome.text, outcome.stop, session.id, outcome.turns)
+            model = session.model or self.runtime.model
+            executor = await self._executor(agent, 0, budgets, on_event, model)
+            outcome = await self.runtime.run(
+                system, messages, executor, ctx, on_event=on_event, budgets=budgets, model=model
+            )
+            turn = TurnRecord(
+                id=new_turn_id(),
+                owner=owner,
+                role=agent.name,
+                model=model,
+                ab_arm=session.ab_arm,
+                stop=outcome.stop,
+                model_calls=outcome.turns,
+                tokens=outcome.usage.total,
+                elapsed_s=round(outcome.elapsed_s, 3),
+                first_seq=len(messages) - 1,
+                last_seq=len(outcome.messages) - 1,
+                channel=session.channel,
+            )
+            self.sessions.save(session.id, outcome.messages, previous, turn)
+            return Answer(
+                outcome.text,
+                outcome.stop,
+                session.id,
+                outcome.turns,
+                turn_id=turn.id,
+                model=model,
+                ab_arm=session.ab_arm,
+                tokens=turn.tokens,
+                elapsed_s=turn.elapsed_s,
+            )
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A session's persisted messages, in order."""
@@ -201,11 +251,13 @@ class Fleet:
             return f"{head} Its current state could not be read ({type(exc).__name__}); use the tools."
         return f"{head} Its current state:\n{state}" if state else head
 
-    async def _executor(self, role: Role, depth: int, budgets: Budgets, on_event: EventCallback | None) -> ToolExecutor:
+    async def _executor(
+        self, role: Role, depth: int, budgets: Budgets, on_event: EventCallback | None, model: str
+    ) -> ToolExecutor:
         inner = await self.tools_for(role.name)
         delegation = None
         if role.allows(DELEGATE) and depth < self.max_depth:
-            delegation = _Delegation(self, depth, budgets, on_event)
+            delegation = _Delegation(self, depth, budgets, on_event, model)
         return _RoleTools(inner, role, delegation)
 
     async def _delegate(self, role: Role, task: str, ctx: CallContext, run: _Delegation) -> ToolResult:
@@ -217,7 +269,7 @@ class Fleet:
         runtime = copy.copy(self.runtime)  # the same client and settings, but not the researcher's limit again:
         runtime.limiter = AgentLimiter(sys.maxsize)  # a sub-agent shares its parent's slot
         sub_ctx = dataclasses.replace(ctx, role=role.name)
-        executor = await self._executor(role, run.depth + 1, budgets, run.on_event)
+        executor = await self._executor(role, run.depth + 1, budgets, run.on_event, run.model)
         outcome = await runtime.run(
             [role.system, *([self.notes] if self.notes else [])],
             [{"role": "user", "content": task}],
@@ -225,6 +277,7 @@ class Fleet:
             sub_ctx,
             on_event=_prefixed(run.on_event, role.name),
             budgets=budgets,
+            model=run.model,  # the whole answer is the session's model's (an A/B arm's, sub-agents included)
         )
         meta = {"role": role.name, "stop": outcome.stop, "turns": outcome.turns}
         if outcome.answered:
@@ -236,8 +289,11 @@ class Fleet:
 class _Delegation:
     """The ``delegate`` tool of one agent run: its depth, and how many times it has delegated."""
 
-    def __init__(self, fleet: Fleet, depth: int, parent_budgets: Budgets, on_event: EventCallback | None) -> None:
+    def __init__(
+        self, fleet: Fleet, depth: int, parent_budgets: Budgets, on_event: EventCallback | None, model: str
+    ) -> None:
         self.fleet = fleet
+        self.model = model
         self.depth = depth
         self.parent_budgets = parent_budgets
         self.on_event = on_event

@@ -255,8 +255,10 @@ class AgentRuntime:
         *,
         on_event: EventCallback | None = None,
         budgets: Budgets | None = None,
+        model: str | None = None,
     ) -> RunOutcome:
-        """Run one agent until it answers or a budget runs out; see the module docstring."""
+        """Run one agent until it answers or a budget runs out; see the module docstring. ``model`` overrides the
+        runtime's (a session's A/B arm)."""
         history = [dict(m) for m in messages]
         if not history or history[-1].get("role") != "user":
             raise ValueError("an agent run needs a history that ends with the researcher's (user) message")
@@ -264,7 +266,8 @@ class AgentRuntime:
             return _finish(history, "no_model", NO_MODEL_MESSAGE, TokenUsage(), 0, 0.0)
         try:
             async with self.limiter.acquire(ctx.owner):
-                outcome = await _Run(self, self.client, system, history, executor, ctx, on_event, budgets).go()
+                run = _Run(self, self.client, system, history, executor, ctx, on_event, budgets, model or self.model)
+                outcome = await run.go()
         except AgentLimitReached as full:
             return _finish(history, "agent_limit", str(full), TokenUsage(), 0, 0.0)
         used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {format_duration(outcome.elapsed_s)}"
@@ -285,8 +288,10 @@ class _Run:
         ctx: CallContext,
         on_event: EventCallback | None,
         budgets: Budgets | None,
+        model: str,
     ) -> None:
         self.rt = runtime
+        self.model = model
         self.client = client
         self.history = history
         self.executor = executor
@@ -382,7 +387,7 @@ class _Run:
 
     async def create(self, max_tokens: int) -> Any:
         """One Messages API call with retries: the response, or ``_Stopped`` with the plain reason it failed."""
-        request: dict[str, Any] = {"model": self.rt.model, "max_tokens": max_tokens, "messages": list(self.history)}
+        request: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "messages": list(self.history)}
         if self.system is not None:
             request["system"] = self.system
         if self.tools:

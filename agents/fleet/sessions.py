@@ -4,8 +4,9 @@ nothing.
 ``labbot.agents.fleet.conversations`` is the only user: it finds (or starts) the session of a thread, loads its history
 — the Messages API messages exactly as the runtime (``labbot.agents.fleet.runtime``) returned them, tool calls and
 results included — and, after a run, saves the new history in one transaction. Rows: ``AgentSession`` (one per thread;
-its role and run are fixed when it starts) and ``AgentMessage`` (one per message, by ``seq``), in
-``labbot.storage.models``.
+its role, run and model are fixed when it starts), ``AgentMessage`` (one per message, by ``seq``) and ``AgentTurn``
+(one per answer: who asked, the model and role that answered, turns, tokens and time, and the Slack message it
+became — what feedback on that message is counted against), in ``labbot.storage.models``.
 
 A session with no thread (``channel`` or ``thread_ts`` None) is never found again: each such ask starts a new one.
 """
@@ -17,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from labbot.storage.db import Database
-from labbot.storage.models import AgentMessage, AgentSession, utcnow
+from labbot.storage.models import AgentMessage, AgentSession, AgentTurn, utcnow
 
-__all__ = ["SessionInfo", "SessionStore", "new_session_id"]
+__all__ = ["SessionInfo", "SessionStore", "TurnRecord", "new_session_id", "new_turn_id"]
 
 
 def new_session_id() -> str:
@@ -39,10 +40,34 @@ class SessionInfo:
     role: str
     owner: str  # who started it
     run_id: str | None
+    model: str | None = None  # the model it answers with; None: the configured one
+    ab_arm: str | None = None  # "A" or "B" when an A/B test chose its model
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One answer, as ``save`` keeps it (an ``agent_turns`` row): who asked, who answered, what it cost."""
+
+    id: str
+    owner: str
+    role: str
+    model: str
+    ab_arm: str | None
+    stop: str
+    model_calls: int
+    tokens: int
+    elapsed_s: float
+    first_seq: int  # the question's position in the history
+    last_seq: int  # the answer's
+    channel: str | None
+
+
+def new_turn_id() -> str:
+    return "trn_" + secrets.token_hex(8)
 
 
 def _info(row: AgentSession) -> SessionInfo:
-    return SessionInfo(row.id, row.channel, row.thread_ts, row.role, row.owner, row.run_id)
+    return SessionInfo(row.id, row.channel, row.thread_ts, row.role, row.owner, row.run_id, row.model, row.ab_arm)
 
 
 class SessionStore:
@@ -67,21 +92,33 @@ class SessionStore:
             return _info(row) if row is not None else None
 
     def open(
-        self, *, channel: str | None, thread_ts: str | None, role: str, owner: str, run_id: str | None
+        self,
+        *,
+        channel: str | None,
+        thread_ts: str | None,
+        role: str,
+        owner: str,
+        run_id: str | None,
+        session_id: str | None = None,
+        model: str | None = None,
+        ab_arm: str | None = None,
     ) -> tuple[SessionInfo, bool]:
         """The thread's session, or a new one bound to it: (session, created). If another process starts the
-        thread's session at the same moment, that one is returned (the unique index decides)."""
+        thread's session at the same moment, that one is returned (the unique index decides), with its model and
+        arm, not these."""
         found = self.find(channel, thread_ts)
         if found is not None:
             return found, False
         threaded = bool(channel and thread_ts)
         row = AgentSession(
-            id=new_session_id(),
+            id=session_id or new_session_id(),
             channel=channel if threaded else None,
             thread_ts=thread_ts if threaded else None,
             role=role,
             owner=owner,
             run_id=run_id,
+            model=model,
+            ab_arm=ab_arm,
         )
         try:
             with self.db.session() as s:
@@ -113,10 +150,15 @@ class SessionStore:
         return [{"role": role, "content": content} for role, content in rows]
 
     def save(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]]
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        previous: Sequence[Mapping[str, Any]],
+        turn: TurnRecord | None = None,
     ) -> None:
         """Make ``messages`` the session's history, in one transaction. ``previous`` is the history as loaded:
-        messages it shares with ``messages`` (the unchanged head) are not written again."""
+        messages it shares with ``messages`` (the unchanged head) are not written again. ``turn``, the answer that
+        made them, is kept in the same transaction (numbered after the session's earlier answers)."""
         kept = 0
         for old, new in zip(previous, messages, strict=False):
             if dict(old) != dict(new):
@@ -131,3 +173,29 @@ class SessionStore:
                 if seq >= kept
             )
             s.execute(update(AgentSession).where(AgentSession.id == session_id).values(updated_at=now))
+            if turn is not None:
+                done = s.scalar(select(func.count()).select_from(AgentTurn).where(AgentTurn.session_id == session_id))
+                s.add(
+                    AgentTurn(
+                        id=turn.id,
+                        session_id=session_id,
+                        seq=int(done or 0) + 1,
+                        owner=turn.owner,
+                        role=turn.role,
+                        model=turn.model,
+                        ab_arm=turn.ab_arm,
+                        stop=turn.stop,
+                        model_calls=turn.model_calls,
+                        tokens=turn.tokens,
+                        elapsed_s=turn.elapsed_s,
+                        first_seq=turn.first_seq,
+                        last_seq=turn.last_seq,
+                        channel=turn.channel,
+                        created_at=now,
+                    )
+                )
+
+    def posted(self, turn_id: str, channel: str, message_ts: str) -> None:
+        """The Slack message an answer became (votes on that message are votes on the answer)."""
+        with self.db.session() as s:
+            s.execute(update(AgentTurn).where(AgentTurn.id == turn_id).values(channel=channel, message_ts=message_ts))

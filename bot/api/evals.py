@@ -12,6 +12,7 @@ Routes (admin token)::
     GET  /api/v1/evals/runs/{run_id}                                            {"eval": {...}}
     GET  /api/v1/evals/compare?a=RUN&b=RUN      two runs of one suite, paired   {"comparison": {...}}
     POST /api/v1/evals/incidents/{page_id}?by=WHO   a resolved page as a case    {"case": {...}, "suite": {...}} 201
+    POST /api/v1/evals/feedback/{id}?by=WHO   a 👎 with a comment as a case      {"case": {...}, "suite": {...}} 201
 
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
@@ -58,7 +59,11 @@ class EvalRunRequest(BaseModel):
     idempotency_key: str | None = Field(default=None, max_length=200)
 
 
-def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
+def eval_routes(
+    evals: EvalService | None, admin: Admin, mark_case: Callable[[str, str], None] | None = None
+) -> list[Route]:
+    """``mark_case(feedback_id, case_id)`` records on the feedback row the case made from it."""
+
     def service() -> EvalService:
         if evals is None:
             raise EvalsOff("evals are not enabled in this labbot")
@@ -124,6 +129,14 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
         made = await to_thread.run_sync(lambda: svc.from_incident(page_id, by=by))
         return JSONResponse(made, status_code=201)
 
+    async def from_feedback(request: Request) -> Any:
+        svc, feedback_id = service(), request.path_params["feedback_id"]
+        by = request.query_params.get("by") or "api"
+        made = await to_thread.run_sync(lambda: svc.from_feedback(feedback_id, by=by))
+        if mark_case is not None:
+            await to_thread.run_sync(mark_case, feedback_id, str(made["case"]["id"]))
+        return JSONResponse(made, status_code=201)
+
     async def share(request: Request) -> Any:
         svc, suite_id = service(), request.path_params["suite_id"]
         by = request.query_params.get("by") or "api"
@@ -138,6 +151,7 @@ def eval_routes(evals: EvalService | None, admin: Admin) -> list[Route]:
 
     return [
         Route("/api/v1/evals/compare", admin(compare), methods=["GET"]),
+        Route("/api/v1/evals/feedback/{feedback_id}", admin(from_feedback), methods=["POST"]),
         Route("/api/v1/evals/incidents/{page_id}", admin(from_incident), methods=["POST"]),
         Route("/api/v1/evals/suites", admin(add_suite), methods=["POST"]),
         Route("/api/v1/evals/suites", admin(list_suites), methods=["GET"]),

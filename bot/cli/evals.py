@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from labbot.bot.cli import render
+from labbot.bot.cli.feedback import feedback_case_text
 from labbot.common.api_client import ApiClient, api_path, check_id
 from labbot.common.durations import format_duration
 
@@ -81,6 +82,10 @@ def add_parser(sub: Any) -> None:
     s.add_argument("page", help="a page id from `labbot pages --all`")
     s.add_argument("--json", action="store_true")
 
+    s = esub.add_parser("from-feedback", help="a 👎 with a comment on an agent's answer, as an eval case")
+    s.add_argument("feedback", help="a feedback id from `labbot feedback --vote down`")
+    s.add_argument("--json", action="store_true")
+
     s = esub.add_parser("list", help="the suites labbot keeps and the eval runs, newest first")
     s.add_argument("--limit", type=int, default=50, metavar="N")
     s.add_argument("--json", action="store_true")
@@ -110,6 +115,11 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -
         path = api_path("evals", "incidents", check_id("page", a.page))
         made = api.json("POST", path, params={"by": getpass.getuser()})
         print_json(made) if a.json else print(incident_case_text(made))
+        return 0
+    if a.eval_command == "from-feedback":
+        path = api_path("evals", "feedback", check_id("feedback", a.feedback))
+        made = api.json("POST", path, params={"by": getpass.getuser()})
+        print_json(made) if a.json else print(feedback_case_text(made))
         return 0
     if a.eval_command == "list":
         suites = api.json("GET", "/evals/suites")["suites"]

@@ -197,6 +197,30 @@ EVAL_FROM_INCIDENT = Command(
     examples=("eval from-incident pq3x7k",),
 )
 
+EVAL_FROM_FEEDBACK = Command(
+    "eval-from-feedback",
+    "a 👎 with a comment on an agent's answer, as an eval case: can a model answer without that mistake?",
+    args=(Arg("feedback", "str", "a feedback id, as `{cmd} feedback` lists them"),),
+    examples=("eval from-feedback fbk3xq7p",),
+)
+
+FEEDBACK = Command(
+    "feedback",
+    "votes on agents' answers, run cards and eval results (👍/👎), newest first",
+    options=(
+        Option("--down", "flag", "only 👎"),
+        Option("--mine", "flag", "only your votes"),
+        Option("--limit", "int", "at most this many", default=20, minimum=1),
+    ),
+    examples=("feedback", "feedback --down"),
+)
+
+AB = Command(
+    "ab",
+    "the A/B test of the agents' models: each arm's 👍 rate with its 95% interval, and whether it differs yet",
+    examples=("ab",),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -225,6 +249,9 @@ COMMANDS: tuple[Command, ...] = (
     EVAL_COMPARE,
     EVAL_SHARE,
     EVAL_FROM_INCIDENT,
+    EVAL_FROM_FEEDBACK,
+    FEEDBACK,
+    AB,
     HELP,
 )
 

@@ -220,6 +220,54 @@ class SlackEmulator(SlackWorkspace):
             "event_context": f"4-emulator-{team}-{message.channel}",
         }
 
+    def reaction_payload(
+        self, message: Message, *, user: str, reaction: str, removed: bool = False, event_id: str | None = None
+    ) -> dict[str, Any]:
+        """The Events API envelope of ``user`` putting (or, ``removed``, taking off) ``reaction`` on ``message``;
+        the reaction is applied to the emulated message too."""
+        with self._lock:
+            ch = self._channel(message.channel)
+            stored = ch.messages.get(message.ts)
+            if stored is not None:
+                users = stored.reactions.setdefault(reaction, [])
+                if removed and user in users:
+                    users.remove(user)
+                elif not removed and user not in users:
+                    users.append(user)
+            self._event_seq += 1
+            seq = self._event_seq
+            now = self._clock.next()
+        event = {
+            "type": "reaction_removed" if removed else "reaction_added",
+            "user": user,
+            "reaction": reaction,
+            "item": {"type": "message", "channel": message.channel, "ts": message.ts},
+            "item_user": message.user,
+            "event_ts": now,
+        }
+        return {
+            "token": self.verification_token,
+            "team_id": self.team_id,
+            "context_team_id": self.team_id,
+            "api_app_id": self.app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or f"Ev0EMU{seq:06d}",
+            "event_time": int(now.split(".")[0]),
+            "authed_users": [self.bot_user_id],
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-emulator-{self.team_id}-{message.channel}",
+        }
+
     # ----------------------------------------------------------------- serving
 
     def start(self, *, host: str = "127.0.0.1", port: int = 0, timeout: float = 10.0) -> str:

@@ -11,6 +11,7 @@ files.completeUploadExternal) as `files_upload_v2` does it.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -256,6 +257,23 @@ class SlackWorkspace(WorkspaceState):
         self._emit("updated", m)
         return {}
 
+    def _views_open(self, p: Params, _: UploadUrlFor) -> Params:
+        trigger = _req_str(p, "trigger_id", "invalid_trigger_id")
+        view = p.get("view")
+        if isinstance(view, str):
+            try:
+                view = json.loads(view)
+            except ValueError:
+                raise ApiError("invalid_arguments", detail="view must be a JSON object") from None
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            raise ApiError("invalid_arguments", detail="view must be a modal view object")
+        if not isinstance(view.get("title"), dict) or not isinstance(view.get("blocks"), list):
+            raise ApiError("invalid_arguments", detail="a modal needs a title and blocks")
+        vid = self._next_id("V0VW")
+        opened = {**view, "id": vid, "trigger_id": trigger}
+        self._views[vid] = opened
+        return {"view": {k: v for k, v in opened.items() if k != "trigger_id"}}
+
     def _files_get_upload_url_external(self, p: Params, upload_url_for: UploadUrlFor) -> Params:
         filename = _req_str(p, "filename")
         length = _int(p, "length", -1)
@@ -310,6 +328,7 @@ _HANDLERS: dict[str, Callable[[SlackWorkspace, Params, UploadUrlFor], Params]] =
     "conversations.replies": SlackWorkspace._conversations_replies,
     "users.info": SlackWorkspace._users_info,
     "reactions.add": SlackWorkspace._reactions_add,
+    "views.open": SlackWorkspace._views_open,
     "files.getUploadURLExternal": SlackWorkspace._files_get_upload_url_external,
     "files.completeUploadExternal": SlackWorkspace._files_complete_upload_external,
 }

@@ -75,6 +75,7 @@ class WorkspaceState:
         self.default_channel = next(iter(self._channels))
         self._dms: dict[str, str] = {}
         self._files: dict[str, UploadedFile] = {}
+        self._views: dict[str, dict[str, Any]] = {}  # views.open: modals opened, by view id
         self._seq = 0
         self._subscribers: list[Subscriber] = []
         self._pending: list[EmulatorEvent] = []
@@ -131,6 +132,11 @@ class WorkspaceState:
     def ephemeral_messages(self, channel: str, user: str | None = None) -> list[Message]:
         with self._lock:
             return [m.copy() for m in self._channel(channel).ephemeral if user in (None, m.ephemeral_to)]
+
+    def views_opened(self) -> list[dict[str, Any]]:
+        """The modals opened (views.open), oldest first, each with its ``id`` and ``trigger_id``."""
+        with self._lock:
+            return [dict(v) for v in self._views.values()]
 
     def file(self, file_id: str) -> UploadedFile | None:
         with self._lock:

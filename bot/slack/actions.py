@@ -18,13 +18,17 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate
 from labbot.agents.fleet.identity import store_of
 from labbot.agents.fleet.roles import load_roles
 from labbot.agents.fleet.tools import CallContext
+from labbot.bot.api.feedback import ab_document
 from labbot.bot.cli import render
+from labbot.bot.cli.feedback import ab_text, feedback_table
 from labbot.bot.commands import LAB, Parsed, help_text, usage
 from labbot.bot.config import SlackSettings
+from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.slack.agent_threads import AgentConversations
 from labbot.bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from labbot.bot.slack.blocks.pages import pages_list
@@ -79,6 +83,8 @@ class LabActions:
         self.artifacts: ArtifactStore | None = None
         # and evals, for /lab eval ...
         self.evals: EvalActions | None = None
+        # and the A/B test of the agents' models ([agents.ab]), for /lab ab
+        self.ab: AbTest | None = None
 
     def is_admin(self, user: str) -> bool:
         return user in self.settings.admins
@@ -325,6 +331,29 @@ class LabActions:
         text = await self._evals().from_incident(parsed.args["page"], who.user)
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, "incident eval case", blocks)
+
+    async def _do_eval_from_feedback(self, parsed: Parsed, who: Asker) -> None:
+        text = await self._evals().from_feedback(parsed.args["feedback"], who.user)
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "feedback eval case", blocks)
+
+    async def _do_feedback(self, parsed: Parsed, who: Asker) -> None:
+        store, opts = FeedbackStore(self.service.db), parsed.options
+        rows = await to_thread.run_sync(
+            lambda: store.recent(limit=int(opts.get("limit") or 20), vote="down" if opts.get("down") else None)
+        )
+        if opts.get("mine"):
+            rows = [r for r in rows if r["user"] == who.user]
+        text = f"```\n{feedback_table(rows)}\n```"
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, f"{len(rows)} votes", blocks)
+
+    async def _do_ab(self, parsed: Parsed, who: Asker) -> None:
+        store = FeedbackStore(self.service.db)
+        doc = await to_thread.run_sync(ab_document, store, self.ab)
+        text = ab_text(doc) if not doc.get("configured") else f"```\n{ab_text(doc)}\n```"
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "A/B test", blocks)
 
     async def _do_eval_compare(self, parsed: Parsed, who: Asker) -> None:
         text = await self._evals().compare(parsed.args["run_a"], parsed.args["run_b"])

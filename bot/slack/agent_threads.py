@@ -1,6 +1,7 @@
 """Agents in Slack threads: a mention, ``/lab ask`` or a reply in a run thread goes to the agent fleet, the work is
 shown while it happens (one progress message, updated at most every couple of seconds, then replaced by the
-answer), and destructive tool calls are asked in the thread with Approve / Deny buttons.
+answer, which carries 👍/👎 feedback buttons: ``labbot.bot.slack.feedback``), and destructive tool calls are asked
+in the thread with Approve / Deny buttons.
 
 ``AgentConversations`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
 ``labbot.agents.fleet.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how
@@ -23,8 +24,11 @@ from sqlalchemy import select
 from labbot.agents.fleet.approvals import ApprovalRequest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.runtime import AgentEvent
+from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.slack.blocks import text_blocks
+from labbot.bot.slack.blocks.limits import MAX_BLOCKS
 from labbot.bot.slack.blocks.run_card import clip, escape, mention
+from labbot.bot.slack.feedback import feedback_block
 from labbot.storage.db import Database
 from labbot.storage.models import AgentSession, Approval, RunThread
 
@@ -107,21 +111,37 @@ class AgentConversations:
                 on_event=shown.on_event,
             )
             reply = str(getattr(answer, "text", "") or "(no answer)")
+            turn_id = getattr(answer, "turn_id", None)
         except Exception:
             log.exception("the agent failed in thread %s", thread_ts)
             reply = ":warning: the agent failed inside labbot; the error is in labbot's log. Ask again in a moment."
-        await self._post_answer(channel, thread_ts, progress_ts, reply, shown.summary())
+            turn_id = None
+        await self._post_answer(channel, thread_ts, progress_ts, reply, shown.summary(), turn_id)
 
-    async def _post_answer(self, channel: str, thread_ts: str, progress_ts: str, reply: str, summary: str) -> None:
+    async def _post_answer(
+        self, channel: str, thread_ts: str, progress_ts: str, reply: str, summary: str, turn_id: str | None = None
+    ) -> None:
+        """The answer replaces the progress message (continued in more messages when long); the last carries the
+        👍/👎 buttons of the answer's turn, and the first is recorded as the answer's message."""
         messages = text_blocks(reply) or [[]]
+        if summary:
+            messages[0] = [*messages[0], {"type": "context", "elements": [{"type": "mrkdwn", "text": summary}]}]
+        if turn_id is not None:
+            if len(messages[-1]) < MAX_BLOCKS:
+                messages[-1] = [*messages[-1], feedback_block(turn_id)]
+            else:
+                messages.append([feedback_block(turn_id)])
         first, rest = messages[0], messages[1:]
-        blocks = [*first, {"type": "context", "elements": [{"type": "mrkdwn", "text": summary}]}] if summary else first
         try:  # the progress message becomes the answer: the thread shows no leftover "working on it"
-            await self.client.chat_update(channel=channel, ts=progress_ts, text=clip(reply, 3000), blocks=blocks)
+            await self.client.chat_update(channel=channel, ts=progress_ts, text=clip(reply, 3000), blocks=first)
+            answer_ts = progress_ts
         except SlackApiError:
-            await self.client.chat_postMessage(
-                channel=channel, thread_ts=thread_ts, text=clip(reply, 3000), blocks=blocks
+            posted = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=clip(reply, 3000), blocks=first
             )
+            answer_ts = str(posted["ts"])
+        if turn_id is not None:
+            await to_thread.run_sync(SessionStore(self.db).posted, turn_id, channel, answer_ts)
         for more in rest:
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="(continued)", blocks=more)
 

@@ -1,7 +1,8 @@
 """The Bolt app: every Slack listener of labbot, each one acking first and handing the work to a background task.
 
 Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, the pages'
-Ack / Resolve / File incident buttons, the agents' Approve / Deny buttons, thread replies and ``@labbot`` mentions.
+Ack / Resolve / File incident buttons, the agents' Approve / Deny buttons, thread replies and ``@labbot`` mentions,
+the 👍/👎 buttons under answers, the "what went wrong?" modal and 👍/👎 reactions (``labbot.bot.slack.feedback``).
 Global middleware drops Slack's retries of events already seen (by ``event_id``) and messages from bots; Bolt itself
 ignores the bot's own events. Requests over HTTP are verified (size, signature, 5-minute window) before they reach
 Bolt, at the door (``labbot.bot.slack.http``), so Bolt's own verification, which logs the body of a request that
@@ -28,6 +29,9 @@ from labbot.bot.commands import LAB, UsageError, help_text, parse
 from labbot.bot.slack.actions import Asker, LabActions
 from labbot.bot.slack.blocks import ephemeral_error
 from labbot.bot.slack.dedup import SeenKeys
+from labbot.bot.slack.feedback import ACTION_ID as FEEDBACK_ACTION
+from labbot.bot.slack.feedback import MODAL_CALLBACK as FEEDBACK_MODAL
+from labbot.bot.slack.feedback import SlackFeedback
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.threads import RunThreads
 from labbot.storage.seen import DurableSeenKeys
@@ -53,6 +57,7 @@ def build_app(
     tasks: TaskSet,
     triggers: SeenKeys | DurableSeenKeys,
     command: str = "/lab",
+    feedback: SlackFeedback | None = None,
 ) -> AsyncApp:
     """``triggers`` remembers the trigger ids acted on: ``DurableSeenKeys`` in labbot (across restarts and
     replicas)."""
@@ -211,5 +216,31 @@ def build_app(
     @app.action("approval_deny")
     async def on_deny(ack: AsyncAck, body: dict[str, Any]) -> None:
         await on_approval(ack, body, False)
+
+    # feedback: a vote is idempotent (one row per message and voter, the latest vote), so neither the replay guard
+    # nor the double-click guard stands in its way: a changed mind within seconds must count
+    @app.action(FEEDBACK_ACTION)
+    async def on_feedback(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        if feedback is not None:
+            tasks.spawn(feedback.button(body), name="feedback")
+
+    @app.view(FEEDBACK_MODAL)
+    async def on_feedback_comment(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()  # the modal closes; the comment is stored after
+        if feedback is not None:
+            tasks.spawn(feedback.comment(body), name="feedback comment")
+
+    @app.event("reaction_added")
+    async def on_reaction_added(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        if feedback is not None:
+            tasks.spawn(feedback.reaction(event, added=True), name="reaction")
+
+    @app.event("reaction_removed")
+    async def on_reaction_removed(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        if feedback is not None:
+            tasks.spawn(feedback.reaction(event, added=False), name="reaction")
 
     return app

@@ -18,7 +18,9 @@ from anyio import to_thread
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.bot.cli.evals import comparison_text, eval_runs_table, incident_case_text, results_text, suites_table
+from labbot.bot.cli.feedback import feedback_case_text
 from labbot.bot.commands import Parsed
+from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
@@ -120,6 +122,12 @@ class EvalActions:
             made = await to_thread.run_sync(lambda: self.evals.from_incident(page_id, by=user))
         return f"```\n{incident_case_text(made)}\n```".replace("`eval run", f"`{self.command} eval run")
 
+    async def from_feedback(self, feedback_id: str, user: str) -> str:
+        made = await to_thread.run_sync(lambda: self.evals.from_feedback(feedback_id, by=user))
+        store = FeedbackStore(self.service.db)
+        await to_thread.run_sync(store.mark_case, feedback_id, str(made["case"]["id"]))
+        return f"```\n{feedback_case_text(made)}\n```".replace("`labbot eval run", f"`{self.command} eval run")
+
     async def compare(self, run_a: str, run_b: str) -> str:
         doc = await to_thread.run_sync(self.evals.compare, run_a, run_b)
         return f"```\n{comparison_text(doc)}\n```"
@@ -137,9 +145,14 @@ class EvalActions:
             text = f"eval run `{run['id']}` ended ({run['status']}) without results: `{self.command} logs {run['id']}`"
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
             return 1
+        store = FeedbackStore(self.service.db)
         for blocks in text_blocks(f"```\n{results_text(doc)}\n```"):
-            await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="eval results", blocks=blocks)
+            posted = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text="eval results", blocks=blocks
+            )
             calls += 1
+            # a 👍/👎 on the results is feedback on the eval run
+            await to_thread.run_sync(store.remember, channel, str(posted["ts"]), "eval", str(run["id"]))
         calls += await self._upload_log(run["id"], doc, channel, thread_ts)
         calls += await self._saturation(doc, channel, thread_ts)
         return calls

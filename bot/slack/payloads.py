@@ -1,4 +1,5 @@
-"""What Slack sends labbot, built locally: slash commands and button clicks, form-encoded and signed as Slack does.
+"""What Slack sends labbot, built locally: slash commands, button clicks (feedback buttons too) and modal submissions,
+form-encoded and signed as Slack does.
 
 The console turns what you type into these; tests and benchmarks dispatch them too, so every path through the Bolt
 app is the production one (signature check included). Events API envelopes come from ``SlackEmulator.event_payload``.
@@ -66,6 +67,56 @@ def button_click(ws: Workspace, *, user: str, action_id: str, value: str, messag
                 "action_ts": f"{uuid.uuid4().int % 10**10}.000100",
             }
         ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def feedback_click(
+    ws: Workspace, *, user: str, value: str, message_ts: str, thread_ts: str | None = None, channel: str | None = None
+) -> str:
+    """A press of one of Block Kit's feedback buttons (``value``: the pressed button's value)."""
+    where = channel or ws.channel
+    message: dict[str, Any] = {"ts": message_ts, "type": "message"}
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    payload: dict[str, Any] = {
+        "type": "block_actions",
+        "team": {"id": ws.team_id, "domain": "lab"},
+        "user": {"id": user, "team_id": ws.team_id},
+        "api_app_id": ws.app_id,
+        "token": "unused-verification-token",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": where},
+        "trigger_id": f"{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:10]}",
+        "channel": {"id": where, "name": ws.channel_name},
+        "message": message,
+        "response_url": "https://hooks.slack.invalid/actions/unused",
+        "actions": [
+            {
+                "type": "feedback_buttons",
+                "action_id": "answer_feedback",
+                "block_id": "feedback",
+                "value": value,
+                "action_ts": f"{uuid.uuid4().int % 10**10}.000100",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def view_submission(ws: Workspace, *, user: str, view: dict[str, Any], values: dict[str, dict[str, str]]) -> str:
+    """A modal submitted: ``view`` as labbot opened it, ``values`` block id → action id → the text typed."""
+    state = {
+        block: {action: {"type": "plain_text_input", "value": text} for action, text in actions.items()}
+        for block, actions in values.items()
+    }
+    payload: dict[str, Any] = {
+        "type": "view_submission",
+        "team": {"id": ws.team_id, "domain": "lab"},
+        "user": {"id": user, "team_id": ws.team_id},
+        "api_app_id": ws.app_id,
+        "token": "unused-verification-token",
+        "trigger_id": f"{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:10]}",
+        "view": {**view, "state": {"values": state}},
     }
     return urlencode({"payload": json.dumps(payload)})
 

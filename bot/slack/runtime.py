@@ -25,6 +25,7 @@ from labbot.agents.babysitter.pager import Pager
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.actions import LabActions
 from labbot.bot.slack.app import REPLAY_TTL_S, build_app
+from labbot.bot.slack.feedback import SlackFeedback
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
@@ -91,6 +92,7 @@ class SlackRuntime:
             tasks=tasks,
             triggers=DurableSeenKeys(service.db, ttl_s=REPLAY_TTL_S),
             command=settings.command,
+            feedback=SlackFeedback(client, service.db, settings.command),
         )
         return cls(settings, client, app, threads, actions, tasks, tick_s)
 

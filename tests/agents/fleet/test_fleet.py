@@ -130,8 +130,17 @@ def test_a_thread_starts_a_session_and_a_reply_continues_it(fake: FakeAnthropic,
             return first, second, other, fleet
 
     first, second, other, fleet = asyncio.run(go())
-    assert first == Answer("r1 is running.", "end_turn", first.session_id, 2)
-    assert second == Answer("It is at step 1200.", "end_turn", first.session_id, 1)
+    assert (first.text, first.stop, first.turns) == ("r1 is running.", "end_turn", 2)
+    assert (second.text, second.stop, second.session_id, second.turns) == (
+        "It is at step 1200.",
+        "end_turn",
+        first.session_id,
+        1,
+    )
+    # each answer is kept as a turn of the session, with the model that wrote it
+    assert first.turn_id and second.turn_id and first.turn_id != second.turn_id
+    assert first.model == second.model == fleet.runtime.model and first.ab_arm is None
+    assert first.tokens > 0
     assert other.session_id != first.session_id
     r1, r2, r3, r4 = fake.requests
     assert [r.status for r in fake.requests] == [200, 200, 200, 200]
@@ -331,7 +340,11 @@ def test_delegating_to_the_eval_writer_returns_its_answer_as_the_tool_result(fak
             return answer, fleet
 
     answer, fleet = asyncio.run(go())
-    assert answer == Answer("The eval-writer drafted eval_tiny_lm_perplexity.py.", "end_turn", answer.session_id, 2)
+    assert (answer.text, answer.stop, answer.turns) == (
+        "The eval-writer drafted eval_tiny_lm_perplexity.py.",
+        "end_turn",
+        2,
+    )
     _, sub1, _, parent2 = fake.requests
     assert [role_of(r) for r in fake.requests] == ["assistant", "eval-writer", "eval-writer", "assistant"]
     assert sub1.system == [prompt_block("eval-writer")]

@@ -91,6 +91,7 @@ EVAL_COMMANDS = (
     "eval-compare",
     "eval-share",
     "eval-from-incident",
+    "eval-from-feedback",
 )
 
 
@@ -109,11 +110,13 @@ def test_registration_order_and_words() -> None:
         "artifacts",
         "report",
         *EVAL_COMMANDS,
+        "feedback",
+        "ab",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 20
+    assert len(LAB) == 23
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -181,6 +184,9 @@ def test_usage_lines() -> None:
         "eval-compare": "/lab eval compare RUN_A RUN_B",
         "eval-share": "/lab eval share SUITE",
         "eval-from-incident": "/lab eval from-incident PAGE",
+        "eval-from-feedback": "/lab eval from-feedback FEEDBACK",
+        "feedback": "/lab feedback [--down] [--mine] [--limit N]",
+        "ab": "/lab ab",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -202,6 +208,8 @@ def test_permissions_and_params() -> None:
         "artifacts": Permission.ANYONE,
         "report": Permission.ANYONE,
         **dict.fromkeys(EVAL_COMMANDS, Permission.ANYONE),
+        "feedback": Permission.ANYONE,
+        "ab": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

@@ -220,7 +220,7 @@ class FeedbackStore:
                     turns = turns.where(AgentTurn.created_at >= since)
                     votes = votes.where(Feedback.created_at >= since)
                 n, calls, tokens, seconds = s.execute(turns).one()
-                counted = dict(s.execute(votes.group_by(Feedback.vote)).tuples().all())
+                counted = {int(v): int(c) for v, c in s.execute(votes.group_by(Feedback.vote)).all()}
                 out.append(
                     {
                         "arm": arm,

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import render
 from labbot.common.api_client import (
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the calls as one JSON list")
 
     cli_evals.add_parser(sub)
+    cli_compare.add_parser(sub)
 
     s = sub.add_parser("db", help="database maintenance")
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
@@ -308,6 +310,8 @@ def _run_command(a: argparse.Namespace) -> int:
             return 0
         if a.command == "eval":
             return cli_evals.run(api, a, print_json=_print_json, error=CLIError)
+        if a.command == "compare":
+            return cli_compare.run(api, a, print_json=_print_json)
         if a.command == "audit":
             query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
             calls = api.json("GET", "/audit", params=query)["audit"]

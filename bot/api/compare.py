@@ -36,9 +36,7 @@ def compare_routes(comparer: RunComparer, admin: Admin) -> list[Route]:
             if not (raw.isascii() and raw.isdigit() and len(raw) <= 7 and 1 <= int(raw) <= MAX_WINDOW):
                 raise BadRequest(f"query parameter window={raw[:40]!r} must be a whole number from 1 to {MAX_WINDOW}")
             window = int(raw)
-        doc = await to_thread.run_sync(
-            lambda: comparer.compare(a, b, metric=metric, better=better, window=window)
-        )
+        doc = await to_thread.run_sync(lambda: comparer.compare(a, b, metric=metric, better=better, window=window))
         return {"comparison": doc}
 
     return [Route("/api/v1/compare", admin(compare), methods=["GET"])]

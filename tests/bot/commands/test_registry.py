@@ -109,11 +109,12 @@ def test_registration_order_and_words() -> None:
         "artifacts",
         "report",
         *EVAL_COMMANDS,
+        "compare",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 20
+    assert len(LAB) == 21
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -181,6 +182,7 @@ def test_usage_lines() -> None:
         "eval-compare": "/lab eval compare RUN_A RUN_B",
         "eval-share": "/lab eval share SUITE",
         "eval-from-incident": "/lab eval from-incident PAGE",
+        "compare": "/lab compare RUN_A RUN_B [--metric M] [--better W] [--window N]",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -202,6 +204,7 @@ def test_permissions_and_params() -> None:
         "artifacts": Permission.ANYONE,
         "report": Permission.ANYONE,
         **dict.fromkeys(EVAL_COMMANDS, Permission.ANYONE),
+        "compare": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

@@ -1,7 +1,8 @@
 """The Starlette app: routes of ``/api/v1`` and telemetry ingest, thin shells over ``RunService``,
 ``TelemetryStore``, the pager (``/api/v1/pages``), the agents' audit trail (``/api/v1/audit``), the per-agent
-artifact stores (``/api/v1/artifacts``), evals (``/api/v1/evals``: ``labbot.bot.api.evals``) and feedback and the
-A/B report (``/api/v1/feedback``, ``/api/v1/ab``: ``labbot.bot.api.feedback``).
+artifact stores (``/api/v1/artifacts``), evals (``/api/v1/evals``: ``labbot.bot.api.evals``), comparisons of two
+runs (``/api/v1/compare``: ``labbot.bot.api.compare``) and feedback and the A/B report (``/api/v1/feedback``,
+``/api/v1/ab``: ``labbot.bot.api.feedback``).
 
 Service calls block (SQL, Ray, the artifact filesystem), so they run on worker threads; errors become JSON once, in
 ``labbot.bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not
@@ -39,10 +40,12 @@ from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
 from labbot.bot.api.body import read_limited, receive_into
+from labbot.bot.api.compare import compare_routes
 from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.feedback import feedback_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
+from labbot.bot.compare import RunComparer
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
 from labbot.common.errors import BadRequest, LabbotError
@@ -458,6 +461,7 @@ def create_app(
         Route("/api/v1/artifacts/{artifact_id}/post", admin(post_artifact), methods=["POST"]),
         *eval_routes(evals, admin, FeedbackStore(db).mark_case if db is not None else None),
         *feedback_routes(db, ab, admin),
+        *compare_routes(RunComparer(service, telemetry_store, evals), admin),
     ]
     return Starlette(routes=routes)
 

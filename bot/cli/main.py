@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import feedback as cli_feedback
 from labbot.bot.cli import render
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_evals.add_parser(sub)
     cli_feedback.add_parser(sub)
+    cli_compare.add_parser(sub)
 
     s = sub.add_parser("db", help="database maintenance")
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
@@ -312,6 +314,8 @@ def _run_command(a: argparse.Namespace) -> int:
             return cli_evals.run(api, a, print_json=_print_json, error=CLIError)
         if a.command in ("feedback", "ab"):
             return cli_feedback.run(api, a, print_json=_print_json)
+        if a.command == "compare":
+            return cli_compare.run(api, a, print_json=_print_json)
         if a.command == "audit":
             query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
             calls = api.json("GET", "/audit", params=query)["audit"]

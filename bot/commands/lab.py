@@ -221,6 +221,24 @@ AB = Command(
     examples=("ab",),
 )
 
+COMPARE = Command(
+    "compare",
+    "two runs told apart only when the data can: training runs on a metric over their final windows (a bootstrap "
+    "interval on the difference, an overlay plot in the thread), eval runs paired by task",
+    args=(
+        Arg("run_a", "run_id", "the first run"),
+        Arg("run_b", "run_id", "the second run: two training runs, or two eval runs of one suite"),
+    ),
+    options=(
+        Option("--metric", "str", "training runs: the metric (default: their headline, e.g. loss)", metavar="M"),
+        Option(
+            "--better", "str", "training runs: lower or higher, the way M is better (default: by name)", metavar="W"
+        ),
+        Option("--window", "int", "training runs: the last N points of each (default: 10 %, at least 20)", minimum=1),
+    ),
+    examples=("compare k3xq7p m2np4r", "compare k3xq7p m2np4r --metric reward", "compare k3xq7p m2np4r --window 200"),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -252,6 +270,7 @@ COMMANDS: tuple[Command, ...] = (
     EVAL_FROM_FEEDBACK,
     FEEDBACK,
     AB,
+    COMPARE,
     HELP,
 )
 

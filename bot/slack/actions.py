@@ -25,12 +25,14 @@ from labbot.agents.fleet.roles import load_roles
 from labbot.agents.fleet.tools import CallContext
 from labbot.bot.api.feedback import ab_document
 from labbot.bot.cli import render
+from labbot.bot.cli.compare import comparison_text
 from labbot.bot.cli.feedback import ab_text, feedback_table
 from labbot.bot.commands import LAB, Parsed, help_text, usage
+from labbot.bot.compare import RunComparer, thinned
 from labbot.bot.config import SlackSettings
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.slack.agent_threads import AgentConversations
-from labbot.bot.slack.blocks import ephemeral_error, run_card, text_blocks
+from labbot.bot.slack.blocks import ephemeral_error, overlay_plot_png, run_card, text_blocks
 from labbot.bot.slack.blocks.pages import pages_list
 from labbot.bot.slack.blocks.run_card import escape
 from labbot.bot.slack.crosslinks import CrossLinks
@@ -359,6 +361,44 @@ class LabActions:
         text = await self._evals().compare(parsed.args["run_a"], parsed.args["run_b"])
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, "eval comparison", blocks)
+
+    async def _do_compare(self, parsed: Parsed, who: Asker) -> None:
+        """The comparison in the channel where the command ran (a message everyone sees: what the verdict rests
+        on), and for training runs the overlay plot in that message's thread; refusals are ephemeral."""
+        run_a, run_b, opts = parsed.args["run_a"], parsed.args["run_b"], parsed.options
+        comparer = RunComparer(self.service, self.threads.telemetry, self.evals.evals if self.evals else None)
+        doc, points = await to_thread.run_sync(
+            lambda: comparer.compare_with_points(
+                run_a, run_b, metric=opts.get("metric"), better=opts.get("better"), window=opts.get("window")
+            )
+        )
+        what = f"on {doc['metric']}" if doc["kind"] == "training" else f"on {doc['suite']}"
+        summary = f"<@{who.user}> compared `{run_a}` and `{run_b}` {what}: {doc['verdict']}"
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": summary}}]
+        blocks += text_blocks(f"```\n{comparison_text(doc)}\n```")[0][:3]
+        try:
+            posted = await self.client.chat_postMessage(channel=who.channel, text=summary, blocks=blocks)
+        except SlackApiError as e:  # a channel labbot is not in: the asker still gets the answer
+            log.info("could not post a comparison in %s: %s", who.channel, e.response.get("error"))
+            note = "invite @labbot to this channel and comparisons (and their plots) are posted here for everyone"
+            context = {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}
+            await self.tell(who, summary, [*blocks, context])
+            return
+        if points is None:
+            return
+        series = [
+            (f"{label} {side['id']} ({side['name']})", thinned(pts, side["steps"][0]), tuple(side["steps"]))
+            for label, side, pts in (("A", doc["a"], points[0]), ("B", doc["b"], points[1]))
+        ]
+        title = f"{doc['metric']}: {run_a} vs {run_b} — {doc['verdict']}"
+        png = await to_thread.run_sync(lambda: overlay_plot_png(series, metric=doc["metric"], title=title))
+        await self.client.files_upload_v2(
+            channel=who.channel,
+            thread_ts=posted["ts"],
+            content=png,
+            filename=f"compare-{run_a}-{run_b}.png",
+            title=f"{doc['metric']}: {run_a} vs {run_b}",
+        )
 
     async def _do_help(self, parsed: Parsed, who: Asker) -> None:  # normally answered in the ack itself
         topic = parsed.args.get("command")

@@ -13,7 +13,7 @@ from labbot.bot.slack.blocks.limits import (
     split_sections,
     text_blocks,
 )
-from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
+from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png, overlay_plot_png
 from labbot.bot.slack.blocks.posts import (
     ephemeral_error,
     launch_confirmation,
@@ -35,6 +35,7 @@ __all__ = [
     "loss_plot_png",
     "mention",
     "metrics_plot_png",
+    "overlay_plot_png",
     "progress_text",
     "restart_text",
     "run_card",

@@ -148,3 +148,43 @@ def _panel(
                 color=NAN_COLOR, fontweight="bold")  # fmt: skip
     if single and len(finite) > 1:
         ax.legend(loc="upper right", fontsize=8, frameon=False)
+
+
+OVERLAY_COLORS = ("#08519c", "#d94801")  # run A, run B
+
+
+def overlay_plot_png(
+    series: Sequence[tuple[str, Sequence[tuple[int, float]], tuple[int, int]]],
+    *,
+    metric: str,
+    title: str,
+) -> bytes:
+    """Two runs' ``metric`` against step on one chart (``/lab compare``): each ``(label, points, (first, last))``
+    a line in its own colour, its final window (steps ``first``–``last``, what the comparison averaged) shaded in
+    that colour. Non-finite values are left out of the lines; a curve of over ``SMOOTH_ABOVE`` points is drawn
+    faintly with its EMA over it."""
+    if not any(points for _, points, _ in series):
+        return _no_data(title)
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.grid(True, alpha=0.3)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    lows: list[float] = []
+    for (label, points, (first, last)), color in zip(series, OVERLAY_COLORS, strict=False):
+        finite = sorted((int(s), float(v)) for s, v in points if math.isfinite(v))
+        ax.axvspan(first, max(last, first + 1), color=color, alpha=0.12, linewidth=0)
+        if not finite:
+            continue
+        steps, values = [s for s, _ in finite], [v for _, v in finite]
+        lows.append(min(values))
+        if len(finite) > SMOOTH_ABOVE:
+            ax.plot(steps, values, color=color, linewidth=0.8, alpha=0.35)
+            ax.plot(steps, ema(values, min(1.0, 40 / len(finite))), color=color, linewidth=2, label=label)
+        else:
+            ax.plot(steps, values, color=color, linewidth=1.5, label=label)
+    ax.legend(loc="best", fontsize=8, frameon=False, title="shaded: final windows", title_fontsize=8)
+    return _png(fig)

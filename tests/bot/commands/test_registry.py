@@ -112,11 +112,12 @@ def test_registration_order_and_words() -> None:
         *EVAL_COMMANDS,
         "feedback",
         "ab",
+        "compare",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 23
+    assert len(LAB) == 24
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -187,6 +188,7 @@ def test_usage_lines() -> None:
         "eval-from-feedback": "/lab eval from-feedback FEEDBACK",
         "feedback": "/lab feedback [--down] [--mine] [--limit N]",
         "ab": "/lab ab",
+        "compare": "/lab compare RUN_A RUN_B [--metric M] [--better W] [--window N]",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -210,6 +212,7 @@ def test_permissions_and_params() -> None:
         **dict.fromkeys(EVAL_COMMANDS, Permission.ANYONE),
         "feedback": Permission.ANYONE,
         "ab": Permission.ANYONE,
+        "compare": Permission.ANYONE,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]

@@ -137,3 +137,13 @@ def test_eight_panels_of_ten_thousand_points_under_four_seconds() -> None:
     png = metrics_plot_png({f"m{i}": curve(10_000) for i in range(8)}, title="long run", attempts=[(2, 4000)])
     assert time.perf_counter() - started < 4.0
     assert png_size(png)[1] == round((8 * PANEL_HEIGHT_IN + 0.4) * DPI)
+
+
+def test_the_overlay_plot_draws_two_runs_and_their_windows() -> None:
+    from labbot.bot.slack.blocks import overlay_plot_png
+
+    a = [(s, 1.0 + 1 / (s + 1)) for s in range(300)]
+    b = [(s, 1.2 + 1 / (s + 1)) for s in range(250)] + [(250, math.nan)]
+    png = overlay_plot_png([("A", a, (270, 299)), ("B", b, (225, 250))], metric="loss", title="loss: a vs b")
+    assert png.startswith(b"\x89PNG") and png != overlay_plot_png([("A", a, (270, 299))], metric="loss", title="x")
+    assert overlay_plot_png([("A", [], (0, 0)), ("B", [], (0, 0))], metric="loss", title="t").startswith(b"\x89PNG")

@@ -62,6 +62,9 @@ class RecordingRay:
             self.status[sid] = "STOPPED"
         return True
 
+    def get_job_logs(self, sid: str) -> str:
+        return ""
+
     def finish(self, sid: str) -> None:
         self.status[sid] = "SUCCEEDED"
 

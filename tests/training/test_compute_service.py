@@ -4,6 +4,7 @@ as two processes would be), a queued run stopped never reaching Ray, the queue s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,8 @@ def test_eight_launches_at_once_from_two_services_over_one_database_admit_exactl
     real_decide = service_module.decide
 
     def decide_beside_another(*args: Any) -> Any:
-        try:
+        with contextlib.suppress(threading.BrokenBarrierError):
             together.wait(timeout=0.3)
-        except threading.BrokenBarrierError:
-            pass
         return real_decide(*args)
 
     monkeypatch.setattr(service_module, "decide", decide_beside_another)

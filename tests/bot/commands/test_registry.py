@@ -109,11 +109,13 @@ def test_registration_order_and_words() -> None:
         "artifacts",
         "report",
         *EVAL_COMMANDS,
+        "capacity",
+        "priority",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 20
+    assert len(LAB) == 22
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -161,7 +163,7 @@ def test_usage_lines() -> None:
     assert lines == {
         "launch": (
             "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-            " [--alert WORDS] [--watch K=V] [KEY=VALUE ...]"
+            " [--alert WORDS] [--watch K=V] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
         ),
         "runs": "/lab runs [--status S] [--mine] [--limit N]",
         "status": "/lab status RUN_ID",
@@ -181,6 +183,8 @@ def test_usage_lines() -> None:
         "eval-compare": "/lab eval compare RUN_A RUN_B",
         "eval-share": "/lab eval share SUITE",
         "eval-from-incident": "/lab eval from-incident PAGE",
+        "capacity": "/lab capacity",
+        "priority": "/lab priority RUN_ID PRIORITY",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -202,6 +206,8 @@ def test_permissions_and_params() -> None:
         "artifacts": Permission.ANYONE,
         "report": Permission.ANYONE,
         **dict.fromkeys(EVAL_COMMANDS, Permission.ANYONE),
+        "capacity": Permission.ANYONE,
+        "priority": Permission.ADMIN,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]
@@ -229,6 +235,10 @@ def test_run_statuses_match_storage() -> None:
 def test_help_lists_every_subcommand_with_usage_and_summary() -> None:
     text = help_text(LAB, is_admin=False)
     for cmd in LAB:
+        if cmd.permission == Permission.ADMIN:  # an admin's command is in an admin's help only
+            assert f"`{usage(cmd)}`" not in text
+            assert f"• `{usage(cmd)}` — {cmd.summary}" in help_text(LAB, is_admin=True)
+            continue
         assert f"• `{usage(cmd).replace('&', '&amp;')}` — {cmd.summary}" in text
     assert "`/lab help SUBCOMMAND`" in text
 

@@ -119,7 +119,7 @@ class RunService:
                 return LaunchResult(existing, created=False)
         token = secrets.token_urlsafe(32)
         try:
-            run_id, decision = self._insert_run(req, cfg, token)
+            run_id, decision = self._insert_decided(req, cfg, token)
         except _DuplicateKey:
             existing = self._run_for_key(req.idempotency_key or "")
             assert existing is not None
@@ -261,7 +261,10 @@ class RunService:
             row = s.get(LaunchKey, key)
             return run_view(s.get_one(Run, row.run_id)) if row else None
 
-    def _insert_run(self, req: LaunchRequest, cfg: RunConfig, token: str) -> tuple[str, Decision | None]:
+    def _insert_run(self, req: LaunchRequest, cfg: RunConfig, token: str) -> str:
+        return self._insert_decided(req, cfg, token)[0]
+
+    def _insert_decided(self, req: LaunchRequest, cfg: RunConfig, token: str) -> tuple[str, Decision | None]:
         """Insert the run; with ``[compute]``, decided (admitted: ``pending``; else ``queued``, or with
         ``no_queue`` refused with the numbers, nothing written) in the same transaction, under the admission lock."""
         for _ in range(5):

@@ -2,7 +2,7 @@
 the row every admission decision locks first; existing runs' purpose backfilled from their config, else training
 
 Revision ID: 0011
-Revises: 0009 (re-point to 0010 when the 0010 migration is merged before this one)
+Revises: 0010 (re-point to 0010 when the 0010 migration is merged before this one)
 Create Date: 2026-12-04
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from labbot.storage.models import UTCDateTime
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -31,6 +31,7 @@ SCRIPTS = [
     "eval_generate.py",
     "eval_throughput.py",
     "eval_intervals.py",
+    "queue_admission.py",
 ]
 
 

@@ -23,6 +23,7 @@ from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.integrations import Integrations
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
+from labbot.training.capacity import ComputePolicy
 
 DEFAULT_PORT = 3000
 SLACK_API_URL = "https://slack.com/api/"
@@ -89,6 +90,7 @@ class Settings:
     artifacts_url: str = ""  # LABBOT_ARTIFACTS_URL as given (an fsspec URL); the local folder when unset
     integrations: Integrations = field(default_factory=Integrations)
     codebase_root: Path = field(default_factory=Path.cwd)  # LABBOT_CODEBASE_ROOT: what `codebase` serves, evals use
+    compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -131,6 +133,7 @@ class Settings:
             model=ModelSettings.from_env(env),
             artifacts_url=artifacts_url,
             integrations=Integrations.from_env(env, config),
+            compute=ComputePolicy.from_config(config.get("compute")),
         )
 
     @property

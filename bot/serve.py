@@ -98,7 +98,12 @@ class ControlPlane:
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
         launcher = RayLauncher(ray)
         service = RunService(
-            db, registry, launcher, control_url=settings.public_url, checkpoint_root=settings.checkpoint_root
+            db,
+            registry,
+            launcher,
+            control_url=settings.public_url,
+            checkpoint_root=settings.checkpoint_root,
+            compute=settings.compute,
         )
         token = settings.admin_token(create=True)
         assert token is not None

@@ -290,14 +290,23 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         as_agent: Annotated[
             str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
         ] = None,
+        purpose: Annotated[
+            str | None,
+            Field(description="training, eval, data, research or serving (default: the job's); its cap applies"),
+        ] = None,
     ) -> str:
-        """Launch a job on Ray (needs a human's approval)."""
+        """Launch a job on Ray (needs a human's approval). Over its purpose's cap it waits queued."""
         body: dict[str, Any] = {"job": job, "params": params or {}, "owner": launcher(as_agent)}
         if stall_after:
             body["stall_after"] = stall_after
         if alerts:
             body["alerts"] = alerts
-        run = (await lab.json("POST", "/runs", json=body))["run"]
+        if purpose:
+            body["purpose"] = purpose
+        doc = await lab.json("POST", "/runs", json=body)
+        run = doc["run"]
+        if doc.get("queued"):
+            return f"queued (not on Ray yet): {run_line(run)}; {doc['queued']}"
         return f"launched: {run_line(run)}"
 
     @server.tool(annotations=WRITE, structured_output=False)

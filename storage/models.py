@@ -20,6 +20,7 @@ from labbot.storage.floats import NanFloat
 
 
 class RunStatus(StrEnum):
+    QUEUED = "queued"  # over its purpose's [compute] cap: a row only, not on Ray; admitted in queue order
     PENDING = "pending"
     RUNNING = "running"
     STALLED = "stalled"
@@ -33,7 +34,10 @@ class RunStatus(StrEnum):
         return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED)
 
 
-ACTIVE_STATUSES = tuple(s.value for s in RunStatus if not s.is_terminal)
+ACTIVE_STATUSES = tuple(s.value for s in RunStatus if not s.is_terminal and s is not RunStatus.QUEUED)
+"""On Ray, or about to be: what the watchdog reconciles and what counts against a purpose's cap (a ``queued`` run is
+neither: it is a row waiting for capacity)."""
+PURPOSE_DEFAULT = "training"
 
 
 def utcnow() -> datetime:
@@ -99,8 +103,28 @@ class Run(Base):
     auto_restarts: Mapped[int] = mapped_column(Integer, default=0)
     # an automatic restart is scheduled: attempt+1 is submitted at this time (backoff), then it is cleared
     restart_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # what the run is for (training|eval|data|research|serving: labbot.training.capacity.PURPOSES), whose [compute]
+    # cap it counts against; its place in that purpose's queue (priority, higher first, then queued_at)
+    purpose: Mapped[str] = mapped_column(String(16), default=PURPOSE_DEFAULT)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
-    __table_args__ = (Index("ix_runs_status", "status"), Index("ix_runs_created_at", "created_at"))
+    __table_args__ = (
+        Index("ix_runs_status", "status"),
+        Index("ix_runs_created_at", "created_at"),
+        Index("ix_runs_queue", "status", "purpose", "priority", "queued_at"),
+    )
+
+
+class AdmissionLock(Base):
+    """One row (``id = 1``) that every admission decision updates first, in the transaction that inserts or admits
+    the run: SQLite takes its write lock and PostgreSQL the row's lock there, so two launches (threads, processes or
+    replicas) decide one after the other against the same view of what runs."""
+
+    __tablename__ = "admission_lock"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    decisions: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), default=0)
 
 
 class MetricPoint(Base):

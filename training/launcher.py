@@ -50,6 +50,7 @@ class Submission:
     runtime_env: dict[str, Any]
     metadata: dict[str, str]
     num_gpus: float = 0
+    num_cpus: float | None = None  # entrypoint_num_cpus; None: Ray's default (none reserved)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ class RayLauncher:
             }
             if sub.num_gpus:
                 kwargs["entrypoint_num_gpus"] = sub.num_gpus
+            if sub.num_cpus is not None:
+                kwargs["entrypoint_num_cpus"] = sub.num_cpus
             try:
                 return str(client.submit_job(**kwargs))
             except RuntimeError as e:
@@ -200,6 +203,18 @@ class RayLauncher:
 
         return self._call("list jobs", go)
 
+    def cluster_resources(self) -> dict[str, float]:
+        """The cluster's total resources as Ray counts them: the ``resources_total`` of every alive node, summed
+        (``CPU``, ``GPU``, ...), from the dashboard's state API (``GET /api/v0/nodes``) with labbot's token."""
+
+        def go(client: Any) -> dict[str, float]:
+            r = client._do_request("GET", "/api/v0/nodes?limit=10000&detail=false")
+            if r.status_code != 200:
+                client._raise_error(r)
+            return resources_of_nodes(r.json())
+
+        return self._call("read the cluster's resources", go)
+
     def _redacted(self, job: RayJob) -> RayJob:
         """A failed job's message carries the tail of its logs: redacted like the logs."""
         message = self.redact(job.message)
@@ -221,6 +236,22 @@ class RayLauncher:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def resources_of_nodes(doc: Any) -> dict[str, float]:
+    """The summed ``resources_total`` of the alive nodes in the state API's answer (``{"data": {"result": {"result":
+    [node, ...]}}}``); anything not of that shape counts as no resources."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    inner = data.get("result") if isinstance(data, dict) else None
+    nodes = inner.get("result") if isinstance(inner, dict) else None
+    out: dict[str, float] = {}
+    for node in nodes if isinstance(nodes, list) else []:
+        if not isinstance(node, dict) or node.get("state", "ALIVE") != "ALIVE":
+            continue
+        for name, value in (node.get("resources_total") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[str(name)] = out.get(str(name), 0.0) + float(value)
+    return out
 
 
 def _is_connection_error(e: BaseException) -> bool:

@@ -11,6 +11,7 @@ the jobs declared in ``labbot.toml``.
     max_restarts = 2
     env = { WANDB_MODE = "offline" }
     params = { lr = 3e-4, steps = 1000 }  # accepted KEY=VALUE parameters, with defaults
+    purpose = "training"                # training|eval|data|research|serving: whose [compute] cap it counts against
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ EVAL = JobSpec(
     # a sample may take its whole time limit without finishing another: a stall is longer than that
     stall_after=1800,
     max_restarts=0,  # an eval run restarted would score its samples twice; a failed one is launched again by hand
+    purpose="eval",
 )
 
 EVAL_GENERATE = JobSpec(
@@ -142,6 +144,7 @@ EVAL_GENERATE = JobSpec(
     },
     stall_after=1800,  # one coverage run of the repository's whole test suite may take a while
     max_restarts=0,
+    purpose="data",
 )
 
 EVAL_INCIDENTS = JobSpec(
@@ -151,6 +154,7 @@ EVAL_INCIDENTS = JobSpec(
     params={"suite": "", "solver": "agent", "judge": ""},
     stall_after=1800,
     max_restarts=0,  # a restarted run would ask (and pay for) every case twice
+    purpose="eval",
 )
 
 BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE, TINY_RL, EVAL_INCIDENTS)

@@ -11,20 +11,33 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from labbot.common.durations import format_duration
-from labbot.common.errors import Conflict, LabbotError, UnknownRun
+from labbot.common.errors import BadRequest, Conflict, LabbotError, RayUnavailable, UnknownRun
 from labbot.storage.db import Database
-from labbot.storage.models import LaunchKey, Run, RunStatus, utcnow
+from labbot.storage.models import ACTIVE_STATUSES, AdmissionLock, LaunchKey, Run, RunStatus, utcnow
+from labbot.training.capacity import (
+    Ask,
+    ComputePolicy,
+    Decision,
+    Totals,
+    admissible,
+    decide,
+    never_fits,
+    positions,
+    report,
+)
 from labbot.training.launcher import (
     RAY_FAILED,
     RAY_PENDING,
@@ -37,7 +50,7 @@ from labbot.training.launcher import (
     submission_id,
 )
 from labbot.training.registry import JobRegistry
-from labbot.training.specs import LaunchRequest, RunConfig, entrypoint_command, resolve_launch
+from labbot.training.specs import DEFAULT_PURPOSE, LaunchRequest, RunConfig, entrypoint_command, resolve_launch
 from labbot.training.telemetry_store import redact_token, token_hash
 from labbot.training.views import run_view
 
@@ -46,6 +59,8 @@ log = logging.getLogger(__name__)
 _ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: ids are read aloud and typed
 LOST_AFTER = timedelta(seconds=60)
 LOST = "Ray has no job"  # how a lost submission's error begins
+TOTALS_TTL_S = 10.0  # the cluster's totals are read from Ray at most this often
+PRIORITY_RANGE = (-1000, 1000)
 
 
 def new_run_id() -> str:
@@ -56,6 +71,15 @@ def new_run_id() -> str:
 class LaunchResult:
     run: dict[str, Any]
     created: bool
+    queued: str | None = None  # why the run waits (its purpose's numbers and its place in line); None: submitted
+
+
+def ask_of(run_id: str, owner: str, config: dict[str, Any] | None) -> Ask:
+    """What a run asks of the cluster, from its stored config: its GPUs, its CPUs (1 when it reserves none)."""
+    cfg = config or {}
+    cpus = cfg.get("cpus")
+    purpose = cfg.get("purpose") or DEFAULT_PURPOSE
+    return Ask(run_id, owner, str(purpose), float(1 if cpus is None else cpus), float(cfg.get("gpus") or 0))
 
 
 class RunService:
@@ -67,30 +91,170 @@ class RunService:
         *,
         control_url: str,
         checkpoint_root: Path,
+        compute: ComputePolicy | None = None,
     ) -> None:
         self.db = db
         self.registry = registry
         self.launcher = launcher
         self.control_url = control_url.rstrip("/")
         self.checkpoint_root = checkpoint_root
+        self.compute = compute or ComputePolicy()
+        # admission decisions of this process one at a time (the admission_lock row does it across processes)
+        self._admission = threading.Lock()
+        self._totals: tuple[float, Totals] | None = None  # (monotonic time read, totals)
+        self.totals_ttl_s = TOTALS_TTL_S
 
     # -- launching -------------------------------------------------------------------------------------------
 
     def launch(self, req: LaunchRequest) -> LaunchResult:
         spec = self.registry.get(req.job)
         cfg = resolve_launch(spec, req)  # every input check happens before anything is written
+        if self.compute.enabled:
+            why = never_fits(self.compute, ask_of("", req.owner, cfg.model_dump()))
+            if why:
+                raise BadRequest(f"{why}; it could never start: ask for less, or raise the cap in labbot.toml")
         if req.idempotency_key:
             existing = self._run_for_key(req.idempotency_key)
             if existing is not None:
                 return LaunchResult(existing, created=False)
         token = secrets.token_urlsafe(32)
         try:
-            run_id = self._insert_run(req, cfg, token)
+            run_id, decision = self._insert_decided(req, cfg, token)
         except _DuplicateKey:
             existing = self._run_for_key(req.idempotency_key or "")
             assert existing is not None
             return LaunchResult(existing, created=False)
+        if decision is not None and not decision.admit:
+            log.info("run %s queued: %s", run_id, decision.reason())
+            return LaunchResult(self.get(run_id), created=True, queued=decision.reason())
         return LaunchResult(self._submit(run_id, attempt=1, token=token), created=True)
+
+    # -- compute by purpose ----------------------------------------------------------------------------------
+
+    def cluster_totals(self) -> Totals:
+        """The cluster's CPUs and GPUs as Ray counts them, read at most every ``totals_ttl_s``; while Ray does not
+        answer, the last totals read (RayUnavailable if there are none yet)."""
+        now = time.monotonic()
+        if self._totals is not None and now - self._totals[0] < self.totals_ttl_s:
+            return self._totals[1]
+        try:
+            resources = self.launcher.cluster_resources()
+        except RayUnavailable:
+            if self._totals is not None:
+                return self._totals[1]
+            raise
+        totals = Totals(cpus=resources.get("CPU", 0.0), gpus=resources.get("GPU", 0.0))
+        self._totals = (now, totals)
+        return totals
+
+    def _lock_admission(self, s: Session) -> None:
+        """The database's side of the admission lock: the transaction's first statement writes the lock row, so
+        SQLite takes its write lock and PostgreSQL the row's lock here, until the commit."""
+        bump = update(AdmissionLock).where(AdmissionLock.id == 1).values(decisions=AdmissionLock.decisions + 1)
+        if s.execute(bump).rowcount == 0:  # type: ignore[attr-defined]
+            s.add(AdmissionLock(id=1, decisions=1))
+            s.flush()
+
+    @staticmethod
+    def _active(s: Session) -> list[Ask]:
+        rows = s.execute(select(Run.id, Run.owner, Run.config).where(Run.status.in_(ACTIVE_STATUSES)))
+        return [ask_of(r.id, r.owner, r.config) for r in rows]
+
+    @staticmethod
+    def _queue(s: Session) -> list[Ask]:
+        """Every queued run, in queue order: priority (higher first), then time queued."""
+        q = (
+            select(Run.id, Run.owner, Run.config)
+            .where(Run.status == RunStatus.QUEUED.value)
+            .order_by(Run.priority.desc(), Run.queued_at, Run.id)
+        )
+        return [ask_of(r.id, r.owner, r.config) for r in s.execute(q)]
+
+    def _place(self, s: Session, ask: Ask, *, priority: int = 0) -> Decision:
+        """Admit or queue ``ask`` (the admission lock held): the runs of its purpose queued with a priority at least
+        its own are ahead of it."""
+        self._lock_admission(s)
+        totals = self.cluster_totals() if self.compute.needs_totals else None
+        ahead_q = (
+            select(Run.id)
+            .where(Run.status == RunStatus.QUEUED.value, Run.purpose == ask.purpose, Run.priority >= priority)
+            .order_by(Run.priority.desc(), Run.queued_at)
+        )
+        ahead = len(s.scalars(ahead_q).all())
+        return decide(self.compute, totals, self._active(s), ahead, ask)
+
+    def admit_queued(self) -> list[str]:
+        """Submit the queued runs that fit now, in queue order (the watchdog calls this every tick; a stop calls it
+        too). Each becomes ``pending`` in the same locked transaction that decides it, then goes to Ray like any
+        launch. Returns the admitted run ids. Without ``[compute]`` every queued run (left from a configuration that
+        had caps) is admitted."""
+        with self.db.session() as s:  # the common case, nothing queued: one indexed query, no lock
+            if s.scalar(select(Run.id).where(Run.status == RunStatus.QUEUED.value).limit(1)) is None:
+                return []
+        totals = self.cluster_totals() if self.compute.needs_totals else None
+        tokens: dict[str, tuple[int, str]] = {}
+        with self._admission, self.db.session() as s:
+            self._lock_admission(s)
+            queue = self._queue(s)
+            ids = admissible(self.compute, totals, self._active(s), queue)
+            for run in s.scalars(select(Run).where(Run.id.in_(ids), Run.status == RunStatus.QUEUED.value)):
+                token = secrets.token_urlsafe(32)
+                run.status = RunStatus.PENDING.value if run.attempt == 1 else RunStatus.RESTARTING.value
+                run.telemetry_token_hash = token_hash(token)
+                run.ray_submission_id = submission_id(run.id, run.attempt)
+                tokens[run.id] = (run.attempt, token)
+        admitted = []
+        for run_id in ids:
+            if run_id not in tokens:
+                continue
+            attempt, token = tokens[run_id]
+            try:
+                self._submit(run_id, attempt=attempt, token=token)
+            except LabbotError as e:  # the run is failed with the reason by _submit; the others go on
+                log.error("run %s: admitted from the queue, but the submission failed: %s", run_id, e.message)
+            admitted.append(run_id)
+            log.info("run %s admitted from the queue", run_id)
+        return admitted
+
+    def _admit_soon(self) -> None:
+        """After a run ends by hand: queued runs that fit now are submitted now rather than at the next tick."""
+        try:
+            self.admit_queued()
+        except LabbotError as e:
+            log.warning("queued runs not admitted now (the next watchdog tick tries again): %s", e.message)
+
+    def set_priority(self, run_id: str, priority: int, *, by: str = "cli") -> dict[str, Any]:
+        """Move a run in its purpose's queue (higher first). Only a queued run's priority matters; a run on Ray keeps
+        it for the record. Who may is checked by the front door (admins)."""
+        low, high = PRIORITY_RANGE
+        if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+            raise BadRequest(f"priority {priority!r} must be a whole number from {low} to {high} (higher goes first)")
+        with self._admission, self.db.session() as s:
+            self._lock_admission(s)
+            run = self._load(s, run_id)
+            if RunStatus(run.status).is_terminal:
+                raise Conflict(f"run {run_id} is already {run.status}; a priority orders only queued runs")
+            run.priority = priority
+        log.info("run %s: priority %d set by %s", run_id, priority, by)
+        self.admit_queued()  # a run moved to the head may fit where the old head did not
+        return self.get(run_id)
+
+    def capacity(self) -> dict[str, Any]:
+        """Use against each purpose's cap, who uses it, what is queued (in order), and the cluster's totals."""
+        error = None
+        try:
+            totals: Totals | None = self.cluster_totals()
+        except RayUnavailable as e:
+            totals, error = None, e.message
+        with self.db.session() as s:
+            active, queue = self._active(s), self._queue(s)
+        return {
+            "caps_set": self.compute.enabled,
+            "cluster": {"cpus": totals.cpus, "gpus": totals.gpus} if totals else None,
+            "cluster_error": error,
+            "use": {"runs": len(active), "cpus": sum(a.cpus for a in active), "gpus": sum(a.gpus for a in active)},
+            "purposes": report(self.compute, totals, active, queue),
+        }
 
     def _run_for_key(self, key: str) -> dict[str, Any] | None:
         with self.db.session() as s:
@@ -98,10 +262,23 @@ class RunService:
             return run_view(s.get_one(Run, row.run_id)) if row else None
 
     def _insert_run(self, req: LaunchRequest, cfg: RunConfig, token: str) -> str:
+        return self._insert_decided(req, cfg, token)[0]
+
+    def _insert_decided(self, req: LaunchRequest, cfg: RunConfig, token: str) -> tuple[str, Decision | None]:
+        """Insert the run; with ``[compute]``, decided (admitted: ``pending``; else ``queued``, or with
+        ``no_queue`` refused with the numbers, nothing written) in the same transaction, under the admission lock."""
         for _ in range(5):
             run_id = new_run_id()
             try:
-                with self.db.session() as s:
+                with self._admission if self.compute.enabled else _NO_LOCK, self.db.session() as s:
+                    decision = None
+                    status = RunStatus.PENDING.value
+                    if self.compute.enabled:
+                        decision = self._place(s, ask_of(run_id, req.owner, cfg.model_dump()))
+                        if not decision.admit:
+                            if req.no_queue:
+                                raise Conflict(f"not launched: {decision.reason(no_queue=True)}")
+                            status = RunStatus.QUEUED.value
                     s.add(
                         Run(
                             id=run_id,
@@ -109,12 +286,15 @@ class RunService:
                             name=req.name or f"{req.job}-{run_id}",
                             owner=req.owner,
                             config=cfg.model_dump(),
-                            status=RunStatus.PENDING.value,
+                            status=status,
                             attempt=1,
                             ray_submission_id=submission_id(run_id, 1),
                             telemetry_token_hash=token_hash(token),
                             metrics={},
                             stop_requested=False,
+                            purpose=cfg.purpose,
+                            priority=0,
+                            queued_at=utcnow() if status == RunStatus.QUEUED.value else None,
                         )
                     )
                     s.flush()
@@ -122,7 +302,7 @@ class RunService:
                         # same transaction: a concurrent duplicate key rolls its run back, nothing half-created
                         s.add(LaunchKey(key=req.idempotency_key, run_id=run_id))
                         s.flush()
-                return run_id
+                return run_id, decision
             except IntegrityError as e:
                 if req.idempotency_key and "launch_keys" in str(e.orig):
                     raise _DuplicateKey from None
@@ -137,6 +317,8 @@ class RunService:
     def _submit(self, run_id: str, *, attempt: int, token: str) -> dict[str, Any]:
         with self.db.session() as s:
             run = s.get_one(Run, run_id)
+            if RunStatus(run.status).is_terminal or run.status == RunStatus.QUEUED.value:
+                return self._view(s, run)  # stopped (or queued) since it was decided: nothing goes to Ray
             spec = self.registry.get(run.job)
             cfg = RunConfig.model_validate(run.config)
             ckpt = self.checkpoint_dir(run_id)
@@ -163,6 +345,7 @@ class RunService:
                     "labbot_attempt": str(attempt),
                 },
                 num_gpus=cfg.gpus,
+                num_cpus=cfg.cpus,
             )
         with self.db.session() as s:
             s.get_one(Run, run_id).attempt_started_at = utcnow()  # the pending timer and stall baselines
@@ -191,16 +374,31 @@ class RunService:
             raise UnknownRun(f"unknown run {run_id!r}; list runs with `labbot runs`")
         return run
 
+    def _view(self, s: Session, run: Run) -> dict[str, Any]:
+        return self._views(s, [run])[0]
+
+    def _views(self, s: Session, runs: Sequence[Run]) -> list[dict[str, Any]]:
+        """Runs as JSON; a queued run with its place in its purpose's line (one more query, only when one is)."""
+        places: dict[str, int] = {}
+        if any(r.status == RunStatus.QUEUED.value for r in runs):
+            places = positions(self._queue(s))
+        return [run_view(r, queue_position=places.get(r.id)) for r in runs]
+
     def get(self, run_id: str, *, wait: float = 0.0) -> dict[str, Any]:
         """A run. With ``wait`` > 0, a run that Ray has not started yet is watched (one Ray call every 0.1 s,
-        the database touched only on a change) until it starts or ends, or ``wait`` seconds pass."""
-        with self.db.session() as s:
-            run = self._load(s, run_id)
-            sid, status = run.ray_submission_id, RunStatus(run.status)
-            view = run_view(run)
+        the database touched only on a change) until it starts or ends, or ``wait`` seconds pass; a queued run is
+        watched in the database (every 0.2 s) until it is admitted."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self.db.session() as s:
+                run = self._load(s, run_id)
+                sid, status = run.ray_submission_id, RunStatus(run.status)
+                view = self._view(s, run)
+            if status != RunStatus.QUEUED or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
         if wait <= 0 or not sid or status not in (RunStatus.PENDING, RunStatus.RESTARTING):
             return view
-        deadline = time.monotonic() + wait
         while True:
             job = self.launcher.job(sid)
             if job is not None and job.status != RAY_PENDING:
@@ -208,7 +406,7 @@ class RunService:
                     run = self._load(s, run_id)
                     if run.ray_submission_id == sid:
                         _apply_ray_state(run, job)
-                    return run_view(run)
+                    return self._view(s, run)
             if time.monotonic() >= deadline:
                 return self.get(run_id)
             time.sleep(0.1)
@@ -218,7 +416,7 @@ class RunService:
             q = select(Run).order_by(Run.created_at.desc()).limit(limit)
             if status:
                 q = q.where(Run.status == status)
-            return [run_view(r) for r in s.scalars(q)]
+            return self._views(s, list(s.scalars(q)))
 
     def logs(self, run_id: str, *, tail: int | None = None) -> str:
         """A run's job output, with every secret labbot knows of redacted by the launcher (its environment's, Ray's
@@ -241,6 +439,8 @@ class RunService:
     # -- acting ----------------------------------------------------------------------------------------------
 
     def stop(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:
+        if self._stop_queued(run_id, by):
+            return self.get(run_id)
         with self.db.session() as s:
             run = self._load(s, run_id)
             if RunStatus(run.status).is_terminal:
@@ -258,7 +458,26 @@ class RunService:
             run.status = RunStatus.STOPPED.value
             run.ended_at = utcnow()
             run.error = f"stopped by {by}"
+        self._admit_soon()
         return self.get(run_id)
+
+    def _stop_queued(self, run_id: str, by: str) -> bool:
+        """A queued run is stopped in the database alone, never reaching Ray. Decided under the admission lock, so a
+        tick admitting it at the same moment either wins (the run is then stopped on Ray as usual) or sees it
+        stopped."""
+        with self.db.session() as s:
+            if self._load(s, run_id).status != RunStatus.QUEUED.value:
+                return False
+        with self._admission, self.db.session() as s:
+            self._lock_admission(s)
+            run = self._load(s, run_id)
+            if run.status != RunStatus.QUEUED.value:
+                return False
+            run.status = RunStatus.STOPPED.value
+            run.ended_at = utcnow()
+            run.error = f"stopped by {by} while queued (it never started)"
+        log.info("run %s: stopped by %s while queued", run_id, by)
+        return True
 
     def restart(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:
         """Stop the current attempt if it still runs, then submit attempt+1, which resumes from the newest
@@ -266,15 +485,25 @@ class RunService:
         with self.db.session() as s:
             run = self._load(s, run_id)
             old_sid, was_terminal = run.ray_submission_id, RunStatus(run.status).is_terminal
+            if run.status == RunStatus.QUEUED.value:
+                raise Conflict(
+                    f"run {run_id} is queued for {run.purpose} and has not started: it starts when capacity frees "
+                    "(an admin can move it with `priority`; `stop` drops it)"
+                )
         if old_sid and not was_terminal:
             self.launcher.stop(old_sid)
             self._await_end(old_sid)  # the old attempt must not write checkpoints the new one is reading
         token = secrets.token_urlsafe(32)
-        with self.db.session() as s:
+        # an ended run restarted is new load on the cluster: with [compute] it is admitted or queued like a launch
+        placing = self.compute.enabled and was_terminal
+        with self._admission if placing else _NO_LOCK, self.db.session() as s:
+            decision = self._place(s, ask_of(run_id, run.owner, run.config), priority=run.priority) if placing else None
             run = self._load(s, run_id)
             run.attempt += 1
             run.ray_submission_id = submission_id(run_id, run.attempt)
             run.status = RunStatus.RESTARTING.value
+            if decision is not None and not decision.admit:
+                run.status, run.queued_at = RunStatus.QUEUED.value, utcnow()
             run.stop_requested = False
             run.error = None
             run.ended_at = None
@@ -282,6 +511,12 @@ class RunService:
             # the new attempt resumes from the checkpoint: progress is counted from there, not the old maximum
             run.last_step, run.last_step_at = run.checkpoint_step, None
             attempt = run.attempt
+            queued = run.status == RunStatus.QUEUED.value
+        if queued:
+            log.info(
+                "run %s: restart by %s as attempt %d, queued: %s", run_id, by, attempt, decision and decision.reason()
+            )
+            return self.get(run_id)
         log.info("run %s: restart by %s as attempt %d", run_id, by, attempt)
         return self._submit(run_id, attempt=attempt, token=token)
 
@@ -343,6 +578,19 @@ def reconcile_run(run: Run, job: RayJob | None, now: datetime) -> tuple[int, str
 
 class _DuplicateKey(Exception):
     pass
+
+
+class _NoLock:
+    """A lock that is none: launches without [compute] are not serialized (they decide nothing)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
 
 
 def _apply_ray_state(run: Run, job: RayJob) -> int:

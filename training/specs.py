@@ -26,6 +26,19 @@ DEFAULT_MAX_RESTARTS = 2
 RestartCondition = Literal["failed", "hung", "silent"]
 RESTART_CONDITIONS: tuple[str, ...] = get_args(RestartCondition)
 DEFAULT_PLOT: tuple[str, ...] = ("loss",)
+Purpose = Literal["training", "eval", "data", "research", "serving"]
+PURPOSES: tuple[str, ...] = get_args(Purpose)
+"""What a run is for: each purpose has its own share or cap of the cluster (``[compute]``, labbot.training.capacity)."""
+DEFAULT_PURPOSE = "training"
+
+
+def check_purpose(value: Any, where: str = "purpose") -> str:
+    """A purpose, or BadRequest naming the five."""
+    if value not in PURPOSES:
+        raise BadRequest(f"{where} {value!r} is not a purpose; purposes: {', '.join(PURPOSES)}")
+    return str(value)
+
+
 MAX_PLOTTED = 8  # panels in a run's thread plot: more would be too small to read in Slack
 
 
@@ -150,6 +163,10 @@ class JobSpec(BaseModel):
     description: str = ""
     working_dir: str | None = None
     gpus: float = Field(default=0, ge=0)
+    # CPUs the entrypoint reserves on Ray (entrypoint_num_cpus); None: none reserved (Ray's default), counted as 1
+    # against its purpose's [compute] cap (the entrypoint's own process)
+    cpus: float | None = Field(default=None, ge=0)
+    purpose: Purpose = "training"
     env: dict[str, str] = Field(default_factory=dict)
     params: dict[str, ParamValue] = Field(default_factory=dict)
     stall_after: float = DEFAULT_STALL_AFTER_S
@@ -237,6 +254,10 @@ class LaunchRequest(BaseModel):
     owner: str = Field(default="cli", max_length=100)
     params: dict[str, ParamValue] = Field(default_factory=dict)
     gpus: float | None = Field(default=None, ge=0)
+    cpus: float | None = Field(default=None, ge=0)
+    purpose: str | None = Field(default=None, max_length=32)  # one of PURPOSES; None: the job's
+    # over its purpose's cap: refused (409, with the numbers) instead of waiting in the queue
+    no_queue: bool = False
     stall_after: str | float | None = None
     pending_after: str | float | None = None
     max_restarts: int | None = Field(default=None, ge=0)
@@ -256,6 +277,8 @@ class RunConfig(BaseModel):
     params: dict[str, ParamValue]
     gpus: float
     stall_after_s: float
+    purpose: str = DEFAULT_PURPOSE  # a config stored before purposes existed: training
+    cpus: float | None = None  # entrypoint_num_cpus; None: not reserved on Ray
     max_restarts: int
     pending_after_s: float | None = None  # None: the watchdog's default
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
@@ -302,9 +325,12 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
     watch = {**spec.watch, **check_watch(req.watch, "watch")}
     stall_after = _duration_or(req.stall_after, spec.stall_after)
     pending_after = _duration_or(req.pending_after, spec.pending_after)
+    purpose = spec.purpose if req.purpose is None else check_purpose(req.purpose)
     return RunConfig(
         params=params,
         gpus=spec.gpus if req.gpus is None else req.gpus,
+        cpus=spec.cpus if req.cpus is None else req.cpus,
+        purpose=purpose,
         stall_after_s=stall_after,
         max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
         pending_after_s=pending_after,

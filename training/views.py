@@ -10,8 +10,9 @@ from labbot.training.alerts import alerts_of
 from labbot.training.specs import plotted
 
 
-def run_view(run: Run) -> dict[str, Any]:
-    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe)."""
+def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
+    """A run as the API, the CLI's ``--json`` and Slack see it (JSON-safe). ``queue_position``: a queued run's place
+    in its purpose's line (1: next), which the run service knows."""
 
     def ts(v: Any) -> str | None:
         return v.isoformat() if v is not None else None
@@ -34,6 +35,11 @@ def run_view(run: Run) -> dict[str, Any]:
         "error": run.error,
         "params": cfg.get("params", {}),
         "gpus": cfg.get("gpus", 0),
+        "cpus": cfg.get("cpus"),
+        "purpose": getattr(run, "purpose", None) or cfg.get("purpose") or "training",
+        "priority": run.priority or 0,
+        "queue_position": queue_position if run.status == "queued" else None,
+        "queued_at": ts(run.queued_at),
         "stall_after_s": cfg.get("stall_after_s"),
         "max_restarts": cfg.get("max_restarts"),
         "plot": plot,

@@ -1,13 +1,15 @@
 """The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
 only when some runs need a change, one more query loading just those).
 
-A tick brings each active run (and each run with an open page) in line with Ray
+A tick brings each active run (and each run with an open page; never a ``queued`` one, which is not on Ray) in line
+with Ray
 (``labbot.training.service.reconcile_run``), judges it with the pure rules of ``labbot.training.monitoring``, schedules
 automatic restarts from the checkpoint (``restart_on``, up to ``max_restarts``, with backoff; each step told in the
 thread), and hands the rest to the pager — all in one transaction, so a finding and the pages it causes are committed
 together. Ray calls that act (stopping a PENDING job again, submitting a due restart) happen after the commit. When Ray
 does not answer, the runs are left alone (the job may be fine; the cluster is not) and, past ``infra_after``, that is
-itself a page.
+itself a page. Last, capacity freed goes to the queue: queued runs that fit their purpose's cap now are submitted
+(``RunService.admit_queued``), so a run waits at most one tick after capacity frees.
 
 Runs on a worker thread (blocking DB and Ray calls); the server's scheduler calls :meth:`Watchdog.tick`.
 """
@@ -98,6 +100,7 @@ class TickReport:
     seconds: float = 0.0
     to_stop: list[str] = field(default_factory=list)
     due: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)  # queued runs submitted this tick (capacity freed)
 
 
 class Watchdog:
@@ -162,8 +165,17 @@ class Watchdog:
         for run_id in report.due:
             self._submit_restart(run_id)
             report.restarts_submitted += 1
+        self._admit_queued(report)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _admit_queued(self, report: TickReport) -> None:
+        """Capacity this tick freed (runs that ended above, committed) goes to the queue, in order, in this tick. A
+        queued run is never reconciled with Ray nor judged (it is not on Ray): it is only admitted."""
+        try:
+            report.admitted = self.service.admit_queued()
+        except LabbotError as e:
+            log.warning("queued runs not admitted this tick: %s", e.message)
 
     def _runs(self, s: Session, now: datetime) -> list[tuple[Any, dict[str, Incident]]]:
         """The one query: active runs, runs with an open page, recently stopped runs (PENDING stops), with every

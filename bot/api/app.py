@@ -282,7 +282,29 @@ def create_app(
         except (ValueError, ValidationError) as e:
             raise BadRequest(f"bad launch request: {_first_error(e)}") from None
         result = await _blocking(service.launch, req)
-        return JSONResponse({"run": result.run, "created": result.created}, status_code=201 if result.created else 200)
+        doc = {"run": result.run, "created": result.created}
+        if result.queued:
+            doc["queued"] = result.queued  # why it waits: its purpose's numbers and its place in line
+        return JSONResponse(doc, status_code=201 if result.created else 200)
+
+    async def set_priority(request: Request) -> Any:
+        """An admin moves a run in its purpose's queue: ``{"priority": N}`` (the admin token is an admin's)."""
+        body = await read_limited(request, 16 * 1024)
+        doc = loads_json(body or b"{}")
+        priority = doc.get("priority") if isinstance(doc, dict) else None
+        if (
+            not isinstance(doc, dict)
+            or set(doc) != {"priority"}
+            or isinstance(priority, bool)
+            or not isinstance(priority, int)
+        ):
+            raise BadRequest('the body is {"priority": N}, N a whole number from -1000 to 1000 (higher goes first)')
+        by = request.query_params.get("by") or "api"
+        run_id = request.path_params["run_id"]
+        return {"run": await _blocking(lambda: service.set_priority(run_id, priority, by=by))}
+
+    async def capacity(request: Request) -> Any:
+        return await _blocking(service.capacity)
 
     async def get_run(request: Request) -> Any:
         wait = _int_query(request, "wait", 0, hi=MAX_WAIT_S) or 0  # long-poll until Ray starts the run
@@ -443,6 +465,8 @@ def create_app(
         Route("/api/v1/runs/{run_id}", admin(get_run)),
         Route("/api/v1/runs/{run_id}/stop", admin(stop), methods=["POST"]),
         Route("/api/v1/runs/{run_id}/restart", admin(restart), methods=["POST"]),
+        Route("/api/v1/runs/{run_id}/priority", admin(set_priority), methods=["POST"]),
+        Route("/api/v1/capacity", admin(capacity)),
         Route("/api/v1/runs/{run_id}/logs", admin(logs)),
         Route("/api/v1/runs/{run_id}/metrics/{name}", admin(metric)),
         Route("/api/v1/runs/{run_id}/telemetry", telemetry, methods=["POST"]),

@@ -34,7 +34,7 @@ from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError
 from labbot.training.params import parse_assignments
 
-WAITING = ("pending", "restarting")
+WAITING = ("queued", "pending", "restarting")
 # what to do, after the API client's own message, when labbot cannot be asked
 ADVICE = {
     NO_ADMIN_TOKEN: ": start the control plane first (`labbot serve` or `make run`), with the same LABBOT_HOME",
@@ -106,6 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="an RL watchdog threshold for this run, e.g. kl_max=5 or entropy_floor=0.1 (repeatable)",
     )
+    s.add_argument("--cpus", type=float, help="CPUs for the job's entrypoint (default: the job's)")
+    s.add_argument(
+        "--purpose",
+        metavar="P",
+        help="what the run is for: training, eval, data, research or serving (default: the job's); "
+        "its [compute] cap applies",
+    )
+    s.add_argument(
+        "--no-queue",
+        action="store_true",
+        help="over its purpose's cap: refuse with the numbers instead of waiting in the queue",
+    )
     s.add_argument("--idempotency-key", help="the same key twice launches once (default: a fresh key)")
     s.add_argument("--no-wait", action="store_true", help="return once submitted, without waiting for RUNNING")
     s.add_argument("--wait-timeout", type=float, default=180.0, metavar="S", help="how long to wait for RUNNING")
@@ -139,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="TEXT",
                 help="what was wrong, in a sentence (recorded; `labbot eval from-incident` scores diagnoses on it)",
             )
+
+    s = sub.add_parser("capacity", help="each purpose's use of the cluster against its cap, who uses it, the queue")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("priority", help="move a queued run in its purpose's line (admins): higher goes first")
+    s.add_argument("id", help="a run id from `labbot runs`")
+    s.add_argument("priority", type=int, help="a whole number from -1000 to 1000; 0 is a launch's")
+    s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("jobs", help="the jobs that can be launched")
     s.add_argument("--json", action="store_true")
@@ -178,9 +197,11 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
         "owner": getpass.getuser(),
         "idempotency_key": a.idempotency_key or f"cli-{uuid.uuid4()}",
     }
-    for key in ("name", "gpus", "stall_after", "pending_after", "max_restarts"):
+    for key in ("name", "gpus", "cpus", "purpose", "stall_after", "pending_after", "max_restarts"):
         if getattr(a, key) is not None:
             body[key] = getattr(a, key)
+    if a.no_queue:
+        body["no_queue"] = True
     if a.alert:
         body["alerts"] = list(a.alert)
     if a.watch:
@@ -194,7 +215,10 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
     run = doc["run"]
     say = (lambda *_: None) if a.json else lambda text: print(text, file=sys.stderr, flush=True)
     verb = "launched" if doc["created"] else "already launched (same idempotency key)"
-    say(f"{verb} run {run['id']} ({run['job']}) as Ray job {run['ray_submission_id']}")
+    if doc.get("queued"):
+        say(f"{verb} run {run['id']} ({run['job']}), queued: {doc['queued']}")
+    else:
+        say(f"{verb} run {run['id']} ({run['job']}) as Ray job {run['ray_submission_id']}")
     if not a.no_wait:
         run = _wait_running(api, run, a.wait_timeout, say)
     if a.json:
@@ -215,7 +239,11 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
             after = format_duration(elapsed)
             say(f"  still {run['status']} after {after}; labbot keeps watching it (labbot run {run['id']})")
             return run
-        say(f"  waiting for Ray to start it: {run['status']} ({format_duration(elapsed)})")
+        where = render.queue_words(run)
+        if where:
+            say(f"  queued: {where} ({format_duration(elapsed)}); it starts when capacity frees")
+        else:
+            say(f"  waiting for Ray to start it: {run['status']} ({format_duration(elapsed)})")
         wait = max(1, min(20, int(timeout - elapsed)))
         run = api.json("GET", run_path(run["id"]), params={"wait": wait}, timeout=wait + 30)["run"]
     say(f"  {run['status']} after {format_duration(time.monotonic() - start)}")
@@ -299,6 +327,16 @@ def _run_command(a: argparse.Namespace) -> int:
                     f"page {page['id']} ({page['kind']} on {page.get('run_id') or 'the cluster'}) is {page['state']}"
                     f"{f' by {by}' if by else ''}"
                 )
+            return 0
+        if a.command == "capacity":
+            doc = api.json("GET", "/capacity")
+            _print_json(doc) if a.json else print(render.capacity_text(doc))
+            return 0
+        if a.command == "priority":
+            run = api.json("POST", run_path(a.id, "priority"), params={"by": _who()}, json={"priority": a.priority})[
+                "run"
+            ]
+            _print_json(run) if a.json else print(f"run {run['id']}: {render.priority_words(run)}")
             return 0
         if a.command == "jobs":
             jobs = api.json("GET", "/jobs")["jobs"]

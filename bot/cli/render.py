@@ -70,6 +70,7 @@ def run_details(r: dict[str, Any]) -> str:
         ("job", r["job"]),
         ("status", r["status"] + (f" — {r['error']}" if r.get("error") else "")),
         ("owner", r["owner"]),
+        ("purpose", queue_words(r) or str(r.get("purpose") or "training")),
         ("attempt", str(r["attempt"])),
         ("step", "-" if r["step"] is None else str(r["step"])),
         ("checkpoint", "-" if r.get("checkpoint_step") is None else f"step {r['checkpoint_step']}"),
@@ -132,3 +133,76 @@ def audit_table(calls: Sequence[dict[str, Any]], agent: str | None = None) -> st
         for c in calls
     ]
     return table(["time", "agent", "role", "tool", "outcome", "approver", "duration"], rows)
+
+
+# -- compute by purpose (labbot capacity, /lab capacity, labbot priority) ------------------------------------------
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def queue_words(run: dict[str, Any]) -> str | None:
+    """A queued run's place: "2nd in line for training"; None for a run that is not queued."""
+    place = run.get("queue_position")
+    if run.get("status") != "queued" or not isinstance(place, int):
+        return None
+    return f"{ordinal(place)} in line for {run.get('purpose') or 'training'}"
+
+
+def priority_words(run: dict[str, Any]) -> str:
+    """What a priority change did: the queued run's new place, or that it changes nothing now."""
+    where = queue_words(run)
+    if where:
+        return f"priority {run['priority']}: now {where}"
+    return (
+        f"priority {run['priority']} kept, but it only orders the queue: the run is {run['status']}, "
+        "so nothing changes now"
+    )
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+
+
+def capacity_text(doc: dict[str, Any]) -> str:
+    """``labbot capacity``: the cluster, then per purpose its use against each cap, who uses it, and its queue."""
+    cluster = doc.get("cluster")
+    use = doc.get("use") or {}
+    lines = [
+        (
+            f"cluster: {_num(cluster['cpus'])} CPUs, {_num(cluster['gpus'])} GPUs (Ray's view)"
+            if cluster
+            else f"cluster: unknown ({doc.get('cluster_error') or 'Ray did not answer'})"
+        )
+        + f"; labbot's runs on it: {use.get('runs', 0)} runs, {_num(use.get('cpus', 0))} CPUs, "
+        f"{_num(use.get('gpus', 0))} GPUs"
+    ]
+    if not doc.get("caps_set"):
+        lines.append("no [compute] caps are set: every launch goes to Ray at once (labbot.toml [compute.PURPOSE])")
+    purposes = doc.get("purposes") or []
+    if purposes:
+
+        def of(p: dict[str, Any], key: str) -> str:
+            limit = p["limits"][key]
+            return f"{_num(p['use'][key])}/{_num(limit) if limit is not None else '-'}"
+
+        rows = []
+        for p in purposes:
+            users: dict[str, list[str]] = {}
+            for r in p["running"]:
+                users.setdefault(r["owner"], []).append(r["run_id"])
+            who = ", ".join(f"{o} ({' '.join(ids)})" for o, ids in sorted(users.items())) or "-"
+            rows.append([p["purpose"] + ("" if p["capped"] else " (no cap)"), of(p, "runs"), of(p, "cpus"),
+                         of(p, "gpus"), str(len(p["queued"])), who])  # fmt: skip
+        lines += ["", table(["purpose", "runs", "cpus", "gpus", "queued", "used by"], rows)]
+    queued = [(p["purpose"], i, q) for p in purposes for i, q in enumerate(p["queued"], 1)]
+    if queued:
+        lines += ["", "queued, in order:"]
+        for purpose, i, q in queued:
+            ask = f"{_num(q['cpus'])} CPUs" + (f", {_num(q['gpus'])} GPUs" if q["gpus"] else "")
+            lines.append(f"  {purpose} {ordinal(i)}: {q['run_id']}  {q['owner']}  asks {ask}")
+    return "\n".join(lines)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from labbot.bot.commands.registry import Arg, Command, Option, Permission, Registry
 from labbot.bot.commands.values import RUN_STATUSES
 
+PURPOSES = ("training", "eval", "data", "research", "serving")  # labbot.training.specs.PURPOSES, kept import-light
+
 RUN_ID = Arg("run_id", "run_id", "a run id, as `{cmd} runs` lists them")
 
 LAUNCH = Command(
@@ -29,6 +31,9 @@ LAUNCH = Command(
             metavar="WORDS",
         ),
         Option("--watch", "str", "RL watchdog thresholds for this run: 'kl_max=5 entropy_floor=0.1'", metavar="K=V"),
+        Option("--cpus", "float", "CPUs for the job's entrypoint (default: the job's)", minimum=0),
+        Option("--purpose", "str", f"what it is for: {'|'.join(PURPOSES)} (default: the job's)", metavar="P"),
+        Option("--no-queue", "flag", "over its purpose's [compute] cap: refuse with the numbers instead of waiting"),
     ),
     accepts_params=True,
     examples=(
@@ -36,6 +41,7 @@ LAUNCH = Command(
         "launch tiny-lm steps=200 lr=3e-4",
         "launch tiny-lm --gpus 1 --stall-after 10m",
         "launch tiny-rl algo=sdpo --alert 'pass_rate below 0.3 for 10m'",
+        "launch tiny-lm --purpose research --no-queue",
     ),
 )
 
@@ -239,6 +245,20 @@ COMPARE = Command(
     examples=("compare k3xq7p m2np4r", "compare k3xq7p m2np4r --metric reward", "compare k3xq7p m2np4r --window 200"),
 )
 
+PRIORITY = Command(
+    "priority",
+    "move a queued run in its purpose's line: higher goes first (admins; only a queued run's priority matters)",
+    args=(RUN_ID, Arg("priority", "int", "a whole number from -1000 to 1000; 0 is a launch's")),
+    permission=Permission.ADMIN,
+    examples=("priority k3xq7p 10",),
+)
+
+CAPACITY = Command(
+    "capacity",
+    "each purpose's use of the cluster against its [compute] cap, who is using it, and what is queued",
+    examples=("capacity",),
+)
+
 HELP = Command(
     "help",
     "these commands, or one command's options and examples",
@@ -271,6 +291,8 @@ COMMANDS: tuple[Command, ...] = (
     FEEDBACK,
     AB,
     COMPARE,
+    CAPACITY,
+    PRIORITY,
     HELP,
 )
 

@@ -15,7 +15,7 @@ from labbot.common.durations import ACCEPTED as DURATIONS_ACCEPTED
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
 
-RUN_STATUSES = ("pending", "running", "stalled", "restarting", "succeeded", "failed", "stopped")
+RUN_STATUSES = ("queued", "pending", "running", "stalled", "restarting", "succeeded", "failed", "stopped")
 """The statuses a run can be in (``labbot.storage.models.RunStatus``, spelled out here to keep this module
 import-light)."""
 

@@ -140,6 +140,9 @@ class LabActions:
             max_restarts=opts.get("max_restarts"),
             alerts=[part.strip() for part in (opts.get("alert") or "").split(";") if part.strip()],
             watch=dict(parse_assignments((opts.get("watch") or "").replace(",", " ").split())),
+            cpus=opts.get("cpus"),
+            purpose=opts.get("purpose"),
+            no_queue=bool(opts.get("no_queue")),
             # the same slash command delivered twice (a retry) carries the same trigger id: one run
             idempotency_key=f"slack-{who.trigger_id}" if who.trigger_id else None,
         )
@@ -149,6 +152,25 @@ class LabActions:
             await self.tell(who, f"run `{run['id']}` was already launched by this command")
             return
         await self.threads.open_thread(run, who.channel)
+        if result.queued:
+            await self.tell(who, f":hourglass: run `{run['id']}` is queued: {escape(result.queued)}")
+
+    # -- compute by purpose ------------------------------------------------------------------------------------
+
+    async def _do_capacity(self, parsed: Parsed, who: Asker) -> None:
+        doc = await to_thread.run_sync(self.service.capacity)
+        text = "```\n" + render.capacity_text(doc) + "\n```"
+        for blocks in text_blocks(text)[:1]:
+            await self.tell(who, "capacity by purpose", blocks)
+
+    async def _do_priority(self, parsed: Parsed, who: Asker) -> None:
+        run_id, priority = parsed.args["run_id"], int(parsed.args["priority"])
+        if not self.is_admin(who.user):
+            await self.tell(who, f":no_entry: only an admin can set a run's priority (`{run_id}`)")
+            return
+        run = await to_thread.run_sync(lambda: self.service.set_priority(run_id, priority, by=f"slack:{who.user}"))
+        await self.threads.record_action(run_id, f"<@{who.user}> set the priority to {priority}")
+        await self.tell(who, f"run `{run_id}`: {render.priority_words(run)}")
 
     async def _do_runs(self, parsed: Parsed, who: Asker) -> None:
         status = parsed.options.get("status")

@@ -48,10 +48,18 @@ class Plan:
     plot_milestone: int | None = None  # a milestone percent to plot now (the latest one passed)
     milestones_passed: tuple[int, ...] = ()  # every milestone this plot covers: none is plotted later
     summary: bool = False  # the run ended: final plot and summary
+    left_queue: bool = False  # a queued run was admitted (capacity freed): say so in the thread
 
     @property
     def empty(self) -> bool:
-        return not (self.update_card or self.restarted or self.progress or self.plot_milestone or self.summary)
+        return not (
+            self.update_card
+            or self.restarted
+            or self.progress
+            or self.plot_milestone
+            or self.summary
+            or self.left_queue
+        )
 
 
 def card_digest(run: dict[str, Any], history: list[str]) -> str:
@@ -59,6 +67,8 @@ def card_digest(run: dict[str, Any], history: list[str]) -> str:
     shown = {k: run.get(k) for k in ("status", "attempt", "step", "metrics", "checkpoint_step", "error", "name")} | {
         "history": history[-5:]
     }
+    if run.get("queue_position") is not None:  # a queued run's card shows its place in line
+        shown["queue_position"] = run["queue_position"]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -77,7 +87,8 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
     digest = card_digest(run, history)
     changed_state = status != state.status_seen or run["attempt"] != state.attempt_seen
     card_due = state.card_updated_at is None or (now - state.card_updated_at).total_seconds() >= cadence.card_every_s
-    update_card = digest != state.card_digest and (changed_state or card_due or status in TERMINAL)
+    moved_in_line = run.get("queue_position") is not None  # a place in line is news at once, like a status
+    update_card = digest != state.card_digest and (changed_state or card_due or moved_in_line or status in TERMINAL)
     if status in TERMINAL:
         return Plan(update_card=update_card, card_digest=digest, summary=True)
     restarted = run["attempt"] > state.attempt_seen
@@ -103,7 +114,8 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
     return Plan(
         update_card=update_card,
         card_digest=digest,
-        restarted=restarted,
+        left_queue=state.status_seen == "queued" and status != "queued",
+        restarted=restarted and state.status_seen != "queued",
         progress=progress_due,
         plot_milestone=max(due) if due else None,
         milestones_passed=due,

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from labbot.bot.slack.blocks import metrics_plot_png, progress_text, restart_text, run_card, summary_blocks
-from labbot.bot.slack.blocks.posts import launch_confirmation
+from labbot.bot.slack.blocks.posts import launch_confirmation, left_queue_text
 from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
 from labbot.storage.models import RunThread, ThreadMessage, utcnow
 from labbot.training.service import RunService
@@ -145,6 +145,9 @@ class RunThreads:
         post = self.client.chat_postMessage
         if p.restarted:
             await post(channel=row.channel, thread_ts=row.card_ts, text=restart_text(run, None))
+            calls += 1
+        if p.left_queue:
+            await post(channel=row.channel, thread_ts=row.card_ts, text=left_queue_text(run, now=self.clock()))
             calls += 1
         if p.update_card:
             await self._update_card(row.run_id, run=run)

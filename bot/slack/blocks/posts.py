@@ -8,7 +8,7 @@ Pure functions of the run JSON, like the card (``run_card.py``, whose formatters
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from labbot.bot.slack.blocks.run_card import (
@@ -25,6 +25,7 @@ from labbot.bot.slack.blocks.run_card import (
     mention,
     number,
     parse_time,
+    queue_text,
     run_title,
     step_text,
     throughput,
@@ -60,10 +61,25 @@ def launch_confirmation(run: dict[str, Any]) -> str:
     )
     if params:
         line += f" with {params}"
-    if run.get("ray_submission_id"):
+    if run.get("status") == "queued":
+        place = queue_text(run)
+        line += f"\n:hourglass: queued{f': {place}' if place else ''}; it goes to Ray when capacity frees"
+    elif run.get("ray_submission_id"):
         line += f"\nRay job `{escape(str(run['ray_submission_id']))}`"
     curves = "loss curves" if list(run.get("plot") or ["loss"]) == ["loss"] else "metric plots"
     return line + f". Progress, {curves} and the summary will follow in this thread."
+
+
+def left_queue_text(run: dict[str, Any], *, now: datetime | None = None) -> str:
+    """A queued run was admitted: capacity for its purpose freed, it went to Ray."""
+    queued_at = parse_time(run.get("queued_at"))
+    waited = f" after {format_duration(((now or datetime.now(UTC)) - queued_at).total_seconds())}" if queued_at else ""
+    sid = run.get("ray_submission_id")
+    where = f" as Ray job `{escape(str(sid))}`" if sid else ""
+    return (
+        f":arrow_forward: capacity for {escape(str(run.get('purpose') or 'training'))} freed: the run left the "
+        f"queue{waited} and went to Ray{where}."
+    )
 
 
 def restart_text(run: dict[str, Any], by: str | None) -> str:

@@ -20,6 +20,7 @@ Block = dict[str, Any]
 
 TERMINAL = frozenset({"succeeded", "failed", "stopped"})
 STATUS_EMOJI = {
+    "queued": ":hourglass:",
     "pending": ":hourglass_flowing_sand:",
     "running": ":arrow_forward:",
     "stalled": ":warning:",
@@ -54,6 +55,19 @@ def mention(who: str | None) -> str:
 
 def status_label(status: str) -> str:
     return f"{STATUS_EMOJI.get(status, ':grey_question:')} {status}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def queue_text(run: dict[str, Any]) -> str | None:
+    """A queued run's place: "2nd in line for training" (None when the run is not queued)."""
+    place = run.get("queue_position")
+    if run.get("status") != "queued" or not isinstance(place, int) or isinstance(place, bool):
+        return None
+    return f"{_ordinal(place)} in line for {escape(str(run.get('purpose') or 'training'))}"
 
 
 def as_float(value: Any) -> float | None:
@@ -218,8 +232,9 @@ def run_card(
     status = str(run.get("status", "?"))
     metrics = run.get("metrics") or {}
     ckpt = run.get("checkpoint_step")
+    place = queue_text(run)
     fields = [
-        ("Status", status_label(status)),
+        ("Status", status_label(status) + (f" · {place}" if place else "")),
         ("Owner", mention(run.get("owner"))),
         ("Step", step_text(run)),
         (headline_label(run), number(metrics.get(headline_metric(run)))),

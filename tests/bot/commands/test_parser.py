@@ -159,9 +159,21 @@ def test_launch_full() -> None:
         "max_restarts": 2,
         "alert": "pass_rate below 0.2 for 10m; reward flat for 15m",
         "watch": "kl_max=5",
+        "cpus": None,
+        "purpose": None,
+        "no_queue": False,
     }
     assert p.params == {"steps": "100", "lr": "3e-4"}
     assert list(p.params) == ["steps", "lr"]
+
+
+def test_launch_with_a_purpose_cpus_and_no_queue_and_the_compute_commands() -> None:
+    p = ok("launch tiny-lm --purpose research --cpus 2 --no-queue")
+    assert (p.options["purpose"], p.options["cpus"], p.options["no_queue"]) == ("research", 2.0, True)
+    assert ok("priority K3XQ7P 10").args == {"run_id": "k3xq7p", "priority": 10}
+    assert ok("capacity").command.name == "capacity"
+    assert "PRIORITY" in err("priority k3xq7p").message
+    assert "a whole number" in err("priority k3xq7p high").message
 
 
 def test_options_default_when_absent() -> None:
@@ -173,6 +185,9 @@ def test_options_default_when_absent() -> None:
         "max_restarts": None,
         "alert": None,
         "watch": None,
+        "cpus": None,
+        "purpose": None,
+        "no_queue": False,
     }
     assert ok("runs").options == {"status": None, "mine": False, "limit": 20}
     assert ok("logs ab12").options == {"tail": None}
@@ -340,14 +355,14 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert e.command is not None and e.command.name == "launch"
     assert e.usage == (
         "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-        " [--alert WORDS] [--watch K=V] [KEY=VALUE ...]"
+        " [--alert WORDS] [--watch K=V] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
     )
     unknown = err("nope")
     assert unknown.command is None
     assert unknown.usage.startswith("/lab SUBCOMMAND")
     assert (
         "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, "
-        "eval generate|run|list|show|compare|share|from-incident|from-feedback, feedback, ab, compare, help"
+        "eval generate|run|list|show|compare|share|from-incident|from-feedback, feedback, ab, compare, capacity, help"
         in unknown.usage
     )
 
@@ -456,6 +471,9 @@ def launches(draw: st.DrawFn) -> Parsed:
         "max_restarts": restarts,
         "alert": draw(st.none() | safe_text),
         "watch": draw(st.none() | safe_text),
+        "cpus": draw(st.none() | st.floats(min_value=0, allow_infinity=False)),
+        "purpose": draw(st.none() | st.sampled_from(["training", "eval", "data", "research", "serving"])),
+        "no_queue": draw(st.booleans()),
     }
     return Parsed(cmd, {"job": job}, options, {k: draw(safe_text) for k in keys})
 

@@ -113,11 +113,13 @@ def test_registration_order_and_words() -> None:
         "feedback",
         "ab",
         "compare",
+        "capacity",
+        "priority",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 24
+    assert len(LAB) == 26
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -165,7 +167,7 @@ def test_usage_lines() -> None:
     assert lines == {
         "launch": (
             "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-            " [--alert WORDS] [--watch K=V] [KEY=VALUE ...]"
+            " [--alert WORDS] [--watch K=V] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
         ),
         "runs": "/lab runs [--status S] [--mine] [--limit N]",
         "status": "/lab status RUN_ID",
@@ -189,6 +191,8 @@ def test_usage_lines() -> None:
         "feedback": "/lab feedback [--down] [--mine] [--limit N]",
         "ab": "/lab ab",
         "compare": "/lab compare RUN_A RUN_B [--metric M] [--better W] [--window N]",
+        "capacity": "/lab capacity",
+        "priority": "/lab priority RUN_ID PRIORITY",
         "help": "/lab help [COMMAND]",
     }
     assert usage(COMMANDS[3], "/ml") == "/ml stop RUN_ID"
@@ -213,6 +217,8 @@ def test_permissions_and_params() -> None:
         "feedback": Permission.ANYONE,
         "ab": Permission.ANYONE,
         "compare": Permission.ANYONE,
+        "capacity": Permission.ANYONE,
+        "priority": Permission.ADMIN,
         "help": Permission.ANYONE,
     }
     assert [c.name for c in LAB if c.accepts_params] == ["launch"]
@@ -240,6 +246,10 @@ def test_run_statuses_match_storage() -> None:
 def test_help_lists_every_subcommand_with_usage_and_summary() -> None:
     text = help_text(LAB, is_admin=False)
     for cmd in LAB:
+        if cmd.permission == Permission.ADMIN:  # an admin's command is in an admin's help only
+            assert f"`{usage(cmd)}`" not in text
+            assert f"• `{usage(cmd)}` — {cmd.summary}" in help_text(LAB, is_admin=True)
+            continue
         assert f"• `{usage(cmd).replace('&', '&amp;')}` — {cmd.summary}" in text
     assert "`/lab help SUBCOMMAND`" in text
 

@@ -1,0 +1,84 @@
+"""The watchdog and the queue: capacity freed in a tick is given to the queue in that tick, a queued run is neither
+reconciled with Ray nor paged (it is not on Ray, however long it waits), and a new watchdog over the same database
+(labbot restarted) admits the queue in the same order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from compute_support import RecordingRay, compute_service
+from sqlalchemy import select
+
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
+from labbot.agents.babysitter.watchdog import Watchdog
+from labbot.storage.models import Incident
+from labbot.training.service import RunService
+from labbot.training.specs import LaunchRequest
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _watchdog(service: RunService, clock: Clock) -> Watchdog:
+    pager = Pager(service.db, PagingPolicy(), slack=True, pagerduty=False, clock=clock)
+    policy = WatchdogPolicy(pending_after_s=60, startup_grace_s=0)
+    return Watchdog(service.db, service.launcher, service, pager, policy, address="ray-double", clock=clock)
+
+
+def test_capacity_freed_is_given_to_the_queue_within_one_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}})
+    clock = Clock()
+    dog = _watchdog(service, clock)
+    first = service.launch(LaunchRequest(job="slow", owner="U1")).run
+    second = service.launch(LaunchRequest(job="slow", owner="U2")).run
+    assert dog.tick().admitted == []
+    ray.finish(first["ray_submission_id"])
+    report = dog.tick()
+    assert report.admitted == [second["id"]], "the run that ended this tick made room in this tick"
+    assert service.get(first["id"])["status"] == "succeeded"
+    assert service.get(second["id"])["status"] == "pending"
+    assert ray.submitted_ids == [first["ray_submission_id"], second["ray_submission_id"]]
+
+
+def test_a_queued_run_is_not_reconciled_with_ray_nor_paged_however_long_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}})
+    clock = Clock()
+    dog = _watchdog(service, clock)
+    service.launch(LaunchRequest(job="slow", owner="U1"))
+    waiting = service.launch(LaunchRequest(job="slow", owner="U2")).run
+    for hours in (1, 2, 3):  # Ray has no job for it: a run on Ray would be 'lost', and pending for hours a page
+        clock.now += timedelta(hours=hours)
+        dog.tick()
+    assert service.get(waiting["id"])["status"] == "queued"
+    with service.db.session() as s:
+        assert waiting["id"] not in [i.run_id for i in s.scalars(select(Incident))], "the queued run is not paged"
+
+
+def test_a_restarted_watchdog_admits_the_queue_in_the_same_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = RecordingRay()
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)
+    running = service.launch(LaunchRequest(job="slow", owner="U0")).run
+    queued = [service.launch(LaunchRequest(job="slow", owner=f"U{i}")).run for i in range(1, 4)]
+    service.db.dispose()
+    again, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)
+    dog = _watchdog(again, Clock())
+    order = []
+    current = running
+    for _ in queued:
+        ray.finish(current["ray_submission_id"])
+        [admitted] = dog.tick().admitted
+        order.append(admitted)
+        current = again.get(admitted)
+    assert order == [q["id"] for q in queued]

@@ -1,0 +1,105 @@
+"""A RunService with ``[compute]`` caps over a real SQLite database and the real ``RayLauncher``, whose Jobs SDK client
+is a recording double (the way ``tests/training/test_log_redaction.py`` swaps it): submissions are kept instead of
+made, jobs move when a test says so, and the state API's node list is the cluster a test declares."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from support import make_service
+
+from labbot.training.capacity import ComputePolicy
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.service import RunService
+
+SLOW = {"slow": {"entrypoint": "sleep 600", "description": "a stand-in job", "cpus": 2}}
+
+
+class _Response:
+    def __init__(self, doc: Any, status: int = 200) -> None:
+        self.status_code = status
+        self._doc = doc
+
+    def json(self) -> Any:
+        return self._doc
+
+
+class RecordingRay:
+    """What ``JobSubmissionClient`` answers, in memory: ``submitted`` in order, each job's status by submission id."""
+
+    def __init__(self, *, cpus: float = 16, gpus: float = 4) -> None:
+        self.submitted: list[dict[str, Any]] = []
+        self.status: dict[str, str] = {}
+        self.stopped: list[str] = []
+        self.nodes = [{"state": "ALIVE", "resources_total": {"CPU": cpus, "GPU": gpus, "memory": 1e9}}]
+        self.node_reads = 0
+        self._lock = threading.Lock()
+
+    def submit_job(self, **kwargs: Any) -> str:
+        with self._lock:
+            self.submitted.append(kwargs)
+            self.status[kwargs["submission_id"]] = "RUNNING"
+        return str(kwargs["submission_id"])
+
+    def get_job_info(self, sid: str) -> Any:
+        if sid not in self.status:
+            raise RuntimeError(f"Job {sid} does not exist")
+        return self._details(sid)
+
+    def _details(self, sid: str) -> Any:
+        return SimpleNamespace(
+            submission_id=sid, status=self.status[sid], message="", error_type=None, metadata={},
+            start_time=None, end_time=None,
+        )  # fmt: skip
+
+    def stop_job(self, sid: str) -> bool:
+        self.stopped.append(sid)
+        if sid in self.status:
+            self.status[sid] = "STOPPED"
+        return True
+
+    def get_job_logs(self, sid: str) -> str:
+        return ""
+
+    def finish(self, sid: str) -> None:
+        self.status[sid] = "SUCCEEDED"
+
+    def _do_request(self, method: str, path: str, **_: Any) -> _Response:
+        if path.startswith("/api/v0/nodes"):
+            self.node_reads += 1
+            return _Response({"result": True, "data": {"result": {"result": self.nodes, "total": len(self.nodes)}}})
+        if path.startswith("/api/jobs"):
+            return _Response(
+                [
+                    {"submission_id": sid, "status": st, "message": "", "metadata": {}}
+                    for sid, st in list(self.status.items())
+                ]
+            )
+        return _Response({"error": "not found"}, 404)
+
+    def _raise_error(self, r: _Response) -> None:
+        raise RuntimeError(f"Request failed with status code {r.status_code}")
+
+    @property
+    def submitted_ids(self) -> list[str]:
+        return [str(s["submission_id"]) for s in self.submitted]
+
+
+def compute_service(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    compute: dict[str, Any] | None,
+    *,
+    ray: RecordingRay | None = None,
+    jobs: dict[str, Any] | None = None,
+) -> tuple[RunService, RecordingRay]:
+    """A RunService over ``tmp_path``'s database with ``[compute]`` = ``compute`` and the recording Ray double."""
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", "tok"), {**SLOW, **(jobs or {})})
+    service.compute = ComputePolicy.from_config(compute)
+    ray = ray or RecordingRay()
+    monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))
+    return service, ray

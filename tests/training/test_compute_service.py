@@ -1,0 +1,210 @@
+"""RunService with [compute] caps: launches admitted or queued race-free (threads, and two services over one database
+as two processes would be), a queued run stopped never reaching Ray, the queue surviving a restart in order,
+--no-queue refused with the numbers, priorities, purposes, and nothing changed without [compute]."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compute_support import RecordingRay, compute_service
+from sqlalchemy import func, select
+
+from labbot.common.errors import BadRequest, Conflict
+from labbot.storage.models import Run
+from labbot.training import service as service_module
+from labbot.training.service import RunService
+from labbot.training.specs import LaunchRequest
+
+CAP = {"training": {"cpus": 3}}  # the `slow` job asks 2 CPUs: one fits, two do not
+
+
+def _launch_at_once(services: list[RunService], n: int) -> list[dict[str, Any]]:
+    barrier = threading.Barrier(n)
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def go(i: int) -> None:
+        try:
+            barrier.wait()
+            results.append(services[i % len(services)].launch(LaunchRequest(job="slow", owner=f"U{i}")).run)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results
+
+
+def test_two_launches_at_once_that_each_fit_alone_but_not_together_one_runs_one_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+    runs = _launch_at_once([service], 2)
+    assert sorted(r["status"] for r in runs) == ["pending", "queued"]
+    queued = next(r for r in runs if r["status"] == "queued")
+    assert queued["queue_position"] == 1 and queued["purpose"] == "training"
+    assert len(ray.submitted) == 1, "only the admitted run reached Ray"
+
+
+def test_eight_launches_at_once_from_two_services_over_one_database_admit_exactly_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two RunServices (their own engines and process locks, as two labbot processes) share only the database: the
+    admission lock row alone keeps the cap. The decision waits (briefly) for a second one to be made beside it: without
+    the lock both would be taken against the same view; with it the second never comes and the wait gives up."""
+    together = threading.Barrier(2)
+    real_decide = service_module.decide
+
+    def decide_beside_another(*args: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait(timeout=0.3)
+        return real_decide(*args)
+
+    monkeypatch.setattr(service_module, "decide", decide_beside_another)
+    ray = RecordingRay()
+    one, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray)
+    other, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray)
+    runs = _launch_at_once([one, other], 8)
+    assert sorted(r["status"] for r in runs).count("pending") == 1
+    assert len(ray.submitted) == 1
+    assert sorted(r["queue_position"] for r in one.runs() if r["status"] == "queued") == list(range(1, 8))
+
+
+def test_a_queued_run_stopped_before_it_starts_never_reaches_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+    first = service.launch(LaunchRequest(job="slow", owner="U1")).run
+    waiting = service.launch(LaunchRequest(job="slow", owner="U2"))
+    assert waiting.run["status"] == "queued" and "it waits 1st in line" in (waiting.queued or "")
+    stopped = service.stop(waiting.run["id"], by="U2")
+    assert stopped["status"] == "stopped" and "while queued" in stopped["error"]
+    ray.finish(first["ray_submission_id"])
+    service.stop(first["id"])  # capacity freed (and the queue offered it at once)
+    assert service.admit_queued() == []
+    assert all(waiting.run["id"] not in sid for sid in ray.submitted_ids + ray.stopped)
+
+
+def test_a_stop_frees_capacity_for_the_queue_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+    first = service.launch(LaunchRequest(job="slow", owner="U1")).run
+    second = service.launch(LaunchRequest(job="slow", owner="U2")).run
+    service.stop(first["id"])
+    assert service.get(second["id"])["status"] == "pending"
+    assert ray.submitted_ids[-1] == second["ray_submission_id"]
+
+
+def test_the_queue_survives_a_restart_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = RecordingRay()
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)
+    running = service.launch(LaunchRequest(job="slow", owner="U0")).run
+    queued = [service.launch(LaunchRequest(job="slow", owner=f"U{i}")).run["id"] for i in range(1, 5)]
+    service.set_priority(queued[2], 5)  # an admin moved the third to the head
+    service.db.dispose()
+
+    again, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)  # labbot restarted
+    assert [r["id"] for r in sorted(again.runs(status="queued"), key=lambda r: r["queue_position"])] == [
+        queued[2], queued[0], queued[1], queued[3],
+    ]  # fmt: skip
+    order = []
+    current = running
+    for _ in queued:
+        ray.finish(current["ray_submission_id"])
+        with again.db.session() as s:  # what the watchdog's reconcile does when Ray says SUCCEEDED
+            s.get_one(Run, current["id"]).status = "succeeded"
+        [admitted] = again.admit_queued()
+        order.append(admitted)
+        current = again.get(admitted)
+    assert order == [queued[2], queued[0], queued[1], queued[3]]
+
+
+def test_no_queue_is_refused_with_the_numbers_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}})
+    service.launch(LaunchRequest(job="slow", owner="U1"))
+    with pytest.raises(Conflict) as e:
+        service.launch(LaunchRequest(job="slow", owner="U2", no_queue=True, idempotency_key="k1"))
+    assert e.value.status == 409
+    assert e.value.message == (
+        "not launched: training is at 1 of 1 run and 2 of 3 CPUs; this launch needs 2 CPUs; "
+        "without --no-queue it would wait 1st in line"
+    )
+    with service.db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Run)) == 1
+    assert len(ray.submitted) == 1
+
+
+def test_a_launch_over_an_explicit_cap_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"gpus": 1}})
+    with pytest.raises(BadRequest, match="this launch needs 2 GPUs but training is capped at 1 GPU; it could never"):
+        service.launch(LaunchRequest(job="slow", owner="U1", gpus=2))
+
+
+def test_a_share_reads_rays_totals_briefly_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"share": 0.25}}, ray=RecordingRay(cpus=8))
+    statuses = [service.launch(LaunchRequest(job="slow", owner="U1")).run["status"] for _ in range(3)]
+    assert statuses == ["pending", "queued", "queued"]  # 0.25 of 8 CPUs: one 2-CPU run
+    assert ray.node_reads == 1
+    ray.nodes.append({"state": "ALIVE", "resources_total": {"CPU": 8}})  # the cluster grew
+    service.totals_ttl_s = 0
+    assert service.admit_queued() != [] and ray.node_reads == 2
+
+
+def test_purpose_comes_from_the_job_or_the_launch_and_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, None, jobs={"probe": {"entrypoint": "true", "purpose": "data"}})
+    assert service.launch(LaunchRequest(job="slow", owner="U1")).run["purpose"] == "training"
+    assert service.launch(LaunchRequest(job="probe", owner="U1")).run["purpose"] == "data"
+    run = service.launch(LaunchRequest(job="slow", owner="U1", purpose="research")).run
+    assert (run["purpose"], run["priority"], run["queue_position"]) == ("research", 0, None)
+    with service.db.session() as s:
+        assert s.get_one(Run, run["id"]).purpose == "research"
+    with pytest.raises(BadRequest, match="purpose 'fun' is not a purpose; purposes: training, eval, data, research"):
+        service.launch(LaunchRequest(job="slow", owner="U1", purpose="fun"))
+    assert service.registry.get("eval").purpose == "eval" and service.registry.get("eval-generate").purpose == "data"
+
+
+def test_without_compute_nothing_waits_and_ray_is_not_asked_for_totals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, None)
+    runs = _launch_at_once([service], 6)
+    assert {r["status"] for r in runs} == {"pending"} and len(ray.submitted) == 6
+    assert ray.node_reads == 0 and service.admit_queued() == []
+
+
+def test_priority_is_checked_and_a_restart_of_a_queued_run_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, CAP)
+    service.launch(LaunchRequest(job="slow", owner="U1"))
+    waiting = service.launch(LaunchRequest(job="slow", owner="U2")).run
+    with pytest.raises(BadRequest, match="from -1000 to 1000"):
+        service.set_priority(waiting["id"], 5000)
+    with pytest.raises(Conflict, match="is queued for training and has not started"):
+        service.restart(waiting["id"])
+    service.stop(waiting["id"])
+    with pytest.raises(Conflict, match="already stopped; a priority orders only queued runs"):
+        service.set_priority(waiting["id"], 1)
+
+
+def test_capacity_shows_use_against_each_cap_who_and_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, CAP)
+    first = service.launch(LaunchRequest(job="slow", owner="U1")).run
+    second = service.launch(LaunchRequest(job="slow", owner="U2")).run
+    doc = service.capacity()
+    assert doc["caps_set"] and doc["cluster"] == {"cpus": 16.0, "gpus": 4.0}
+    [training] = doc["purposes"]
+    assert training["limits"]["cpus"] == 3 and training["use"] == {"runs": 1, "cpus": 2.0, "gpus": 0.0}
+    assert [r["run_id"] for r in training["running"]] == [first["id"]] and training["owners"] == ["U1"]
+    assert training["queued"] == [{"run_id": second["id"], "owner": "U2", "cpus": 2.0, "gpus": 0.0}]

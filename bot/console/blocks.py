@@ -4,8 +4,9 @@
 [json-pointer:/blocks/0/text/text]"); a non-empty list means Slack answers ``invalid_blocks``. The limits are
 Slack's documented ones (Block Kit reference): 50 blocks a message, 3,000 characters of section text, 2,000 per
 section field and at most 10 fields, 150 for a header, 12,000 for all ``markdown`` blocks together, 10 context
-elements, 25 actions elements, 75 characters of button text, unique ``block_id``s and per-block ``action_id``s.
-Used by `labbot.bot.console.workspace`; labbot's renderer must stay within the same limits.
+elements, 25 actions elements, 5 context_actions elements (feedback buttons: both buttons, each with text and
+value), 75 characters of button text, unique ``block_id``s and per-block ``action_id``s. Used by
+`labbot.bot.console.workspace`; labbot's renderer must stay within the same limits.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ HEADER_TEXT_MAX = 150
 MARKDOWN_TOTAL_MAX = 12000
 CONTEXT_ELEMENTS_MAX = 10
 ACTIONS_ELEMENTS_MAX = 25
+CONTEXT_ACTIONS_ELEMENTS_MAX = 5
 BUTTON_TEXT_MAX = 75
 ID_MAX = 255
 BUTTON_VALUE_MAX = 2000
@@ -101,6 +103,13 @@ def block_errors(blocks: Any) -> list[str]:
             action_ids: set[str] = set()
             for j, element in enumerate(block.get("elements") or []):
                 errors += _element_errors(element, f"{at}/elements/{j}", action_ids)
+        elif kind == "context_actions":
+            errors += _count_errors(block.get("elements"), f"{at}/elements", CONTEXT_ACTIONS_ELEMENTS_MAX)
+            action_ids = set()
+            for j, element in enumerate(block.get("elements") or []):
+                errors += _element_errors(element, f"{at}/elements/{j}", action_ids)
+                if isinstance(element, dict) and element.get("type") not in ("feedback_buttons", "icon_button"):
+                    errors.append(f"must be feedback_buttons or icon_button [json-pointer:{at}/elements/{j}/type]")
         elif kind == "image":
             if not block.get("image_url") and not block.get("slack_file"):
                 errors.append(f"must provide image_url or slack_file [json-pointer:{at}]")
@@ -159,6 +168,20 @@ def _element_errors(element: Any, at: str, action_ids: set[str]) -> list[str]:
             errors.append(f"duplicate action_id {action_id} [json-pointer:{at}/action_id]")
         else:
             action_ids.add(action_id)
+    if element["type"] == "feedback_buttons":
+        for side in ("positive_button", "negative_button"):
+            button = element.get(side)
+            if not isinstance(button, dict):
+                errors.append(f"must provide {side} [json-pointer:{at}/{side}]")
+                continue
+            errors += _text_errors(
+                button.get("text"), f"{at}/{side}/text", BUTTON_TEXT_MAX, types=frozenset({"plain_text"})
+            )
+            value = button.get("value")
+            if not isinstance(value, str) or not 0 < len(value) <= BUTTON_VALUE_MAX:
+                errors.append(
+                    f"must be a string of 1 to {BUTTON_VALUE_MAX} characters [json-pointer:{at}/{side}/value]"
+                )
     if element["type"] == "button":
         errors += _text_errors(element.get("text"), f"{at}/text", BUTTON_TEXT_MAX, types=frozenset({"plain_text"}))
         value = element.get("value")

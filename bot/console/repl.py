@@ -10,6 +10,8 @@ waits for the runs launched in this session to finish (their summaries posted), 
     click stop RUN_ID                 press a button on the run's card (stop | restart)
     click ack PAGE_ID                 press a button on a page (ack | resolve)
     click approve REQUEST_ID          answer an agent's request to run a tool (approve | deny)
+    vote up | vote down               👍 or 👎 the agent's latest answer (a 👎 asks what went wrong)
+    comment SOME TEXT                 answer that question (the modal a 👎 opened)
     @labbot some text                 mention the bot in the channel
     anything else                     a message in the channel
 """
@@ -36,7 +38,15 @@ from sqlalchemy import select
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.console.emulator import SlackEmulator
 from labbot.bot.console.model import EmulatorEvent, Message
-from labbot.bot.slack.payloads import JSON, Workspace, button_click, signed, slash_command
+from labbot.bot.slack.payloads import (
+    JSON,
+    Workspace,
+    button_click,
+    feedback_click,
+    signed,
+    slash_command,
+    view_submission,
+)
 from labbot.storage.models import Run, RunThread
 
 CONSOLE_USER = "U0CONSOLE1"
@@ -61,6 +71,8 @@ def blocks_text(blocks: list[dict[str, Any]]) -> list[str]:
             lines.append("  ".join(_MRKDWN.sub("", e.get("text", "")) for e in b.get("elements", [])))
         elif kind == "actions":
             lines.append(" ".join(f"[{e['text']['text']}]" for e in b.get("elements", []) if e.get("type") == "button"))
+        elif kind == "context_actions" and any(e.get("type") == "feedback_buttons" for e in b.get("elements", [])):
+            lines.append("[👍] [👎]  (vote up | vote down)")
     return lines
 
 
@@ -75,12 +87,18 @@ class ConsoleView:
         self.card_of: dict[str, str] = {}  # run id -> card ts, learned from the cards' buttons
         # (verb, value) -> (channel, ts, action_id) of the newest message with that button: "click VERB VALUE"
         self.buttons: dict[tuple[str, str], tuple[str, str, str]] = {}
+        # the newest agent answer's feedback buttons: (channel, ts, thread ts, {"up": value, "down": value})
+        self.answer: tuple[str, str, str | None, dict[str, str]] | None = None
 
     def __call__(self, event: EmulatorEvent) -> None:
         msg = event.message
         if event.kind == "deleted":
             return
         for block in msg.blocks:
+            for el in block.get("elements", []) if block.get("type") == "context_actions" else []:
+                if el.get("type") == "feedback_buttons":
+                    values = {"up": str(el["positive_button"]["value"]), "down": str(el["negative_button"]["value"])}
+                    self.answer = (msg.channel, msg.ts, msg.thread_ts, values)
             for el in block.get("elements", []) if block.get("type") == "actions" else []:
                 action_id, value = str(el.get("action_id", "")), str(el.get("value"))
                 if action_id.startswith("run_") and block.get("block_id") == "run_actions":
@@ -175,6 +193,28 @@ class Console:
             channel, ts, action_id = where
             ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
             await self.post(button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts))
+            return True
+        m = re.match(r"^vote\s+(up|down)$", line)
+        if m:
+            answer = self.view.answer if self.view else None
+            if answer is None:
+                print("(no agent answer to vote on yet: @labbot a question first)", flush=True)
+                return True
+            channel, ts, thread_ts, values = answer
+            ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
+            body = feedback_click(ws, user=CONSOLE_USER, value=values[m.group(1)], message_ts=ts, thread_ts=thread_ts)
+            await self.post(body)
+            if m.group(1) == "down":
+                print("(labbot asks what went wrong: answer with `comment SOME TEXT`, or carry on)", flush=True)
+            return True
+        m = re.match(r"^comment\s+(.+)$", line)
+        if m:
+            modals = [v for v in self.emulator.views_opened() if v.get("callback_id") == "feedback_comment"]
+            if not modals:
+                print("(no question to answer: `vote down` on an answer opens one)", flush=True)
+                return True
+            typed = {"comment": {"text": m.group(1)}}
+            await self.post(view_submission(self.ws, user=CONSOLE_USER, view=modals[-1], values=typed))
             return True
         m = re.match(r"^reply\s+(\S+)\s+(.+)$", line)
         thread_ts = None

@@ -143,8 +143,9 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
     tmp_path: Path, ray_head: RayConnection
 ) -> None:
     """The agents issue's story, in the console with a (scripted) model configured: "why is this run slow?" in the
-    run's thread is answered from its metrics, logs and commits; "please stop it" shows an Approve / Deny prompt, and
-    the run stops only once Approve is clicked."""
+        run's thread is answered from its metrics, logs and commits, and a 👎 on that answer asks what went wrong and keeps
+    the comment; "please stop it" shows an Approve / Deny prompt, and
+        the run stops only once Approve is clicked."""
     (tmp_path / "labbot.toml").write_text(TOML)
     repo = commit_history(tmp_path / "repo")
     with FakeAnthropic() as anthropic:
@@ -176,6 +177,21 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
                 if isinstance(b, dict) and b.get("type") == "tool_use"
             }
             assert {"lab__run_metrics", "lab__run_logs", "codebase__git_log"} <= called, called
+
+            # the answer carries 👍/👎; a 👎 asks what went wrong, and the answer is kept with the vote
+            console.shows(r"\[👍\] \[👎\]", what="the feedback buttons under the answer")
+            console.type("vote down")
+            console.shows(r"labbot asks what went wrong", what="the what-went-wrong question")
+            console.type("comment it should have read the data loader's queue depth first")
+            with httpx.Client(base_url=f"http://127.0.0.1:{env['LABBOT_PORT']}/api/v1") as api:
+                api.headers["Authorization"] = "Bearer " + (tmp_path / "home" / "admin_token").read_text().strip()
+                [vote] = wait_for(
+                    lambda: [f for f in api.get("/feedback").json()["feedback"] if f.get("comment")],
+                    what="the 👎 with its comment",
+                )
+            assert vote["vote"] == "down" and vote["kind"] == "answer" and vote["run_id"] == run_id
+            assert vote["comment"] == "it should have read the data loader's queue depth first"
+            console.shows(r"eval from-feedback fb", what="the thank-you saying what the comment can become")
 
             console.type(f"reply {run_id} ok, please stop it")
             request = console.shows(r"request (a[0-9a-f]{8})", what="the approval prompt").group(1)

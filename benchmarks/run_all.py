@@ -32,6 +32,7 @@ SCRIPTS = [
     "eval_throughput.py",
     "eval_intervals.py",
     "queue_admission.py",
+    "ab_coverage.py",
 ]
 
 

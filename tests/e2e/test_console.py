@@ -143,9 +143,9 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
     tmp_path: Path, ray_head: RayConnection
 ) -> None:
     """The agents issue's story, in the console with a (scripted) model configured: "why is this run slow?" in the
-        run's thread is answered from its metrics, logs and commits, and a 👎 on that answer asks what went wrong and keeps
-    the comment; "please stop it" shows an Approve / Deny prompt, and
-        the run stops only once Approve is clicked."""
+    run's thread is answered from its metrics, logs and commits, and a 👎 on that answer asks what went wrong and
+    keeps the comment; "please stop it" shows an Approve / Deny prompt, and the run stops only once Approve is
+    clicked."""
     (tmp_path / "labbot.toml").write_text(TOML)
     repo = commit_history(tmp_path / "repo")
     with FakeAnthropic() as anthropic:

@@ -199,7 +199,10 @@ def test_manifest_grants_what_labbot_uses() -> None:
     assert {"chat:write", "commands", "files:write", "app_mentions:read", "channels:history"} <= scopes
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/lab"]
     settings = manifest["settings"]
-    assert {"app_mention", "message.channels"} <= set(settings["event_subscriptions"]["bot_events"])
+    assert {"app_mention", "message.channels", "reaction_added", "reaction_removed"} <= set(
+        settings["event_subscriptions"]["bot_events"]
+    )
+    assert "reactions:read" in scopes  # 👍/👎 reactions are feedback
     assert settings["interactivity"]["is_enabled"] and settings["socket_mode_enabled"]
 
 

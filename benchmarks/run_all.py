@@ -31,6 +31,7 @@ SCRIPTS = [
     "eval_generate.py",
     "eval_throughput.py",
     "eval_intervals.py",
+    "compare_runs.py",
     "queue_admission.py",
     "ab_coverage.py",
 ]

@@ -9,11 +9,11 @@ that knew the true variance would have 80 % power, at every φ and size). For ea
 (50, 200 points), each round (a seed) draws ``--trials`` pairs at each difference and measures, for both intervals:
 coverage (share of intervals holding the true difference), the false-difference rate (share excluding 0 when the
 truth is 0), power (share excluding 0 at the nonzero difference) and the median width; for labbot's also how often
-its answer carries the note that a window is few blocks long ("the interval is rough") and the coverage of those
-without it. Reported: the median over rounds and the spread (min–max). Claim: at φ = 0.9 the i.i.d. bootstrap
-claims a difference between runs of one process at least 3 times as often as labbot (median over rounds, 200-point
-windows), and labbot's interval covers at least 90 % in every cell. The baseline's power is not a fair contrast
-where it undercovers: it is bought with false differences.
+its answer carries the note that a window is worth few independent points ("the interval is rough") and the coverage
+of those without it. Reported: the median over rounds and the spread (min–max). Claim: at φ = 0.9 the i.i.d.
+bootstrap claims a difference between runs of one process at least 3 times as often as labbot (median over rounds,
+200-point windows), and labbot's interval covers at least 90 % in every cell. The baseline's power is not a fair
+contrast where it undercovers: it is bought with false differences.
 
     .venv/bin/python benchmarks/compare_runs.py [--trials 300] [--rounds 3] [--effect 2.8] [--seed 0]
 """
@@ -36,7 +36,7 @@ from labbot.training.compare import CONFIDENCE, RESAMPLES, compare_runs
 
 PHIS = (0.0, 0.5, 0.9)
 # measured per setting, interval and round; "warned": the share of labbot's comparisons noting that a window is few
-# blocks long ("the interval is rough"), "coverage_unwarned": coverage among the others (both at Δ = 0)
+# independent points' worth ("the interval is rough"), "coverage_unwarned": coverage among the others (both at Δ = 0)
 QUANTITIES = ("coverage_0", "coverage_d", "false_difference", "power", "width", "warned", "coverage_unwarned")
 SIZES = (50, 200)
 FIRST_STEP = 10_000  # the windows' steps: the end of a long run (only their order matters)
@@ -72,7 +72,7 @@ def iid_percentile(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tu
 
 def labbot(a: np.ndarray, b: np.ndarray) -> tuple[float, float, bool]:
     """labbot's interval, through its public API, as ``/lab compare`` calls it (its default seed and resamples),
-    and whether it came with the note that a window is few blocks long ("the interval is rough")."""
+    and whether it came with the note that a window is worth few independent points ("the interval is rough")."""
     points_a, points_b = list(enumerate(a.tolist(), FIRST_STEP)), list(enumerate(b.tolist(), FIRST_STEP))
     c = compare_runs(points_a, points_b, "loss", window=len(a))
     return c.interval[0], c.interval[1], any("interval is rough" in note for note in c.notes)
@@ -100,10 +100,15 @@ def cell(rng: np.random.Generator, trials: int, n: int, phi: float, delta: float
 
 
 def summary(xs: list[float]) -> dict[str, float]:
+    xs = [x for x in xs if not math.isnan(x)]  # a round where every comparison carried the note has no "others"
+    if not xs:
+        return {"median": math.nan, "min": math.nan, "max": math.nan}
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
 def fmt(s: dict[str, float], pct: bool = True) -> str:
+    if math.isnan(s["median"]):
+        return "— (none)"
     if pct:
         return f"{s['median']:.1%} ({s['min']:.1%}–{s['max']:.1%})"
     return f"{s['median']:.3g} ({s['min']:.3g}–{s['max']:.3g})"
@@ -188,7 +193,8 @@ def main() -> None:
     print(f"  labbot's lowest coverage: {cov:.1%} at φ = {wphi:g}, {wn} points ({dict(labels)[wq]})")
     worst = per[(wphi, wn)]["labbot"]
     print(
-        f"  there, labbot notes the interval is rough (a window of few blocks) in {fmt(summary(worst['warned']))} "
+        "  there, labbot notes the interval is rough (a window worth few independent points) in "
+        f"{fmt(summary(worst['warned']))} "
         f"of comparisons; the others cover {fmt(summary(worst['coverage_unwarned']))} (Δ = 0)"
     )
     headline = statistics.median(fdr_ratio[(0.9, 200)])

@@ -17,8 +17,13 @@ same answer.
   its own; the bootstrap variance of each mean gets back the ``G/(b·n)`` a block bootstrap is known to miss
   (Künsch 1989, ``G`` from the same flat-top estimate), and the interval is the difference ± Student's t quantile
   × the standard error, its degrees of freedom Welch–Satterthwaite's over the windows' numbers of blocks (a window
-  of few blocks knows little about its own variance). A percentile interval of the same draws covered 80–90 %
-  where this covers about 92 % (AR(1), φ = 0.5, 200-point windows; ``benchmarks/compare_runs.py``).
+  of few blocks knows little about its own variance). On a short, strongly correlated window (50 steps of AR(1)
+  noise with φ = 0.9: about 3 independent points' worth) the bootstrap cannot see correlation longer than its
+  blocks and covered only ~78 %; so each run's variance is never taken below what its lag-1 autocorrelation alone
+  implies (:func:`ar1_variance`: Kendall's bias correction, the exact AR(1) variance of a mean), and the degrees of
+  freedom never above its effective number of points. ``benchmarks/compare_runs.py`` measures the coverage
+  against an i.i.d. percentile bootstrap's; a window worth fewer than ``ROUGH_BELOW`` independent points gets a
+  note that its interval is rough.
 - **The verdict** names a better run only when the interval excludes zero, and only when it is known which way is
   better: by the metric's name (``loss``, ``perplexity``, ``error``, ``*_time*``… lower; ``reward``, ``accuracy``,
   ``pass_rate``… higher) or the caller's ``better`` override; the rule used is part of the result.
@@ -39,6 +44,7 @@ from labbot.common.errors import BadRequest
 WINDOW_FRACTION = 0.10
 WINDOW_MIN = 20
 MIN_POINTS = 10  # finite values a window needs before its mean is compared
+ROUGH_BELOW = 10  # a window worth fewer independent points than this gets a note that its interval is rough
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20240615
@@ -209,6 +215,27 @@ def _block_and_bias(values: np.ndarray) -> tuple[int, float]:
     return int(max(1, min(round(b), b_max))), g
 
 
+def ar1_variance(values: np.ndarray) -> tuple[float, float]:
+    """``(variance of the mean, effective number of points)`` of ``values`` read as an AR(1) process: the lag-1
+    autocorrelation with Kendall's small-sample bias correction (``ρ̂ + (1 + 3ρ̂)/n``, capped at 0.98), the
+    sample variance corrected for the correlation it misses, and the exact variance of an n-point AR(1) mean. A
+    floor under the block bootstrap's variance: on a short, strongly correlated window the bootstrap cannot see
+    correlation longer than its blocks, and its interval is too narrow (``benchmarks/compare_runs.py``)."""
+    n = len(values)
+    x = values - values.mean()
+    g0 = float(x @ x) / n
+    if n < 3 or g0 <= 0:
+        return 0.0, float(n)
+    r1 = float(x[:-1] @ x[1:]) / n / g0
+    r1 = min(0.98, r1 + (1 + 3 * r1) / n)
+    if r1 <= 0:
+        return g0 / (n - 1), float(n)
+    # n·Var(mean)/γ0 for an AR(1) of n points: its "autocorrelation time" over the window
+    tau = (1 + r1) / (1 - r1) - 2 * r1 * (1 - r1**n) / (n * (1 - r1) ** 2)
+    gamma0 = g0 / max(1.0 - tau / n, 1.0 / n)  # E[sample variance] = γ0·(1 − τ/n)
+    return gamma0 * tau / n, n / tau
+
+
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile (``p`` > 0.5): exact for df ≤ 2, else the Cornish–Fisher expansion of Abramowitz &
     Stegun 26.7.5 (within 0.004 of the exact value at df 3, 1e-4 from df 10 on); scipy is not a dependency."""
@@ -293,6 +320,7 @@ def compare_runs(
     stats: list[Window] = []
     variances: list[float] = []
     dfs: list[float] = []
+    effectives: list[float] = []
     for finite, first, last, left_out in windows:
         n = len(finite)
         if block is None:
@@ -300,9 +328,17 @@ def compare_runs(
         else:  # a fixed block (1: the i.i.d. bootstrap), uncorrected: what a naive bootstrap gives, for contrast
             length, g = max(1, min(block, n)), 0.0
         means = resampled_means(finite, length, resamples, rng)
-        # the block bootstrap's variance of a mean is low by about G/(b·n) (Künsch 1989): added back
-        variances.append(float(means.var()) + g / (length * n))
-        dfs.append(max(1.0, n / length - 1))  # about one degree of freedom per block
+        # the block bootstrap's variance of a mean is low by about G/(b·n) (Künsch 1989): added back; and never
+        # below what the window's lag-1 correlation alone implies (a floor for short, strongly correlated windows)
+        boot = float(means.var()) + g / (length * n)
+        if block is None:
+            floor, effective = ar1_variance(finite)
+            effectives.append(effective)
+            variances.append(max(boot, floor))
+            dfs.append(max(1.0, min(n / length, effective) - 1))  # about one degree of freedom per block
+        else:
+            variances.append(boot)
+            dfs.append(max(1.0, n / length - 1))
         stats.append(Window(first, last, n, left_out, float(finite.mean()), length))
     se = math.sqrt(sum(variances))
     df = sum(variances) ** 2 / sum(v * v / d for v, d in zip(variances, dfs, strict=True)) if se > 0 else 1.0
@@ -315,13 +351,14 @@ def compare_runs(
             f"the windows do not overlap (steps {stats[0].first_step}–{stats[0].last_step} and "
             f"{stats[1].first_step}–{stats[1].last_step}): the runs are compared at different points of training"
         )
-    for name, w_ in zip(names, stats, strict=True):
+    for i, (name, w_) in enumerate(zip(names, stats, strict=True)):
         if w_.left_out:
             notes.append(f"run {name}: {w_.left_out} NaN/inf values in its window left out")
-        if w_.points / w_.block < 5:
+        worth = effectives[i] if effectives else w_.points / w_.block
+        if worth < ROUGH_BELOW:
             notes.append(
-                f"run {name}'s window is {w_.points / w_.block:.1f} blocks of {w_.block} correlated steps: the "
-                "interval is rough (a longer --window would steady it)"
+                f"run {name}'s window of {w_.points} correlated steps is worth about {max(worth, 1):.0f} independent "
+                "points: the interval is rough and wide (a longer --window would narrow it)"
             )
     return Comparison(
         metric=metric,

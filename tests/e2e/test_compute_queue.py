@@ -102,8 +102,8 @@ def test_a_launch_beyond_the_cap_queues_and_starts_when_room_frees_in_order_acro
     b = lab.launched("launch holder --name B")
     c = lab.launched("launch holder --name C seconds=4")
     assert status(lab, b) == "queued" and status(lab, c) == "queued"
-    assert lab.run(b)["ray_submission_id"] and lab.run(b)["started_at"] is None
     wait_for(lambda: "1st in line for training" in card_text(lab, b), timeout=10, what="B's card: 1st in line")
+    assert "not on Ray yet" in card_text(lab, b) and lab.run(b)["started_at"] is None
     wait_for(lambda: "2nd in line for training" in card_text(lab, c), timeout=10, what="C's card: 2nd in line")
     told = wait_for(lambda: latest_ephemeral(lab, OWNER, f"run `{c}` is queued"), timeout=10, what="C's queued note")
     assert "training is at 1 of 1 run" in told.text and "it waits 2nd in line" in told.text
@@ -166,6 +166,7 @@ def test_a_launch_beyond_the_cap_queues_and_starts_when_room_frees_in_order_acro
     started = wait_for(lambda: lab.said(b, "left the queue"), timeout=10, what="B's thread to say it started")
     assert "capacity for training freed" in started.text and f"labbot-{b}-1" in started.text
     wait_for(lambda: status(lab, b) == "running", timeout=30, what="B to run on Ray")
+    wait_for(lambda: f"Ray job `labbot-{b}-1`" in card_text(lab, b), timeout=10, what="B's card to name its Ray job")
     assert lab.run(c)["started_at"] < lab.run(b)["started_at"]  # in order: C, moved ahead, then B
     # A, B and C reached Ray, one at a time; E, stopped while in line, never did
     ray = JobSubmissionClient(ray_head.address, headers=dict(ray_head.headers))

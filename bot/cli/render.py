@@ -74,7 +74,7 @@ def run_details(r: dict[str, Any]) -> str:
         ("attempt", str(r["attempt"])),
         ("step", "-" if r["step"] is None else str(r["step"])),
         ("checkpoint", "-" if r.get("checkpoint_step") is None else f"step {r['checkpoint_step']}"),
-        ("ray job", r.get("ray_submission_id") or "-"),
+        ("ray job", "- (queued: not on Ray yet)" if r["status"] == "queued" else r.get("ray_submission_id") or "-"),
         ("params", " ".join(f"{k}={v}" for k, v in r.get("params", {}).items()) or "-"),
         ("created", f"{r['created_at']} ({age(r['created_at'])} ago)"),
         ("last telemetry", "-" if not r.get("last_telemetry_at") else f"{age(r['last_telemetry_at'])} ago"),

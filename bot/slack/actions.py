@@ -3,7 +3,8 @@ pages, artifacts, agents, cross-links), answered ephemerally to the person who a
 what everyone should see). ``/lab NAME`` is handled by ``_do_NAME`` (a ``-`` in NAME is ``_`` there).
 
 Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml): the rule
-of :mod:`labbot.training.permissions`, which the agents' approval gate follows too.
+of :mod:`labbot.training.permissions`, which the agents' approval gate follows too. ``priority`` needs an admin; its
+refusal names them (or, with none, how to name one).
 """
 
 from __future__ import annotations
@@ -166,11 +167,22 @@ class LabActions:
     async def _do_priority(self, parsed: Parsed, who: Asker) -> None:
         run_id, priority = parsed.args["run_id"], int(parsed.args["priority"])
         if not self.is_admin(who.user):
-            await self.tell(who, f":no_entry: only an admin can set a run's priority (`{run_id}`)")
+            await self.tell(who, self._admins_only(f"set the priority of run `{run_id}`"))
             return
         run = await to_thread.run_sync(lambda: self.service.set_priority(run_id, priority, by=f"slack:{who.user}"))
         await self.threads.record_action(run_id, f"<@{who.user}> set the priority to {priority}")
         await self.tell(who, f"run `{run_id}`: {render.priority_words(run)}")
+
+    def _admins_only(self, what: str) -> str:
+        """A refusal of what only admins may do, naming who may (or how to make someone an admin)."""
+        admins = sorted(self.settings.admins)
+        if not admins:
+            return (
+                f":no_entry: only an admin can {what}, and this labbot has none: "
+                "add Slack user ids to `[roles] admins` in labbot.toml"
+            )
+        names = " or ".join(f"<@{u}>" for u in admins)
+        return f":no_entry: only an admin can {what}: ask {names} (`[roles] admins` in labbot.toml)"
 
     async def _do_runs(self, parsed: Parsed, who: Asker) -> None:
         status = parsed.options.get("status")

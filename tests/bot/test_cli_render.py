@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labbot.bot.cli.render import runs_table
+from labbot.bot.cli.render import run_details, runs_table
 
 
 def _run(run_id: str, job: str, metrics: dict[str, Any], **over: Any) -> dict[str, Any]:
@@ -38,3 +38,12 @@ def test_once_a_run_headlines_another_metric_the_column_names_each_runs_metric()
     header, *rows = runs_table([lm, rl, waiting]).splitlines()
     assert header.split()[6] == "HEADLINE"
     assert "loss 2.5000" in rows[0] and "pass_rate 0.6200" in rows[1] and "reward -" in rows[2]
+
+
+def test_a_queued_runs_details_name_no_ray_job_until_it_is_admitted() -> None:
+    base = {"params": {}, "created_at": "2025-03-01T12:00:00+00:00", "ray_submission_id": "labbot-aaaaaa-1"}
+    queued = _run("aaaaaa", "tiny-lm", {}, status="queued", queue_position=1, purpose="training", **base)
+    text = run_details(queued)
+    assert "- (queued: not on Ray yet)" in text and "labbot-aaaaaa-1" not in text
+    assert "1st in line for training" in text
+    assert "labbot-aaaaaa-1" in run_details({**queued, "status": "pending", "queue_position": None})

@@ -250,7 +250,9 @@ def run_card(
     if status == "failed" and run.get("error"):
         blocks.append({"type": "section", "text": _mrkdwn(error_text(str(run["error"])))})
     meta = f"run `{escape(str(run.get('id', '?')))}`"
-    if run.get("ray_submission_id"):
+    if status == "queued":  # its submission id is reserved, but Ray has no such job until it is admitted
+        meta += " · not on Ray yet"
+    elif run.get("ray_submission_id"):
         meta += f" · Ray job `{escape(str(run['ray_submission_id']))}`"
     blocks.append({"type": "context", "elements": [_mrkdwn(meta)]})
     recent = [line for line in history if line.strip()][-HISTORY_LINES:]

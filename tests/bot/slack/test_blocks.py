@@ -361,3 +361,11 @@ def test_a_headline_metric_name_is_escaped_in_the_card() -> None:
     run = make_run(plot=["<b>&"], headline="<b>&", metrics={"<b>&": 1.0})
     text, blocks = run_card(run, now=NOW)
     assert fields_of(blocks)["*&lt;b&gt;&amp;*"] == "1.0000" and "&lt;b&gt;&amp; 1.0000" in text
+
+
+def test_a_queued_runs_card_names_no_ray_job_until_it_is_admitted() -> None:
+    queued = make_run("queued", step=None, queue_position=2, purpose="training", started_at=None)
+    meta = " ".join(mrkdwn_texts(run_card(queued)[1]))
+    assert "not on Ray yet" in meta and "labbot-r1a2-1" not in meta  # the id is reserved, Ray has no such job yet
+    admitted = " ".join(mrkdwn_texts(run_card(make_run("pending", queue_position=None))[1]))
+    assert "Ray job `labbot-r1a2-1`" in admitted and "not on Ray yet" not in admitted

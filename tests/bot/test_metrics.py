@@ -299,3 +299,29 @@ def test_log_format_is_text_by_default_json_when_asked_and_nothing_else(tmp_path
     assert Settings.from_env({**home, "LABBOT_LOG_FORMAT": "JSON"}).log_format == "json"
     with pytest.raises(BadRequest, match="LABBOT_LOG_FORMAT"):
         Settings.from_env({**home, "LABBOT_LOG_FORMAT": "xml"})
+
+
+# ----------------------------------------------------------------- a real `labbot serve` and Ray head
+
+
+def test_a_real_serve_is_ready_scrapes_and_logs_json(tmp_path: Path, ray_head: Any) -> None:
+    from support import Serve
+
+    s = Serve(
+        tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token,
+        extra_env={"LABBOT_LOG_FORMAT": "json"},
+    ).start()  # fmt: skip
+    try:
+        r = httpx.get(f"{s.url}/readyz", timeout=10)
+        assert (r.status_code, r.json()) == (200, {"ok": True, "database": "ok", "ray": "ok", "role": "leader"})
+        r = httpx.get(f"{s.url}/metrics", timeout=10)
+        assert r.status_code == 200
+        found = samples(r.text)
+        assert value(found, "labbot_database_up") == 1 and value(found, "labbot_leader") == 1
+        assert ray_head.token not in r.text and s.admin_token not in r.text
+    finally:
+        s.stop()
+    lines = [line for line in s.log().splitlines() if line.startswith("{")]
+    assert lines, s.log()[-2000:]
+    assert all({"time", "level", "logger", "message"} <= set(json.loads(line)) for line in lines)
+    assert ray_head.token not in s.log()

@@ -31,6 +31,7 @@ from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
 from labbot.bot.slack.runtime import SlackRuntime
 from labbot.common.errors import LabbotError
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.lab import LabApi
 from labbot.storage.db import Database
 from labbot.storage.models import Incident
@@ -40,12 +41,13 @@ log = logging.getLogger(__name__)
 
 
 def builtin_servers(
-    public_url: str, admin_token: str, integrations: Integrations | None = None
+    public_url: str, admin_token: str, integrations: Integrations | None = None, *, observer: Observer = NO_OBSERVER
 ) -> dict[str, Callable[[], Any]]:
     """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``),
     ``lab`` talking to this control plane's ``/api/v1``, and ``notion``, ``linear`` and ``datadog`` for the
     integrations whose credentials are set (datadog keeps full payloads in the agents' stores, through ``lab``'s
-    API). Their configuration comes from the environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them."""
+    API). Their configuration comes from the environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them. The
+    vendors' errors go to ``observer`` (``/metrics``)."""
     from labbot.mcp_servers import BUILTINS
     from labbot.mcp_servers.codebase import build_server as codebase
     from labbot.mcp_servers.lab import build_server as lab
@@ -53,9 +55,20 @@ def builtin_servers(
     servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
     for name in (integrations or Integrations()).servers:
         if name == "datadog":
+            from labbot.mcp_servers.datadog import DatadogApi
             from labbot.mcp_servers.datadog import build_server as datadog
 
-            servers[name] = lambda: datadog(artifacts=LabApi(public_url, admin_token))
+            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=LabApi(public_url, admin_token))
+        elif name == "notion":
+            from labbot.mcp_servers.notion import NotionApi
+            from labbot.mcp_servers.notion import build_server as notion
+
+            servers[name] = lambda: notion(NotionApi(observer=observer))
+        elif name == "linear":
+            from labbot.mcp_servers.linear import LinearApi
+            from labbot.mcp_servers.linear import build_server as linear
+
+            servers[name] = lambda: linear(LinearApi(observer=observer))
         else:
             servers[name] = BUILTINS[name]
     return servers
@@ -140,8 +153,9 @@ def build_agents(
     model: ModelSettings,
     integrations: Integrations | None = None,
     ab: AbTest | None = None,
+    observer: Observer = NO_OBSERVER,
 ) -> AgentsStack:
-    builtins = builtin_servers(public_url, admin_token, integrations)
+    builtins = builtin_servers(public_url, admin_token, integrations, observer=observer)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
     prompter = SlackApprovalPrompter(slack.client, db)
 
@@ -158,7 +172,7 @@ def build_agents(
         await pool.tools(role)  # lazily connect and list the role's servers
         return AuditedExecutor(gate.around(OutsideWaits(AgentIdentity(pool.executor(role)))), db)
 
-    runtime = AgentRuntime.from_settings(model) if model.configured else None
+    runtime = AgentRuntime.from_settings(model, observer=observer) if model.configured else None
     notes = (integrations or Integrations()).agent_notes()
     fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes, ab=ab) if runtime else None
     conversations = AgentConversations(slack.client, db, fleet)

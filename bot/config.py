@@ -68,6 +68,9 @@ class SlackSettings:
         return bool(self.bot_token)
 
 
+LOG_FORMATS = ("text", "json")
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -91,6 +94,8 @@ class Settings:
     integrations: Integrations = field(default_factory=Integrations)
     codebase_root: Path = field(default_factory=Path.cwd)  # LABBOT_CODEBASE_ROOT: what `codebase` serves, evals use
     compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
+    log_format: str = "text"  # LABBOT_LOG_FORMAT: text (for people) or json (one object a line, for a collector)
+    metrics_token: str | None = field(default=None, repr=False)  # LABBOT_METRICS_TOKEN: /metrics needs it when set
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -103,6 +108,11 @@ class Settings:
                 raise ValueError
         except ValueError:
             raise BadRequest(f"LABBOT_PORT={port_text!r} is not a port number (1-65535)") from None
+        log_format = (env.get("LABBOT_LOG_FORMAT") or "text").strip().lower()
+        if log_format not in LOG_FORMATS:
+            raise BadRequest(
+                f"LABBOT_LOG_FORMAT={env.get('LABBOT_LOG_FORMAT')!r} is not a log format: use text (default) or json"
+            )
         config_path = _config_path(env)
         config = load_toml(config_path) if config_path else {}
         artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
@@ -134,6 +144,8 @@ class Settings:
             artifacts_url=artifacts_url,
             integrations=Integrations.from_env(env, config),
             compute=ComputePolicy.from_config(config.get("compute")),
+            log_format=log_format,
+            metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
         )
 
     @property

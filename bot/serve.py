@@ -14,6 +14,7 @@ import gc
 import logging
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,9 @@ from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_url
 from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.health import readiness
+from labbot.bot.logs import RedactingFilter, formatter
+from labbot.bot.metrics import Metrics
 from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.eval_actions import EvalActions
@@ -70,6 +74,9 @@ class ControlPlane:
     artifacts: ArtifactStore | None = None
     evals: EvalService | None = None
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
+    metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
+    # who leads: the lease of the leader election replaces this; until then a process is its own leader
+    leader: Callable[[], bool] = lambda: True
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -95,6 +102,7 @@ class ControlPlane:
         )
         db = Database(settings.database_url)
         db.upgrade()
+        metrics = Metrics(db)
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
         launcher = RayLauncher(ray)
         service = RunService(
@@ -107,17 +115,21 @@ class ControlPlane:
         )
         token = settings.admin_token(create=True)
         assert token is not None
-        telemetry = TelemetryStore(db)
+        telemetry = TelemetryStore(db, observer=metrics)
         slack = slack or settings.slack
         pagerduty = (
-            PagerDutyClient(settings.pagerduty_key, url=settings.pagerduty_url) if settings.pagerduty_key else None
+            PagerDutyClient(settings.pagerduty_key, url=settings.pagerduty_url, observer=metrics)
+            if settings.pagerduty_key
+            else None
         )
         pager = Pager(db, settings.paging, slack=slack.configured, pagerduty=pagerduty is not None)
-        runtime = SlackRuntime.build(slack, service, telemetry, pager=pager) if slack.configured else None
+        runtime = (
+            SlackRuntime.build(slack, service, telemetry, pager=pager, observer=metrics) if slack.configured else None
+        )
         notifiers: dict[str, Notifier] = {}
         if runtime is not None and slack.bot_token:
             notifiers["slack"] = SlackPageNotifier(
-                outbox_client(slack.bot_token, slack.api_url),
+                outbox_client(slack.bot_token, slack.api_url, observer=metrics),
                 runtime.threads,
                 usergroup=settings.paging.oncall_usergroup,
                 file_incidents=settings.integrations.incidents,
@@ -132,6 +144,8 @@ class ControlPlane:
             pagerduty,
         )  # fmt: skip
         plane.ab = ab
+        plane.metrics = metrics
+        metrics.is_leader = plane.is_leader
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
         plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact)
@@ -147,6 +161,7 @@ class ControlPlane:
                 model=settings.model,
                 integrations=settings.integrations,
                 ab=ab,
+                observer=metrics,
             )
             runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
             runtime.actions.ab = ab
@@ -187,6 +202,9 @@ class ControlPlane:
             ab=self.ab,
             post_file=self.slack.threads.post_file if self.slack else None,
             extra_routes=self.slack.routes() if self.slack else (),
+            ready=self.ready,
+            metrics=self.metrics,
+            metrics_token=self.settings.metrics_token,
         )
 
     def health(self) -> dict[str, object]:
@@ -195,10 +213,21 @@ class ControlPlane:
             mode = "socket" if self.slack.settings.app_token else "http"
         return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
 
+    def is_leader(self) -> bool:
+        """Whether this process leads (runs the watchdog and the outbox for everyone): the seam of the leader
+        election. Without one, a process is its own leader."""
+        return self.leader()
+
+    async def ready(self) -> tuple[bool, dict[str, Any]]:
+        """``/readyz``: the database answers ``SELECT 1`` and Ray its version, each within 2 s; and the role."""
+        role = "leader" if self.is_leader() else "follower"
+        return await readiness(self.db.ping, self.launcher.ping, role=role)
+
     async def watch(self) -> None:
         """One watchdog tick (on a worker thread), then the outbox at once: a page goes out in the same second."""
         if self.slack is not None:
             await self.slack.tasks.quiet()  # Slack's acks first: a tick can wait out a burst
+        started = time.perf_counter()
         try:
             report = await to_thread.run_sync(self.watchdog.tick)
             if report.changed or report.restarts_scheduled or report.restarts_submitted:
@@ -210,6 +239,10 @@ class ControlPlane:
                 )
         except Exception:
             log.exception("watchdog tick failed")
+            if self.metrics is not None:
+                self.metrics.watchdog_failures.inc()
+        if self.metrics is not None:
+            self.metrics.watchdog_tick.observe(time.perf_counter() - started)
         await self.deliver()
         opened = self.pager.take_opened()
         if opened and self.agents is not None and self.agents.fleet is not None and self.slack is not None:
@@ -272,18 +305,21 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """INFO to stderr; with ``quiet`` (the console, whose terminal shows the channel) only warnings go there and
-    the rest to ``LABBOT_HOME/labbot.log``."""
-    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    the rest to ``LABBOT_HOME/labbot.log``. ``LABBOT_LOG_FORMAT=json``: one JSON object a line (``labbot.bot.logs``);
+    either way secrets are redacted first."""
     root = logging.getLogger()
     root.setLevel(logging.INFO)
+    redacting = RedactingFilter([settings.ray_token, settings.pagerduty_key, settings.metrics_token])
     err = logging.StreamHandler(sys.stderr)
-    err.setFormatter(logging.Formatter(fmt))
+    err.setFormatter(formatter(settings.log_format))
     err.setLevel(logging.WARNING if quiet else logging.INFO)
+    err.addFilter(redacting)
     root.addHandler(err)
     if quiet:
         settings.home.mkdir(parents=True, exist_ok=True)
         to_file = logging.FileHandler(settings.home / "labbot.log")
-        to_file.setFormatter(logging.Formatter(fmt))
+        to_file.setFormatter(formatter(settings.log_format))
+        to_file.addFilter(redacting)
         root.addHandler(to_file)
     for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

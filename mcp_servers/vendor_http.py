@@ -19,7 +19,8 @@ to wait in its own header (Datadog's ``X-RateLimit-Reset``). ``request`` then:
   vendor that echoes the key in an error body, an exception that prints the request).
 
 The one injection seam is ``transport`` (``httpx.MockTransport`` or ``httpx.ASGITransport`` in tests); ``sleep`` is
-a seam for the retry waits. Imports nothing from bot/ or agents/.
+a seam for the retry waits; ``observer`` (``labbot.common.observe``) hears of every error answer and every request
+that got none, each try counted, by HTTP verb and status (``/metrics``). Imports nothing from bot/ or agents/.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tenacity import RetryCallState, retry_if_exception_type
 
 from labbot.common.durations import format_duration
 from labbot.common.humanize import format_bytes
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.common.retry import Backoff, RetryPolicy
 from labbot_client.backoff import retry_after_seconds
 
@@ -103,6 +105,7 @@ class VendorApi:
         backoff_s: the first wait of the shared backoff (``labbot.common.retry``): it doubles up to
             ``MAX_BACKOFF_S``, with equal jitter.
         sleep, rng: seams for the retry waits and their jitter (tests record the waits and take the jitter off).
+        observer: told of each error answer (its status) and each try without one (``timeout``, ``connection``).
     """
 
     def __init__(
@@ -119,8 +122,11 @@ class VendorApi:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self.name = name
+        self.observer = observer
+        self._system = name.lower()
         self.base_url = base_url.rstrip("/")
         self._headers = headers
         self._explain = explain
@@ -187,7 +193,14 @@ class VendorApi:
         where = f"{self.name} ({method} {path})"
 
         async def attempt() -> tuple[Any, bytes]:
-            r = await self.client().request(method, path, headers=headers, json=json_body, params=params)
+            try:
+                r = await self.client().request(method, path, headers=headers, json=json_body, params=params)
+            except httpx.TransportError as e:
+                kind = "timeout" if isinstance(e, httpx.TimeoutException) else "connection"
+                self.observer.api_error(self._system, method.upper(), kind)
+                raise
+            if r.status_code >= 400:
+                self.observer.api_error(self._system, method.upper(), str(r.status_code))
             limited, wait = self._limited(r)
             if limited or r.status_code >= 500:
                 if wait is not None and wait > MAX_RETRY_AFTER_S:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, insert, make_url
+from sqlalchemy import Engine, create_engine, event, insert, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -99,6 +99,11 @@ class Database:
 
             return pg_insert(model).on_conflict_do_nothing()
         return insert(model)
+
+    def ping(self) -> None:
+        """``SELECT 1`` on a connection of the pool: raises when the database does not answer (``/readyz``)."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -105,8 +105,10 @@ class RayLauncher:
     def address(self) -> str:
         return self.connection.address
 
-    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(client)`` on a worker thread with a deadline; connection trouble becomes RayUnavailable."""
+    def _call(self, what: str, fn: Callable[[Any], T], *, timeout: float | None = None) -> T:
+        """Run ``fn(client)`` on a worker thread with a deadline (``timeout``, else the launcher's); connection
+        trouble becomes RayUnavailable."""
+        timeout = self.timeout if timeout is None else timeout
 
         def attempt() -> T:
             if self._client is None:
@@ -115,11 +117,11 @@ class RayLauncher:
 
         future = self._pool.submit(attempt)
         try:
-            return future.result(timeout=self.timeout)
+            return future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             self._client = None
             raise RayUnavailable(
-                f"Ray did not answer at {self.address} within {format_duration(self.timeout)} while trying to {what}; "
+                f"Ray did not answer at {self.address} within {format_duration(timeout)} while trying to {what}; "
                 "check RAY_ADDRESS and that the cluster's dashboard is up"
             ) from None
         except (ConnectionError, OSError) as e:
@@ -202,6 +204,10 @@ class RayLauncher:
             return out
 
         return self._call("list jobs", go)
+
+    def ping(self, *, timeout: float = 2.0) -> str:
+        """The cheapest call that proves the Jobs API answers labbot's token: Ray's version (``/readyz``)."""
+        return str(self._call("answer a readiness check", lambda client: client.get_version(), timeout=timeout))
 
     def cluster_resources(self) -> dict[str, float]:
         """The cluster's total resources as Ray counts them: the ``resources_total`` of every alive node, summed

@@ -125,7 +125,7 @@ class RunService:
             assert existing is not None
             return LaunchResult(existing, created=False)
         if decision is not None and not decision.admit:
-            log.info("run %s queued: %s", run_id, decision.reason())
+            log.info("run %s queued: %s", run_id, decision.reason(), extra={"run_id": run_id})
             return LaunchResult(self.get(run_id), created=True, queued=decision.reason())
         return LaunchResult(self._submit(run_id, attempt=1, token=token), created=True)
 
@@ -211,9 +211,14 @@ class RunService:
             try:
                 self._submit(run_id, attempt=attempt, token=token)
             except LabbotError as e:  # the run is failed with the reason by _submit; the others go on
-                log.error("run %s: admitted from the queue, but the submission failed: %s", run_id, e.message)
+                log.error(
+                    "run %s: admitted from the queue, but the submission failed: %s",
+                    run_id,
+                    e.message,
+                    extra={"run_id": run_id},
+                )
             admitted.append(run_id)
-            log.info("run %s admitted from the queue", run_id)
+            log.info("run %s admitted from the queue", run_id, extra={"run_id": run_id})
         return admitted
 
     def _admit_soon(self) -> None:
@@ -235,7 +240,7 @@ class RunService:
             if RunStatus(run.status).is_terminal:
                 raise Conflict(f"run {run_id} is already {run.status}; a priority orders only queued runs")
             run.priority = priority
-        log.info("run %s: priority %d set by %s", run_id, priority, by)
+        log.info("run %s: priority %d set by %s", run_id, priority, by, extra={"run_id": run_id})
         self.admit_queued()  # a run moved to the head may fit where the old head did not
         return self.get(run_id)
 
@@ -476,7 +481,7 @@ class RunService:
             run.status = RunStatus.STOPPED.value
             run.ended_at = utcnow()
             run.error = f"stopped by {by} while queued (it never started)"
-        log.info("run %s: stopped by %s while queued", run_id, by)
+        log.info("run %s: stopped by %s while queued", run_id, by, extra={"run_id": run_id})
         return True
 
     def restart(self, run_id: str, *, by: str = "cli") -> dict[str, Any]:
@@ -514,10 +519,15 @@ class RunService:
             queued = run.status == RunStatus.QUEUED.value
         if queued:
             log.info(
-                "run %s: restart by %s as attempt %d, queued: %s", run_id, by, attempt, decision and decision.reason()
+                "run %s: restart by %s as attempt %d, queued: %s",
+                run_id,
+                by,
+                attempt,
+                decision and decision.reason(),
+                extra={"run_id": run_id},
             )
             return self.get(run_id)
-        log.info("run %s: restart by %s as attempt %d", run_id, by, attempt)
+        log.info("run %s: restart by %s as attempt %d", run_id, by, attempt, extra={"run_id": run_id})
         return self._submit(run_id, attempt=attempt, token=token)
 
     def _await_end(self, sid: str, timeout: float = 30.0) -> None:

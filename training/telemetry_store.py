@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from labbot.common.errors import Unauthorized, UnknownRun
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
 from labbot.storage.models import MetricPoint, Run, RunStatus, utcnow
@@ -43,8 +44,9 @@ def redact_token(text: str, expected_hash: str | None, *, redacted: str = "[reda
 
 
 class TelemetryStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, observer: Observer = NO_OBSERVER) -> None:
         self.db = db
+        self.observer = observer  # counts the points stored (``labbot_telemetry_points_total``)
 
     def authenticate(self, run_id: str, token: str | None) -> None:
         """Raises Unauthorized unless ``token`` is this run's telemetry token (same answer for unknown runs)."""
@@ -56,6 +58,12 @@ class TelemetryStore:
 
     def ingest(self, run_id: str, batch: TelemetryBatch) -> int:
         """Store a (pre-authenticated, validated) batch; returns the number of points stored."""
+        stored = self._ingest(run_id, batch)
+        if stored:
+            self.observer.telemetry_points(stored)  # after the commit: what was stored, not what was tried
+        return stored
+
+    def _ingest(self, run_id: str, batch: TelemetryBatch) -> int:
         now = utcnow()
         rows: list[dict[str, Any]] = []
         for p in batch.points:

@@ -129,7 +129,15 @@ class Outbox:
             try:
                 outcome = await notifier.deliver(env)
             except Exception as e:  # a notifier bug must not lose the page: retried later, and logged
-                log.exception("delivery %s (%s) failed inside labbot", env.id, env.key)
+                log.exception(
+                    "delivery %s (%s) failed inside labbot",
+                    env.id,
+                    env.key,
+                    extra={
+                        "page_id": env.incident["id"] if env.incident else None,
+                        "run_id": env.run["id"] if env.run else None,
+                    },
+                )
                 outcome = Outcome("retry", f"{type(e).__name__} inside labbot")
             await to_thread.run_sync(self._record, env, outcome)
             if outcome.status == "accepted":
@@ -211,7 +219,14 @@ class Outbox:
             d.last_error = outcome.message[:1000]
             if outcome.status == "rejected":
                 d.state = DeliveryState.DEAD.value
-                log.error("notification %s to %s %s was refused: %s", d.key, d.channel, d.target, outcome.message)
+                log.error(
+                    "notification %s to %s %s was refused: %s",
+                    d.key,
+                    d.channel,
+                    d.target,
+                    outcome.message,
+                    extra={"page_id": d.incident_id, "run_id": d.run_id},
+                )
                 return
             d.state = DeliveryState.PENDING.value
             wait = self.backoff.delay(d.attempts, outcome.retry_after_s, rng=self.rng)
@@ -223,6 +238,7 @@ class Outbox:
                 d.attempts,
                 format_duration(wait),
                 outcome.message,
+                extra={"page_id": d.incident_id, "run_id": d.run_id},
             )
 
     def pending(self) -> int:

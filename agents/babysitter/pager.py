@@ -197,7 +197,14 @@ class Pager:
             s.add(inc)
             s.flush()
             self._page(s, run, inc, now)
-            log.info("page %s: %s %s: %s", inc.id, run_id or "cluster", f.kind, f.summary)
+            log.info(
+                "page %s: %s %s: %s",
+                inc.id,
+                run_id or "cluster",
+                f.kind,
+                f.summary,
+                extra={"page_id": inc.id, "run_id": inc.run_id},
+            )
             return
         if inc.condition_active:
             return  # still there: the timers do the rest
@@ -233,7 +240,14 @@ class Pager:
         inc.triggered_at = now
         inc.acknowledged_at = inc.acknowledged_by = inc.resolved_at = inc.resolved_by = None
         self._page(s, run, inc, now)
-        log.info("page %s: %s is back (occurrence %d): %s", inc.id, inc.kind, inc.occurrence, inc.summary)
+        log.info(
+            "page %s: %s is back (occurrence %d): %s",
+            inc.id,
+            inc.kind,
+            inc.occurrence,
+            inc.summary,
+            extra={"page_id": inc.id, "run_id": inc.run_id},
+        )
 
     def _reopen(self, s: Session, run: Run | None, inc: Incident, now: datetime) -> None:
         """The condition came back within the flap window: the same page again, without a new round of pages."""
@@ -280,16 +294,24 @@ class Pager:
                 if self.slack and self.policy.oncall_channel:
                     self._post(s, inc, f"channel:{self.policy.oncall_channel}", level=1)
                 else:
-                    log.warning("page %s: level 1 has nowhere to go ([paging] oncall_channel is not set)", inc.id)
+                    log.warning(
+                        "page %s: level 1 has nowhere to go ([paging] oncall_channel is not set)",
+                        inc.id,
+                        extra={"page_id": inc.id, "run_id": inc.run_id},
+                    )
             elif self.pagerduty:
                 self._pagerduty(s, inc, "trigger", "level-2")
                 inc.pagerduty_open = True
             else:
-                log.warning("page %s: level 2 has nowhere to go (PAGERDUTY_ROUTING_KEY is not set)", inc.id)
+                log.warning(
+                    "page %s: level 2 has nowhere to go (PAGERDUTY_ROUTING_KEY is not set)",
+                    inc.id,
+                    extra={"page_id": inc.id, "run_id": inc.run_id},
+                )
             after = timedelta(seconds=self.policy.escalate_after_s)
             inc.next_escalation_at = now + after if level < TOP_LEVEL else None
             inc.next_renotify_at = self._renotify_at(now)
-            log.info("page %s escalated to level %d", inc.id, level)
+            log.info("page %s escalated to level %d", inc.id, level, extra={"page_id": inc.id, "run_id": inc.run_id})
             return
         if inc.next_renotify_at is not None and now >= inc.next_renotify_at:
             inc.renotified += 1
@@ -355,7 +377,7 @@ class Pager:
                 self._refresh(s, inc, stamp)
                 if inc.pagerduty_open and self.pagerduty:
                     self._pagerduty(s, inc, "acknowledge", stamp)
-                log.info("page %s acknowledged by %s", inc.id, by)
+                log.info("page %s acknowledged by %s", inc.id, by, extra={"page_id": inc.id, "run_id": inc.run_id})
             return incident_view(inc)
 
     def resolve(self, page_id: str, *, by: str, cause: str | None = None) -> dict[str, Any]:
@@ -386,7 +408,13 @@ class Pager:
                 run = s.get(Run, inc.run_id) if inc.run_id else None
                 self._note(s, run, inc, stamp, note)
             self._refresh(s, inc, stamp)
-            log.info("page %s linked to %s %s", inc.id, system, link.get("identifier") or link.get("id"))
+            log.info(
+                "page %s linked to %s %s",
+                inc.id,
+                system,
+                link.get("identifier") or link.get("id"),
+                extra={"page_id": inc.id, "run_id": inc.run_id},
+            )
             return incident_view(inc)
 
     def _resolve(self, s: Session, run: Run | None, inc: Incident, by: str, now: datetime, *, note: str) -> None:
@@ -399,7 +427,7 @@ class Pager:
         if inc.pagerduty_open and self.pagerduty:
             self._pagerduty(s, inc, "resolve", stamp)
         inc.pagerduty_open = False
-        log.info("page %s resolved by %s", inc.id, by)
+        log.info("page %s resolved by %s", inc.id, by, extra={"page_id": inc.id, "run_id": inc.run_id})
 
     # -- thread notes for the watchdog (restarts) ------------------------------------------------------------
 

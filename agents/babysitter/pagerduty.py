@@ -40,6 +40,7 @@ from typing import Any, Literal
 import httpx
 
 from labbot.common.durations import format_duration
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot_client.backoff import retry_after_seconds
 
 __all__ = [
@@ -155,9 +156,11 @@ class PagerDutyClient:
         url: str = EVENTS_URL,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         if not routing_key:
             raise ValueError(EMPTY_KEY)
+        self.observer = observer  # an event not accepted, by action and HTTP status (``/metrics``)
         self._routing_key = routing_key
         self.url = url
         self._http = httpx.AsyncClient(
@@ -193,12 +196,16 @@ class PagerDutyClient:
         try:
             response = await self._http.post(self.url, json=body)
         except httpx.TimeoutException as e:
+            self.observer.api_error("pagerduty", action, "timeout")
             result = SendResult("retry", None, None, f"{what}: timed out ({type(e).__name__}); retry later")
         except httpx.HTTPError as e:
+            self.observer.api_error("pagerduty", action, "connection")
             reason = self._scrub(str(e)) or "no answer"
             result = SendResult("retry", None, None, f"{what}: {type(e).__name__}: {reason}; retry later")
         else:
             result = self._result(what, response)
+            if not response.is_success:
+                self.observer.api_error("pagerduty", action, str(response.status_code))
         level = logging.WARNING if result.outcome == "rejected" else logging.DEBUG
         log.log(level, "%s", result.message)
         return result

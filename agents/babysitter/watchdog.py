@@ -306,7 +306,13 @@ class Watchdog:
                 f"has not reported in {format_duration(alerts_missing_after(alert))} of telemetry; it cannot fire "
                 "until the job reports it.",
             )
-            log.warning("run %s: alert %s watches %s, which the run never reports", run.id, alert.name, alert.metric)
+            log.warning(
+                "run %s: alert %s watches %s, which the run never reports",
+                run.id,
+                alert.name,
+                alert.metric,
+                extra={"run_id": run.id},
+            )
 
     @staticmethod
     def _mark_stalled(run: Run, findings: list[Finding]) -> None:
@@ -368,6 +374,7 @@ class Watchdog:
             run.auto_restarts,
             limit,
             format_duration(delay),
+            extra={"run_id": run.id},
         )
         return [f for f in findings if f.kind not in RESTARTABLE]
 
@@ -400,9 +407,13 @@ class Watchdog:
     def _submit_restart(self, run_id: str) -> None:
         try:
             run = self.service.resubmit(run_id)
-            log.info("run %s: attempt %d submitted (automatic restart)", run_id, run["attempt"])
+            log.info(
+                "run %s: attempt %d submitted (automatic restart)", run_id, run["attempt"], extra={"run_id": run_id}
+            )
         except LabbotError as e:
-            log.error("run %s: the automatic restart could not be submitted: %s", run_id, e.message)
+            log.error(
+                "run %s: the automatic restart could not be submitted: %s", run_id, e.message, extra={"run_id": run_id}
+            )
             now = self.clock()
             with self.db.session() as s:
                 row = s.get(Run, run_id)

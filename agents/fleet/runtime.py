@@ -43,6 +43,7 @@ from labbot.agents.fleet.model import (
 )
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
 from labbot.common.durations import format_duration
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.common.retry import RetryPolicy
 
 __all__ = [
@@ -208,7 +209,7 @@ def _api_wait(state: RetryCallState) -> float | None:
 class AgentRuntime:
     """Runs agents against one model client. ``client`` None means no model is configured: every run answers
     ``NO_MODEL_MESSAGE``. ``clock``, ``sleep`` and ``rng`` are seams for tests (the wall-time budget and the retry
-    waits)."""
+    waits); ``observer`` hears of every run that ends (its role, model calls, tokens and tool calls: ``/metrics``)."""
 
     def __init__(
         self,
@@ -221,9 +222,11 @@ class AgentRuntime:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self.client = client
         self.model = model
+        self.observer = observer
         self.budgets = budgets or Budgets()
         self.retry = retry or MODEL_RETRY
         self.limiter = limiter or AgentLimiter()
@@ -263,15 +266,36 @@ class AgentRuntime:
         if not history or history[-1].get("role") != "user":
             raise ValueError("an agent run needs a history that ends with the researcher's (user) message")
         if self.client is None:
-            return _finish(history, "no_model", NO_MODEL_MESSAGE, TokenUsage(), 0, 0.0)
+            return self._observed(ctx, _finish(history, "no_model", NO_MODEL_MESSAGE, TokenUsage(), 0, 0.0))
+        run: _Run | None = None
         try:
             async with self.limiter.acquire(ctx.owner):
                 run = _Run(self, self.client, system, history, executor, ctx, on_event, budgets, model or self.model)
                 outcome = await run.go()
         except AgentLimitReached as full:
-            return _finish(history, "agent_limit", str(full), TokenUsage(), 0, 0.0)
+            return self._observed(ctx, _finish(history, "agent_limit", str(full), TokenUsage(), 0, 0.0))
         used = f"{outcome.turns} turn(s), {outcome.usage.total} tokens, {format_duration(outcome.elapsed_s)}"
         log.info("agent %s for %s: %s after %s", ctx.agent, ctx.owner, outcome.stop, used)
+        return self._observed(ctx, outcome, run)
+
+    def _observed(self, ctx: CallContext, outcome: RunOutcome, run: _Run | None = None) -> RunOutcome:
+        u = outcome.usage
+        try:
+            self.observer.agent_run(
+                ctx.role,
+                stop=outcome.stop,
+                model_calls=outcome.turns,
+                tokens={
+                    "input": u.input_tokens,
+                    "output": u.output_tokens,
+                    "cache_read": u.cache_read_input_tokens,
+                    "cache_creation": u.cache_creation_input_tokens,
+                },
+                tool_calls=run.tool_calls if run else 0,
+                tool_errors=run.tool_errors if run else 0,
+            )
+        except Exception:  # counting must never cost an answer
+            log.warning("the agent-run observer failed", exc_info=True)
         return outcome
 
 
@@ -293,6 +317,8 @@ class _Run:
         self.rt = runtime
         self.model = model
         self.client = client
+        self.tool_calls = 0
+        self.tool_errors = 0
         self.history = history
         self.executor = executor
         self.ctx = ctx
@@ -468,6 +494,8 @@ class _Run:
             except Exception as exc:  # the executor should not raise; if it does, the model hears of it
                 log.warning("tool %s raised for agent %s", name, self.ctx.agent, exc_info=True)
                 result = ToolResult(f"tool {name} failed: {type(exc).__name__}: {_clip(str(exc))}", is_error=True)
+        self.tool_calls += 1
+        self.tool_errors += result.is_error
         done = f"tool {name} failed" if result.is_error else f"tool {name} done"
         await self.emit(AgentEvent("tool_done", done, tool=name, is_error=result.is_error))
         return _tool_result(str(use.get("id")), result)

@@ -16,13 +16,16 @@ Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` 
     POST   /api/v1/artifacts/{id}/share?agent=A&with=B     {"artifact": {...}}
     DELETE /api/v1/artifacts/{id}?agent=A                  {"deleted": id}
 
-And two routes without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot, and
+And routes without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot, and
 ``GET /plots/{run_id}/metrics.png?sig=SIG``, the metrics its job plots (one panel each), each behind its own signed
-link (``labbot.bot.api.plots``), for the Notion report's image.
+link (``labbot.bot.api.plots``), for the Notion report's image; ``GET /healthz`` (alive), ``GET /readyz`` (the
+database and Ray answer: 200, else 503 naming what failed) and ``GET /metrics`` (Prometheus' text format,
+``labbot.bot.metrics``; with ``metrics_token`` set it needs ``Authorization: Bearer`` that token).
 """
 
 from __future__ import annotations
 
+import hmac
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar
@@ -47,6 +50,7 @@ from labbot.bot.api.feedback import feedback_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
 from labbot.bot.compare import RunComparer
 from labbot.bot.feedback.store import FeedbackStore
+from labbot.bot.metrics import CONTENT_TYPE, Metrics
 from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
@@ -182,11 +186,15 @@ def create_app(
     evals: EvalService | None = None,
     ab: AbTest | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    ready: Callable[[], Awaitable[tuple[bool, dict[str, Any]]]] | None = None,
+    metrics: Metrics | None = None,
+    metrics_token: str | None = None,
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
     ``post_file(channel, thread_ts, filename, data)`` uploads into Slack (``/api/v1/artifacts/{id}/post``).
-    ``max_artifact_bytes`` caps one upload's body (413 over it)."""
+    ``max_artifact_bytes`` caps one upload's body (413 over it). ``ready`` answers ``/readyz`` (``(ready, body)``,
+    ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503."""
 
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
@@ -240,6 +248,22 @@ def create_app(
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, **health()})
+
+    async def readyz(request: Request) -> Response:
+        if ready is None:
+            return error_response(503, "not_running", "readiness is not checked by this labbot")
+        ok, body = await ready()
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def metrics_route(request: Request) -> Response:
+        if metrics_token:
+            token = bearer(request) or ""
+            if not hmac.compare_digest(token.encode(), metrics_token.encode()):
+                return error_response(401, "unauthorized", "missing or wrong metrics token: LABBOT_METRICS_TOKEN")
+        if metrics is None:
+            return error_response(503, "not_running", "metrics are not collected by this labbot")
+        body = await to_thread.run_sync(metrics.render)  # the database collector queries: never on the loop
+        return Response(body, media_type=CONTENT_TYPE)
 
     async def jobs(request: Request) -> Any:
         return {
@@ -459,6 +483,8 @@ def create_app(
     routes = [
         *extra_routes,  # first: POST /slack/events is the route under a burst (Slack's 3 s)
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics_route),
         Route("/api/v1/jobs", admin(jobs)),
         Route("/api/v1/runs", admin(list_runs), methods=["GET"]),
         Route("/api/v1/runs", admin(launch), methods=["POST"]),

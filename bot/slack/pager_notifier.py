@@ -23,7 +23,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.babysitter.outbox import Envelope, Outcome
 from labbot.bot.slack.blocks.pages import page_message
+from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.threads import RunThreads
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.models import utcnow
 from labbot_client.backoff import retry_after_seconds
 
@@ -35,10 +37,14 @@ RETRYABLE_ERRORS = frozenset(
 )
 
 
-def outbox_client(token: str, api_url: str) -> AsyncWebClient:
-    """A Web API client that retries only rate limits (a 429 never posted anything); the outbox does the rest."""
-    return AsyncWebClient(
-        token=token, base_url=api_url, retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)]
+def outbox_client(token: str, api_url: str, *, observer: Observer = NO_OBSERVER) -> AsyncWebClient:
+    """A Web API client that retries only rate limits (a 429 never posted anything); the outbox does the rest. Its
+    failed calls are counted (``/metrics``)."""
+    return ObservedWebClient(
+        token=token,
+        base_url=api_url,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
+        observer=observer,
     )
 
 

@@ -25,12 +25,14 @@ from labbot.agents.babysitter.pager import Pager
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.actions import LabActions
 from labbot.bot.slack.app import REPLAY_TTL_S, build_app
+from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.feedback import SlackFeedback
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.seen import DurableSeenKeys
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
@@ -38,10 +40,12 @@ from labbot.training.telemetry_store import TelemetryStore
 log = logging.getLogger(__name__)
 
 
-def web_client(token: str, api_url: str) -> AsyncWebClient:
-    return AsyncWebClient(
+def web_client(token: str, api_url: str, *, observer: Observer = NO_OBSERVER) -> AsyncWebClient:
+    """The client of Bolt, the run threads and the agents' threads: its failed calls are counted (``/metrics``)."""
+    return ObservedWebClient(
         token=token,
         base_url=api_url,
+        observer=observer,
         retry_handlers=[
             AsyncRateLimitErrorRetryHandler(max_retry_count=5),
             AsyncServerErrorRetryHandler(max_retry_count=4),
@@ -69,13 +73,14 @@ class SlackRuntime:
         *,
         pager: Pager | None = None,
         tick_s: float = 2.0,
+        observer: Observer = NO_OBSERVER,
     ) -> SlackRuntime:
         if not settings.bot_token or not (settings.signing_secret or settings.app_token):
             raise BadRequest(
                 "Slack needs SLACK_BOT_TOKEN and, to receive requests, SLACK_SIGNING_SECRET (HTTP mode) "
                 "or SLACK_APP_TOKEN (Socket Mode)"
             )
-        client = web_client(settings.bot_token, settings.api_url)
+        client = web_client(settings.bot_token, settings.api_url, observer=observer)
         cadence = Cadence(
             card_every_s=settings.card_every_s,
             progress_every_s=settings.progress_every_s,

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.vendor_http import RateLimited, VendorApi, VendorError
 
 __all__ = ["DEFAULT_SITE", "SITES", "Answer", "DatadogApi", "SiteError", "base_url_for", "normalise_site", "rate_limit"]
@@ -151,6 +152,7 @@ class DatadogApi:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: Observer = NO_OBSERVER,
         clock: Callable[[], float] = time.time,
         env: Mapping[str, str] = os.environ,
     ) -> None:
@@ -179,6 +181,7 @@ class DatadogApi:
             backoff_s=backoff_s,
             sleep=sleep,
             rng=rng,
+            observer=observer,
         )
 
     def _headers(self) -> dict[str, str]:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.vendor_http import RateLimit, RateLimited, VendorApi, VendorError, scrub
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "MISSING_KEY", "URL_ENV", "LinearApi", "explain_errors", "rate_limit"]
@@ -164,6 +165,7 @@ class LinearApi:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: Observer = NO_OBSERVER,
         clock: Callable[[], float] = time.time,
         page_size: int = 50,
     ) -> None:
@@ -187,6 +189,7 @@ class LinearApi:
             backoff_s=backoff_s,
             sleep=sleep,
             rng=rng,
+            observer=observer,
         )
 
     def _key(self) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
+from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.vendor_http import VendorApi, VendorError
 
 __all__ = ["DEFAULT_URL", "NOTION_VERSION", "TOKEN_MISSING", "NotionApi", "explain"]
@@ -105,6 +106,7 @@ class NotionApi:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self._token = token
         self.base_url = (base_url or os.environ.get("NOTION_API_URL") or DEFAULT_URL).rstrip("/")
@@ -119,6 +121,7 @@ class NotionApi:
             backoff_s=backoff_s,
             sleep=sleep,
             rng=rng,
+            observer=observer,
         )
 
     def _headers(self) -> dict[str, str]:

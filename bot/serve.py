@@ -37,7 +37,7 @@ from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
-from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVALS_OWNER, EvalService
+from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
@@ -104,6 +104,9 @@ class ControlPlane:
             control_url=settings.public_url,
             checkpoint_root=settings.checkpoint_root,
             compute=settings.compute,
+            checkpoint_url=settings.checkpoint_url if settings.checkpoint_remote else None,
+            job_env=settings.job_storage_env,
+            local_checkpoint_jobs=EVAL_JOBS | {EVAL_GENERATE_JOB},  # their results are read from disk here
         )
         token = settings.admin_token(create=True)
         assert token is not None

@@ -273,6 +273,14 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+# held at WARNING: chatty at INFO, and the AWS SDK's DEBUG lines quote request headers (the access key id) and the
+# credentials it found, so an object store's credentials never reach labbot's log whatever the root level
+QUIET_LOGGERS = (
+    "httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler",
+    "botocore", "aiobotocore", "boto3", "s3fs", "fsspec", "urllib3",
+)  # fmt: skip
+
+
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """INFO to stderr; with ``quiet`` (the console, whose terminal shows the channel) only warnings go there and
     the rest to ``LABBOT_HOME/labbot.log``."""
@@ -288,7 +296,7 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
         to_file = logging.FileHandler(settings.home / "labbot.log")
         to_file.setFormatter(logging.Formatter(fmt))
         root.addHandler(to_file)
-    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -34,6 +34,7 @@ SCRIPTS = [
     "compare_runs.py",
     "queue_admission.py",
     "ab_coverage.py",
+    "checkpoint_store.py",
 ]
 
 

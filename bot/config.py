@@ -26,6 +26,21 @@ from labbot.common.errors import BadRequest
 from labbot.training.capacity import ComputePolicy
 
 DEFAULT_PORT = 3000
+# the variables of the AWS SDK a job needs to reach S3 (or an S3-compatible store) when its checkpoints live there
+STORAGE_ENV = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_CA_BUNDLE",
+        "AWS_MAX_ATTEMPTS",
+        "AWS_RETRY_MODE",
+    }
+)
 SLACK_API_URL = "https://slack.com/api/"
 
 
@@ -96,6 +111,8 @@ class Settings:
     compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
     log_format: str = "text"  # LABBOT_LOG_FORMAT: text (for people) or json (one object a line, for a collector)
     metrics_token: str | None = field(default=None, repr=False)  # LABBOT_METRICS_TOKEN: /metrics needs it when set
+    # the AWS variables labbot was given (credentials among them): what a job needs to write to an object store
+    storage_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -116,12 +133,16 @@ class Settings:
         config_path = _config_path(env)
         config = load_toml(config_path) if config_path else {}
         artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
+        _check_store_url(artifacts_url, "LABBOT_ARTIFACTS_URL")
         artifacts_root = _local_root(artifacts_url)
-        if artifacts_root is None and not config.get("training", {}).get("checkpoint_root"):
-            raise BadRequest(
-                f"LABBOT_ARTIFACTS_URL={artifacts_url!r} is not a local folder: set [training] checkpoint_root "
-                "in labbot.toml to a folder every Ray node can reach, or use a local folder"
-            )
+        configured_ckpt = (config.get("training") or {}).get("checkpoint_root")
+        if configured_ckpt is not None:
+            if not isinstance(configured_ckpt, str) or not configured_ckpt.strip():
+                raise BadRequest(
+                    "labbot.toml: [training] checkpoint_root must be a folder every Ray node can reach or an object "
+                    'store\'s URL, e.g. "/shared/ckpt" or "s3://bucket/labbot/runs"'
+                )
+            _check_store_url(configured_ckpt, "[training] checkpoint_root")
         return cls(
             home=home,
             database_url=env.get("LABBOT_DATABASE_URL") or f"sqlite:///{home / 'labbot.db'}",
@@ -146,15 +167,37 @@ class Settings:
             compute=ComputePolicy.from_config(config.get("compute")),
             log_format=log_format,
             metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
+            storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
         )
 
     @property
-    def checkpoint_root(self) -> Path:
-        configured = self.config.get("training", {}).get("checkpoint_root")
+    def checkpoint_url(self) -> str:
+        """Where runs keep their checkpoints: ``[training] checkpoint_root`` (a folder or a URL), else ``runs/``
+        under LABBOT_ARTIFACTS_URL (``s3://bucket/prefix/runs`` for an object store: no shared folder needed)."""
+        configured = (self.config.get("training") or {}).get("checkpoint_root")
         if configured:
-            return Path(configured).expanduser().resolve()
-        assert self.artifacts_root is not None  # checked in from_env
-        return self.artifacts_root / "runs"
+            local = _local_root(configured)
+            return str(local) if local is not None else configured.rstrip("/")
+        if self.artifacts_root is not None:
+            return str(self.artifacts_root / "runs")
+        return self.artifacts_url.rstrip("/") + "/runs"
+
+    @property
+    def checkpoint_remote(self) -> bool:
+        return _local_root(self.checkpoint_url) is None
+
+    @property
+    def checkpoint_root(self) -> Path:
+        """The local folder of runs' files the control plane itself reads (an eval run's results): the checkpoint
+        folder when that is local, else ``LABBOT_HOME/runs``."""
+        local = _local_root(self.checkpoint_url)
+        return local if local is not None else self.home / "runs"
+
+    @property
+    def job_storage_env(self) -> dict[str, str]:
+        """What a job is given to reach the object store its checkpoints go to: the AWS variables labbot has
+        (``STORAGE_ENV``), only when checkpoints are in an object store; nothing of labbot's own secrets."""
+        return dict(self.storage_env) if self.checkpoint_remote else {}
 
     @property
     def eval_suites_root(self) -> Path:
@@ -222,6 +265,29 @@ def load_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise BadRequest(f"{path.name} is not valid TOML: {e}") from None
+
+
+def _check_store_url(url: str, what: str) -> None:
+    """A local folder, ``file://…`` or a URL fsspec knows (``s3://bucket/prefix``, ``gs://…``, ``az://…``)."""
+    scheme = urlparse(url).scheme
+    if scheme in ("", "file") or len(scheme) == 1:  # C:\… is a path
+        return
+    import fsspec
+
+    if scheme not in fsspec.available_protocols():
+        raise BadRequest(
+            f"{what}={_shown(url)!r}: {scheme}:// is not a storage URL labbot knows; use a local folder or an fsspec "
+            "URL such as s3://bucket/prefix (S3 and S3-compatible stores; gs:// and az:// with gcsfs or adlfs "
+            "installed)"
+        )
+
+
+def _shown(url: str) -> str:
+    """A URL without any user:password in it (fsspec accepts some), for messages."""
+    parsed = urlparse(url)
+    if parsed.username or parsed.password:
+        return parsed._replace(netloc=parsed.hostname or "").geturl()
+    return url
 
 
 def _local_root(url: str) -> Path | None:

@@ -41,7 +41,7 @@ from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
-from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVALS_OWNER, EvalService
+from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
@@ -112,6 +112,9 @@ class ControlPlane:
             control_url=settings.public_url,
             checkpoint_root=settings.checkpoint_root,
             compute=settings.compute,
+            checkpoint_url=settings.checkpoint_url if settings.checkpoint_remote else None,
+            job_env=settings.job_storage_env,
+            local_checkpoint_jobs=EVAL_JOBS | {EVAL_GENERATE_JOB},  # their results are read from disk here
         )
         token = settings.admin_token(create=True)
         assert token is not None
@@ -303,6 +306,14 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+# held at WARNING: chatty at INFO, and the AWS SDK's DEBUG lines quote request headers (the access key id) and the
+# credentials it found, so an object store's credentials never reach labbot's log whatever the root level
+QUIET_LOGGERS = (
+    "httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler",
+    "botocore", "aiobotocore", "boto3", "s3fs", "fsspec", "urllib3",
+)  # fmt: skip
+
+
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """INFO to stderr; with ``quiet`` (the console, whose terminal shows the channel) only warnings go there and
     the rest to ``LABBOT_HOME/labbot.log``. ``LABBOT_LOG_FORMAT=json``: one JSON object a line (``labbot.bot.logs``);
@@ -321,7 +332,7 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
         to_file.setFormatter(formatter(settings.log_format))
         to_file.addFilter(redacting)
         root.addHandler(to_file)
-    for noisy in ("httpx", "uvicorn.access", "alembic.runtime.migration", "slack_bolt", "slack_sdk", "apscheduler"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

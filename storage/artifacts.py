@@ -17,6 +17,17 @@ The rules:
   (its own or another agent's): what an agent may use does not depend on what others happen to have stored.
 * A blob is removed when the last row pointing at it is deleted or replaced.
 
+**On an object store** (``LABBOT_ARTIFACTS_URL=s3://bucket/prefix``; credentials and endpoint from the usual AWS
+variables, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+``AWS_ENDPOINT_URL``, or fsspec's ``FSSPEC_S3_*``) the same code runs through s3fs, and the same rule holds: no
+half-written blob is ever visible under its final name. A put is uploaded to ``tmp/<uuid>.part`` (one PUT, or a
+multipart upload for a large stream, which S3 makes visible only when it completes), then moved to
+``blobs/<sha>``: s3fs's move is a server-side CopyObject, which like a PUT makes the new object visible whole or not
+at all, followed by the delete of the temp key. The temp key is needed because a stream's sha256 — and so its
+final name — is known only once it has been read. A crash mid-put leaves at most a ``tmp/`` object, never a blob.
+Deletes are S3 DeleteObject calls (idempotent). Errors and labbot's log never carry the credentials (botocore's
+own DEBUG logging would quote them: ``labbot serve`` holds the AWS SDK's loggers at WARNING).
+
 Blobs and rows change together under one lock per store, so one labbot process (``labbot serve``) keeps the two
 consistent; a crash between placing a blob and committing its row leaves an unreferenced blob, never a row without
 its bytes.

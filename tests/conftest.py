@@ -1,5 +1,5 @@
-"""Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session, and a
-migrated SQLite database per test."""
+"""Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session, one local
+S3-compatible server (moto's, in a thread) for the session, and a migrated SQLite database per test."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from s3_server import MotoS3
 from support import Serve
 
 from labbot.storage.db import Database
@@ -40,6 +41,27 @@ def module_serve(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnecti
     s = Serve(tmp_path_factory.mktemp("home"), ray_address=ray_head.address, ray_token=ray_head.token).start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[MotoS3]:
+    """moto's S3 server on 127.0.0.1 (a thread of this process, not a process), started once for the session."""
+    server = MotoS3().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
+    """The session's S3 server with this test's environment pointing at it (dummy credentials); started again if a
+    test stopped it."""
+    if s3_server._server is None:
+        s3_server.start()
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    yield s3_server
+    if s3_server._server is None:
+        s3_server.start()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -92,12 +92,22 @@ class RunService:
         control_url: str,
         checkpoint_root: Path,
         compute: ComputePolicy | None = None,
+        checkpoint_url: str | None = None,
+        job_env: Mapping[str, str] | None = None,
+        local_checkpoint_jobs: frozenset[str] = frozenset(),
     ) -> None:
+        """``checkpoint_root`` is a local folder; ``checkpoint_url``, when given, an object store's URL where runs
+        keep their checkpoints instead (``s3://bucket/prefix/runs``), and ``job_env`` what a job needs to reach it
+        (the AWS variables). Jobs in ``local_checkpoint_jobs`` (the eval jobs, whose results the control plane reads
+        from disk) keep ``checkpoint_root`` whatever the URL."""
         self.db = db
         self.registry = registry
         self.launcher = launcher
         self.control_url = control_url.rstrip("/")
         self.checkpoint_root = checkpoint_root
+        self.checkpoint_url = checkpoint_url.rstrip("/") if checkpoint_url else None
+        self.job_env = dict(job_env or {})
+        self.local_checkpoint_jobs = local_checkpoint_jobs
         self.compute = compute or ComputePolicy()
         # admission decisions of this process one at a time (the admission_lock row does it across processes)
         self._admission = threading.Lock()
@@ -316,7 +326,10 @@ class RunService:
                 continue  # run id collision: draw another
         raise LabbotError("could not allocate a run id")
 
-    def checkpoint_dir(self, run_id: str) -> Path:
+    def checkpoint_dir(self, run_id: str, job: str | None = None) -> Path | str:
+        """A run's checkpoint folder: a local Path, or its URL in the object store (``…/runs/RUN/checkpoints``)."""
+        if self.checkpoint_url and job not in self.local_checkpoint_jobs:
+            return f"{self.checkpoint_url}/{run_id}/checkpoints"
         return self.checkpoint_root / run_id / "checkpoints"
 
     def _submit(self, run_id: str, *, attempt: int, token: str) -> dict[str, Any]:
@@ -326,9 +339,13 @@ class RunService:
                 return self._view(s, run)  # stopped (or queued) since it was decided: nothing goes to Ray
             spec = self.registry.get(run.job)
             cfg = RunConfig.model_validate(run.config)
-            ckpt = self.checkpoint_dir(run_id)
-            ckpt.mkdir(parents=True, exist_ok=True)
-            env = dict(spec.env)
+            ckpt = self.checkpoint_dir(run_id, run.job)
+            env: dict[str, str] = {}
+            if isinstance(ckpt, Path):
+                ckpt.mkdir(parents=True, exist_ok=True)
+            else:  # an object store: the job writes there itself, with the AWS variables it needs and no others
+                env.update(self.job_env)
+            env.update(spec.env)
             env.update(
                 LABBOT_RUN_ID=run_id,
                 LABBOT_ATTEMPT=str(attempt),

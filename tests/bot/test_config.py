@@ -40,12 +40,44 @@ def test_labbot_toml_jobs_and_checkpoint_root(tmp_path: Path) -> None:
         ({"LABBOT_PORT": "eighty"}, "LABBOT_PORT='eighty' is not a port number"),
         ({"LABBOT_PORT": "70000"}, "not a port number"),
         ({"LABBOT_CONFIG": "/nonexistent/labbot.toml"}, "no such file"),
-        ({"LABBOT_ARTIFACTS_URL": "s3://bucket/labbot"}, "checkpoint_root"),
+        ({"LABBOT_ARTIFACTS_URL": "nosuch://bucket/labbot"}, r"nosuch:// is not a storage URL.*s3://bucket/prefix"),
     ],
 )
 def test_bad_settings_say_what_is_wrong(env: dict[str, str], message: str) -> None:
     with pytest.raises(BadRequest, match=message):
         Settings.from_env(env)
+
+
+def test_an_s3_artifacts_url_keeps_checkpoints_under_it(tmp_path: Path) -> None:
+    env = {
+        "LABBOT_HOME": str(tmp_path / "h"),
+        "LABBOT_ARTIFACTS_URL": "s3://bucket/labbot/",
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00",
+        "AWS_SECRET_ACCESS_KEY": "very-secret-value-0123456789",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "SLACK_BOT_TOKEN": "xoxb-not-for-jobs-0123456789",
+        "PAGERDUTY_ROUTING_KEY": "not-for-jobs-either",
+    }
+    s = Settings.from_env(env)
+    # no [training] checkpoint_root needed: runs go under the store, no folder shared by every node
+    assert s.checkpoint_url == "s3://bucket/labbot/runs" and s.checkpoint_remote
+    assert s.checkpoint_root == tmp_path / "h" / "runs"  # what the control plane itself reads (eval results)
+    # a job gets the AWS variables, and none of labbot's own secrets
+    assert s.job_storage_env == {k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")}
+    assert "very-secret-value" not in repr(s) and "AKIAEXAMPLE" not in repr(s)
+
+
+def test_checkpoint_root_may_be_a_url_or_a_folder(tmp_path: Path) -> None:
+    cfg = tmp_path / "labbot.toml"
+    cfg.write_text('[training]\ncheckpoint_root = "s3://ckpts/labbot/runs/"\n')
+    s = Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_HOME": str(tmp_path), "AWS_REGION": "eu-west-1"})
+    assert s.checkpoint_url == "s3://ckpts/labbot/runs" and s.job_storage_env == {"AWS_REGION": "eu-west-1"}
+    cfg.write_text('[training]\ncheckpoint_root = "/shared/ckpt"\n')
+    s = Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_ARTIFACTS_URL": "s3://b/p", "AWS_REGION": "eu-west-1"})
+    assert s.checkpoint_url == "/shared/ckpt" and not s.checkpoint_remote and s.job_storage_env == {}
+    cfg.write_text("[training]\ncheckpoint_root = 3\n")
+    with pytest.raises(BadRequest, match=r"checkpoint_root must be a folder .* or an object store's URL"):
+        Settings.from_env({"LABBOT_CONFIG": str(cfg)})
 
 
 def test_invalid_toml(tmp_path: Path) -> None:

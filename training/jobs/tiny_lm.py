@@ -67,7 +67,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from labbot_client import telemetry
-from labbot_client.checkpoints import CheckpointDir, JobEnv
+from labbot_client.checkpoints import CheckpointDir, JobEnv, Location, join
 
 KEEP_CHECKPOINTS = 3
 DEVICES = ("auto", "cpu", "cuda")
@@ -260,25 +260,28 @@ def _unwrap(model: nn.Module) -> nn.Module:
 # checkpoints: {dir}/ckpt_{step:08d}.pt, written atomically by rank 0, newest KEEP_CHECKPOINTS kept
 
 
-def checkpoints(ckpt_dir: Path) -> CheckpointDir:
+def checkpoints(ckpt_dir: Location) -> CheckpointDir:
     return CheckpointDir(ckpt_dir, suffix=".pt", keep=KEEP_CHECKPOINTS)
 
 
-def list_checkpoints(ckpt_dir: Path) -> list[tuple[int, Path]]:
-    """(step, path) of every checkpoint file in ``ckpt_dir``, oldest first."""
+def list_checkpoints(ckpt_dir: Location) -> list[tuple[int, Location]]:
+    """(step, location) of every complete checkpoint in ``ckpt_dir`` (a folder or a URL), oldest first."""
     return checkpoints(ckpt_dir).list()
 
 
-def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint for ``step`` (tmp file, fsync, os.replace), then prune old ones."""
+def save_checkpoint(ckpt_dir: Location, step: int, state: dict[str, Any]) -> Location | None:
+    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones; None when an object store
+    could not take it (logged by the client: training goes on, the next checkpoint tries again)."""
     return checkpoints(ckpt_dir).save(step, lambda f: torch.save(state, f))
 
 
-def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] | None:
+def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
     """The newest checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
-    for step, path in reversed(list_checkpoints(ckpt_dir)):
+    ckpts = checkpoints(ckpt_dir)
+    for step, path in reversed(ckpts.list()):
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with ckpts.open(path) as f:
+                state = torch.load(f, map_location="cpu", weights_only=True)
             if not isinstance(state, dict) or state.get("step") != step:
                 raise ValueError(f"expected a checkpoint dict for step {step}")
             missing = {"model", "optimizer", "config", "vocab"} - state.keys()
@@ -292,7 +295,7 @@ def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] |
     return None
 
 
-def _check_compatible(state: dict[str, Any], cfg: TinyLMConfig, vocab: str, ckpt_dir: Path) -> None:
+def _check_compatible(state: dict[str, Any], cfg: TinyLMConfig, vocab: str, ckpt_dir: Location) -> None:
     saved = state["config"]
     diffs = []
     for k in MODEL_SHAPE_FIELDS:
@@ -438,7 +441,8 @@ def _run(
                             },
                         },
                     )
-                    telemetry.checkpoint(step, str(path))
+                    if path is not None:  # None: the object store was unreachable (logged); training goes on
+                        telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step, verbose=master)
             pace(t0, cfg.min_step_s)
@@ -553,7 +557,7 @@ def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=use_gpu),
         run_config=RunConfig(
             name=name,
-            storage_path=str(job.checkpoint_dir / "ray"),
+            storage_path=str(join(job.checkpoint_dir, "ray")),
             failure_config=FailureConfig(max_failures=cfg.max_failures),
         ),
     )

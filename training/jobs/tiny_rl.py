@@ -98,7 +98,7 @@ import torch.nn.functional as F
 
 from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig, config_from_flags, dataclass_parser, pace
 from labbot_client import telemetry
-from labbot_client.checkpoints import CheckpointDir, JobEnv
+from labbot_client.checkpoints import CheckpointDir, JobEnv, Location, join
 
 ALGOS = ("grpo", "sdpo", "blend", "rlsd")
 TEACHERS = ("self", "ema")
@@ -646,15 +646,16 @@ def warmup(cfg: TinyRLConfig, *, verbose: bool) -> TinyLM:
     return model
 
 
-def load_or_warmup(cfg: TinyRLConfig, cache_root: Path, *, verbose: bool) -> tuple[TinyLM, Path, bool]:
+def load_or_warmup(cfg: TinyRLConfig, cache_root: Location, *, verbose: bool) -> tuple[TinyLM, Location | None, bool]:
     """The cached warm-up model for ``cfg``'s warm-up fields, trained and saved (atomically) if absent.
 
     Returns the model, the cache file and whether it came from the cache.
     """
-    cache = CheckpointDir(cache_root / f"warmup-{warmup_key(cfg)}", suffix=".pt", keep=1)
+    cache = CheckpointDir(join(cache_root, f"warmup-{warmup_key(cfg)}"), suffix=".pt", keep=1)
     for _, path in reversed(cache.list()):
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with cache.open(path) as f:
+                state = torch.load(f, map_location="cpu", weights_only=True)
             model = build_model(cfg)
             model.load_state_dict(state["model"])
         except Exception as e:
@@ -665,8 +666,8 @@ def load_or_warmup(cfg: TinyRLConfig, cache_root: Path, *, verbose: bool) -> tup
     cache.remove_partial()
     model = warmup(cfg, verbose=verbose)
     warm_cfg = {k: getattr(cfg, k) for k in WARMUP_FIELDS}
-    path = cache.save(cfg.warmup_steps, lambda f: torch.save({"model": model.state_dict(), "config": warm_cfg}, f))
-    return model, path, False
+    saved = cache.save(cfg.warmup_steps, lambda f: torch.save({"model": model.state_dict(), "config": warm_cfg}, f))
+    return model, saved, False
 
 
 class GateFailed(RuntimeError):
@@ -805,21 +806,24 @@ def flagged_advantages(a_sd: torch.Tensor, hinted: torch.Tensor, flagged: torch.
 # checkpoints
 
 
-def checkpoints(ckpt_dir: Path) -> CheckpointDir:
+def checkpoints(ckpt_dir: Location) -> CheckpointDir:
     return CheckpointDir(ckpt_dir, suffix=".pt", keep=KEEP_CHECKPOINTS)
 
 
-def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint for ``step`` (tmp file, fsync, os.replace), then prune old ones."""
+def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Location | None:
+    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones (None: an object store could
+    not take it; logged, training goes on)."""
     return ckpts.save(step, lambda f: torch.save(state, f))
 
 
-def load_latest_checkpoint(ckpt_dir: Path, *, verbose: bool) -> dict[str, Any] | None:
+def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
     """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
     needed = {"model", "optimizer", "ref", "ema", "rng", "generations", "weight_version", "config"}
-    for step, path in reversed(checkpoints(ckpt_dir).list()):
+    ckpts = checkpoints(ckpt_dir)
+    for step, path in reversed(ckpts.list()):
         try:
-            state = torch.load(path, map_location="cpu", weights_only=False)
+            with ckpts.open(path) as f:
+                state = torch.load(f, map_location="cpu", weights_only=False)
             if not isinstance(state, dict) or state.get("step") != step:
                 raise ValueError(f"expected a checkpoint dict for step {step}")
             missing = needed - state.keys()
@@ -896,7 +900,7 @@ def _train(
         print(f"resumed from checkpoint step {state['step']}", flush=True)
     else:
         telemetry.phase("warmup")
-        root = Path(cfg.warmup_dir) if cfg.warmup_dir else job.checkpoint_dir
+        root: Location = Path(cfg.warmup_dir) if cfg.warmup_dir else job.checkpoint_dir
         warm, path, cached = load_or_warmup(cfg, root, verbose=True)
         print(f"warm-up {'loaded from' if cached else 'saved to'} {path}", flush=True)
         model.load_state_dict(warm.state_dict())
@@ -996,7 +1000,8 @@ def _train(
                     "vocab": VOCAB,
                 }
                 path = save_checkpoint(ckpts, step, ckpt)
-                telemetry.checkpoint(step, str(path))
+                if path is not None:  # None: the object store was unreachable (logged); training goes on
+                    telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
                 _hang_forever(step)
             pace(t0, cfg.min_step_s)

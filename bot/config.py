@@ -71,7 +71,7 @@ class SlackSettings:
 @dataclass(frozen=True)
 class Settings:
     home: Path
-    database_url: str
+    database_url: str = field(repr=False)  # may hold a password: shown as Database.display_url
     artifacts_root: Path | None
     port: int
     host: str

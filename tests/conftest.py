@@ -1,5 +1,6 @@
 """Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session, and a
-migrated SQLite database per test."""
+migrated database per test (``db``, ``database_url``: SQLite, and PostgreSQL too where a module is marked
+``databases``; see ``tests/databases.py``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 import pytest
 from support import Serve
 
-from labbot.storage.db import Database
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
 # tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
-# system_packages: the eval tests without bubblewrap
-pytest_plugins = ["tiers", "vendor_specs", "system_packages"]
+# system_packages: the eval tests without bubblewrap; databases: the backend, database_url and db fixtures, and the
+# end-of-run line when PostgreSQL is not reachable
+pytest_plugins = ["tiers", "vendor_specs", "system_packages", "databases"]
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +41,3 @@ def module_serve(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnecti
     s = Serve(tmp_path_factory.mktemp("home"), ray_address=ray_head.address, ray_token=ray_head.token).start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    """A real SQLite database in ``tmp_path``, migrated to the latest revision (a module may define its own)."""
-    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-    database.upgrade()
-    yield database
-    database.dispose()

@@ -28,9 +28,12 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection
 
 
 @pytest.fixture
-def serve(tmp_path: Path, ray_head: RayConnection) -> Iterator[Serve]:
-    """A real `labbot serve` on a free port, against the session's Ray head."""
-    s = Serve(tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token).start()
+def serve(tmp_path: Path, ray_head: RayConnection, backend: str, request: pytest.FixtureRequest) -> Iterator[Serve]:
+    """A real `labbot serve` on a free port, against the session's Ray head; on its SQLite file in LABBOT_HOME, or,
+    for the PostgreSQL variant of a ``databases`` test, on a PostgreSQL database of the test's own
+    (``LABBOT_DATABASE_URL=postgresql://…``)."""
+    env = {"LABBOT_DATABASE_URL": request.getfixturevalue("database_url")} if backend == "postgresql" else {}
+    s = Serve(tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
     yield s
     s.stop()
 

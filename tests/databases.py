@@ -112,7 +112,9 @@ def _admin() -> Engine:
 
 
 def _url_of(name: str) -> str:
-    return normalize_database_url(server_url()).set(database=name).render_as_string(hide_password=False)
+    """A plain ``postgresql://`` URL, as a person writes it: labbot chooses the driver."""
+    url = normalize_database_url(server_url()).set(drivername="postgresql", database=name)
+    return url.render_as_string(hide_password=False)
 
 
 def require_postgresql() -> None:

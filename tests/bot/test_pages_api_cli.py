@@ -178,6 +178,13 @@ def test_acknowledging_a_resolved_page_is_a_conflict(lab: Lab) -> None:
     assert page["state"] == "resolved" and page["acknowledged_by"] is None
 
 
+def test_who_acted_is_at_most_100_characters(lab: Lab) -> None:
+    """``?by=`` lands in VARCHAR(100) columns, which PostgreSQL holds to their length: longer is a 400, not a 500."""
+    r = lab.client.post(f"/api/v1/pages/{lab.failed}/ack", params={"by": "x" * 101})
+    assert _error(r, 400, "bad_request") == "by is who acted, at most 100 characters; got 101"
+    assert lab.client.post(f"/api/v1/pages/{lab.failed}/ack", params={"by": "x" * 100}).status_code == 200
+
+
 def test_the_cli_table_of_what_the_api_answers(lab: Lab) -> None:
     lab.client.post(f"/api/v1/pages/{lab.infra}/ack", params={"by": "cli:alice"})
     lab.client.post(f"/api/v1/pages/{lab.hung}/resolve", params={"by": "cli:bob"})

@@ -89,7 +89,7 @@ LOG_FORMATS = ("text", "json")
 @dataclass(frozen=True)
 class Settings:
     home: Path
-    database_url: str
+    database_url: str = field(repr=False)  # may hold a password: shown as Database.display_url
     artifacts_root: Path | None
     port: int
     host: str

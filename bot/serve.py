@@ -358,7 +358,7 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
                 settings.public_url,
                 plane.ray.address,
                 " (embedded)" if plane.ray.embedded else "",
-                settings.database_url.split("@")[-1],
+                plane.db.display_url,
                 plane.health()["slack"],
             )
             if console is None:

@@ -1,7 +1,7 @@
 """Storage: SQLAlchemy models, Alembic migrations and the database handle.
 
-Below training and agents: imports nothing else from labbot. SQLite (WAL) by default, any SQLAlchemy URL by
-``LABBOT_DATABASE_URL``; the models use nothing SQLite-only.
+Below training and agents: imports nothing from labbot but ``labbot.common``. SQLite (WAL) by default, PostgreSQL
+(psycopg 3) by ``LABBOT_DATABASE_URL=postgresql://…``; the models use nothing SQLite-only.
 """
 
 from labbot.storage.db import Database, default_sqlite_url

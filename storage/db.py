@@ -1,14 +1,18 @@
 """The database handle: engine, sessions and migrations applied on start.
 
-``Database(url)`` opens any SQLAlchemy URL; SQLite gets WAL, a busy timeout and foreign keys, and its file is made
-0600 before SQLite opens it (SQLite gives the WAL and shared-memory files the database file's mode). ``upgrade()`` runs
-the Alembic migrations shipped in ``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``).
+``Database(url)`` opens SQLite or PostgreSQL. SQLite gets WAL, a busy timeout and foreign keys, and its file is made
+0600 before SQLite opens it (SQLite gives the WAL and shared-memory files the database file's mode). A PostgreSQL URL
+as people write it (``postgresql://user@host/db``, ``postgres://…``) is given labbot's driver, psycopg 3
+(``postgresql+psycopg://``). Any other scheme, or a database that does not answer, is a ``BadRequest`` saying what is
+accepted; a password in the URL is never shown (``display_url``). ``upgrade()`` runs the Alembic migrations shipped in
+``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,10 +22,18 @@ from typing import Any
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, insert, make_url, text
+from sqlalchemy import URL, Engine, create_engine, event, insert, make_url, text
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from labbot.common.errors import BadRequest
+
 MIGRATIONS = Path(__file__).parent / "migrations"
+ACCEPTED = (
+    "sqlite:///PATH (the default: a file in LABBOT_HOME) or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE "
+    "(also postgres://…; labbot connects with psycopg 3)"
+)
+POSTGRES_DRIVER = "postgresql+psycopg"
 
 
 def default_sqlite_url(home: Path) -> str:
@@ -35,6 +47,42 @@ def json_loads(text: str | bytes) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+def normalize_database_url(url: str) -> URL:
+    """``url`` as labbot opens it: SQLite as given, PostgreSQL with its driver (``postgresql+psycopg``). Anything
+    else is a ``BadRequest`` that says what is accepted (and never repeats a password)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise BadRequest(f"LABBOT_DATABASE_URL is not a database URL; accepted: {ACCEPTED}") from None
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+        return parsed.set(drivername=POSTGRES_DRIVER)
+    if backend == "sqlite" and driver in ("", "pysqlite"):
+        return parsed
+    shown = parsed.render_as_string(hide_password=True)
+    what = f"the driver {driver!r}" if backend in ("postgresql", "postgres", "sqlite") else f"{backend}://"
+    raise BadRequest(f"LABBOT_DATABASE_URL {shown}: {what} is not supported; accepted: {ACCEPTED}")
+
+
+def _json_dumps_strict(value: Any) -> str:
+    """JSON for PostgreSQL, which refuses the ``NaN``/``Infinity`` literals Python's json writes: a non-finite float
+    anywhere in the document is stored as its string (``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as on the wire)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _private_sqlite_file(url: str) -> None:
@@ -63,16 +111,44 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 class Database:
-    def __init__(self, url: str, *, echo: bool = False) -> None:
-        self.url = url
-        kwargs: dict[str, Any] = {"echo": echo, "future": True, "json_deserializer": json_loads}
-        if url.startswith("sqlite"):
-            _private_sqlite_file(url)
+    def __init__(self, url: str | URL, *, echo: bool = False) -> None:
+        parsed = normalize_database_url(url) if isinstance(url, str) else url
+        self.url = parsed.render_as_string(hide_password=False)
+        self.display_url = parsed.render_as_string(hide_password=True)
+        """The URL with its password, if any, as ``***``: what logs and errors show."""
+        kwargs: dict[str, Any] = {"echo": echo, "json_deserializer": json_loads}
+        if parsed.get_backend_name() == "sqlite":
+            _private_sqlite_file(self.url)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
-        self.engine: Engine = create_engine(url, **kwargs)
+        else:
+            # a long-lived server's connections can be cut (a restart, a proxy's idle timeout): checked on checkout;
+            # the connect timeout makes an unreachable host an error, not a hang
+            kwargs.update(pool_pre_ping=True, json_serializer=_json_dumps_strict, connect_args={"connect_timeout": 10})
+        self.engine: Engine = create_engine(parsed, **kwargs)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return str(self.engine.dialect.name)
+
+    def check(self) -> None:
+        """Connect once: a database that cannot be reached is a ``BadRequest`` naming it (password hidden)."""
+        try:
+            with self.engine.connect():
+                pass
+        except DBAPIError as e:
+            raise BadRequest(
+                f"cannot connect to the database {self.display_url}: {self._reason(e)}; "
+                f"LABBOT_DATABASE_URL accepts {ACCEPTED}"
+            ) from None
+
+    def _reason(self, e: DBAPIError) -> str:
+        reason = " ".join(str(e.orig).split()) or type(e.orig).__name__
+        password = make_url(self.url).password
+        return reason.replace(str(password), "***") if password else reason
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -81,6 +157,7 @@ class Database:
             yield session
 
     def upgrade(self, revision: str = "head") -> None:
+        self.check()
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as conn:
@@ -88,17 +165,21 @@ class Database:
             command.upgrade(cfg, revision)
 
     def insert_ignoring_duplicates(self, model: type[Any]) -> Any:
-        """An INSERT that skips rows whose unique key already exists (SQLite and Postgres), else a plain one."""
+        """An INSERT that skips rows whose unique key already exists (``ON CONFLICT DO NOTHING`` on SQLite and
+        PostgreSQL); its result's ``rowcount`` is the rows inserted. (SQLAlchemy reads an INSERT's rowcount only when
+        asked to: psycopg's cursor forgets it once closed, SQLite's does not.)"""
         name = self.engine.dialect.name
         if name == "sqlite":
             from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-            return sqlite_insert(model).on_conflict_do_nothing()
-        if name == "postgresql":
+            stmt: Any = sqlite_insert(model).on_conflict_do_nothing()
+        elif name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-            return pg_insert(model).on_conflict_do_nothing()
-        return insert(model)
+            stmt = pg_insert(model).on_conflict_do_nothing()
+        else:
+            stmt = insert(model)
+        return stmt.execution_options(preserve_rowcount=True)
 
     def ping(self) -> None:
         """``SELECT 1`` on a connection of the pool: raises when the database does not answer (``/readyz``)."""

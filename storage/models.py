@@ -40,6 +40,11 @@ neither: it is a row waiting for capacity)."""
 PURPOSE_DEFAULT = "training"
 
 
+BigInt = BigInteger().with_variant(Integer, "sqlite")
+"""A 64-bit integer: BIGINT on PostgreSQL, INTEGER on SQLite (64-bit there; and SQLite autoincrements only an INTEGER
+primary key)."""
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -88,9 +93,9 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_telemetry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_step: Mapped[int | None] = mapped_column(Integer)
+    last_step: Mapped[int | None] = mapped_column(BigInt)  # steps are up to 2**63 - 1 (the telemetry checks)
     last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    checkpoint_step: Mapped[int | None] = mapped_column(BigInt)
     # latest value of each metric, JSON-safe (non-finite floats as strings, see labbot.storage.floats)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     channel: Mapped[str | None] = mapped_column(String(64))
@@ -124,16 +129,16 @@ class AdmissionLock(Base):
     __tablename__ = "admission_lock"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    decisions: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), default=0)
+    decisions: Mapped[int] = mapped_column(BigInt, default=0)
 
 
 class MetricPoint(Base):
     __tablename__ = "metric_points"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    attempt: Mapped[int] = mapped_column(Integer)
-    step: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(BigInt)  # as the batch says: an old attempt's tail, or a wrong one
+    step: Mapped[int] = mapped_column(BigInt)
     name: Mapped[str] = mapped_column(String(64))
     value: Mapped[float] = mapped_column(NanFloat, nullable=True)  # NULL encodes NaN (labbot.storage.floats)
     ts: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -174,7 +179,7 @@ class RunThread(Base):
     card_digest: Mapped[str | None] = mapped_column(String(64))  # what the card shows now (skip no-op updates)
     card_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     progress_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    progress_step: Mapped[int | None] = mapped_column(Integer)
+    progress_step: Mapped[int | None] = mapped_column(BigInt)
     plots_posted: Mapped[list[int]] = mapped_column(JSON, default=list)  # milestone percents already plotted
     attempt_seen: Mapped[int] = mapped_column(Integer, default=1)
     status_seen: Mapped[str] = mapped_column(String(16))
@@ -190,7 +195,7 @@ class ThreadMessage(Base):
 
     __tablename__ = "thread_messages"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     channel: Mapped[str] = mapped_column(String(64))
     ts: Mapped[str] = mapped_column(String(32))
@@ -263,7 +268,7 @@ class Delivery(Base):
 
     __tablename__ = "deliveries"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
     key: Mapped[str] = mapped_column(String(200), unique=True)
     incident_id: Mapped[str | None] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"))
     run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -353,7 +358,7 @@ class ToolCall(Base):
 
     __tablename__ = "tool_calls"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
     agent: Mapped[str] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(64))
     owner: Mapped[str] = mapped_column(String(100))
@@ -400,7 +405,7 @@ class AgentMessage(Base):
 
     __tablename__ = "agent_messages"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("agent_sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)  # 0-based position in the history
     role: Mapped[str] = mapped_column(String(16))  # user|assistant

@@ -96,9 +96,13 @@ def compute_service(
     *,
     ray: RecordingRay | None = None,
     jobs: dict[str, Any] | None = None,
+    database_url: str | None = None,
 ) -> tuple[RunService, RecordingRay]:
-    """A RunService over ``tmp_path``'s database with ``[compute]`` = ``compute`` and the recording Ray double."""
-    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", "tok"), {**SLOW, **(jobs or {})})
+    """A RunService over the database at ``database_url`` (else ``tmp_path``'s SQLite) with ``[compute]`` =
+    ``compute`` and the recording Ray double."""
+    service = make_service(
+        tmp_path, RayConnection("http://127.0.0.1:9", "tok"), {**SLOW, **(jobs or {})}, database_url=database_url
+    )
     service.compute = ComputePolicy.from_config(compute)
     ray = ray or RecordingRay()
     monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))

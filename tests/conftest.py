@@ -1,5 +1,6 @@
 """Fixtures shared by every package's tests: one real local Ray head (token auth) for the whole session, one local
-S3-compatible server (moto's, in a thread) for the session, and a migrated SQLite database per test."""
+S3-compatible server (moto's, in a thread) for the session, and a migrated database per test (``db``,
+``database_url``: SQLite, and PostgreSQL too where a module is marked ``databases``; see ``tests/databases.py``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import pytest
 from s3_server import MotoS3
 from support import Serve
 
-from labbot.storage.db import Database
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
 # tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
-# system_packages: the eval tests without bubblewrap
-pytest_plugins = ["tiers", "vendor_specs", "system_packages"]
+# system_packages: the eval tests without bubblewrap; databases: the backend, database_url and db fixtures, and the
+# end-of-run line when PostgreSQL is not reachable
+pytest_plugins = ["tiers", "vendor_specs", "system_packages", "databases"]
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +29,12 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection
 
 
 @pytest.fixture
-def serve(tmp_path: Path, ray_head: RayConnection) -> Iterator[Serve]:
-    """A real `labbot serve` on a free port, against the session's Ray head."""
-    s = Serve(tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token).start()
+def serve(tmp_path: Path, ray_head: RayConnection, backend: str, request: pytest.FixtureRequest) -> Iterator[Serve]:
+    """A real `labbot serve` on a free port, against the session's Ray head; on its SQLite file in LABBOT_HOME, or,
+    for the PostgreSQL variant of a ``databases`` test, on a PostgreSQL database of the test's own
+    (``LABBOT_DATABASE_URL=postgresql://…``)."""
+    env = {"LABBOT_DATABASE_URL": request.getfixturevalue("database_url")} if backend == "postgresql" else {}
+    s = Serve(tmp_path / "home", ray_address=ray_head.address, ray_token=ray_head.token, extra_env=env).start()
     yield s
     s.stop()
 
@@ -62,12 +66,3 @@ def s3(s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
     yield s3_server
     if s3_server._server is None:
         s3_server.start()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    """A real SQLite database in ``tmp_path``, migrated to the latest revision (a module may define its own)."""
-    database = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-    database.upgrade()
-    yield database
-    database.dispose()

@@ -130,15 +130,21 @@ class Serve:
 
 
 def make_service(
-    tmp_path: Path, ray: Any, jobs: dict[str, Any] | None = None, *, control_url: str = "http://127.0.0.1:9"
+    tmp_path: Path,
+    ray: Any,
+    jobs: dict[str, Any] | None = None,
+    *,
+    control_url: str = "http://127.0.0.1:9",
+    database_url: str | None = None,
 ):
-    """A real RunService: SQLite file in ``tmp_path``, the given Ray connection, built-in jobs + ``jobs``."""
+    """A real RunService: the database at ``database_url`` (the ``database_url`` fixture's), else a SQLite file in
+    ``tmp_path``; the given Ray connection, built-in jobs + ``jobs``."""
     from labbot.storage.db import Database
     from labbot.training.launcher import RayLauncher
     from labbot.training.registry import JobRegistry
     from labbot.training.service import RunService
 
-    db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
+    db = Database(database_url or f"sqlite:///{tmp_path / 'labbot.db'}")
     db.upgrade()
     return RunService(
         db,

@@ -81,6 +81,7 @@ MAX_ARTIFACT_BODY = 100 << 20  # one artifact upload; the store's per-agent quot
 SPOOL_BYTES = 1 << 20  # an upload is kept in memory up to this size, then in a temp file
 READ_CHUNK = 1 << 20
 MAX_CONTENT_TYPE = 100  # Artifact.content_type
+MAX_BY = 100  # who acted (`?by=`): acknowledged_by, resolved_by, cause_by are VARCHAR(100), which PostgreSQL enforces
 
 
 class NotRunning(LabbotError):
@@ -119,6 +120,14 @@ async def _in_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _by(request: Request) -> str:
+    """Who acted, from ``?by=`` (default ``api``): at most ``MAX_BY`` characters, or a 400 saying so."""
+    by = request.query_params.get("by") or "api"
+    if len(by) > MAX_BY:
+        raise BadRequest(f"by is who acted, at most {MAX_BY} characters; got {len(by)}")
+    return by
 
 
 def _int_query(request: Request, name: str, default: int | None, *, lo: int = 0, hi: int = 100_000) -> int | None:
@@ -323,7 +332,7 @@ def create_app(
             or not isinstance(priority, int)
         ):
             raise BadRequest('the body is {"priority": N}, N a whole number from -1000 to 1000 (higher goes first)')
-        by = request.query_params.get("by") or "api"
+        by = _by(request)
         run_id = request.path_params["run_id"]
         return {"run": await _blocking(lambda: service.set_priority(run_id, priority, by=by))}
 
@@ -335,11 +344,11 @@ def create_app(
         return {"run": await _blocking(service.get, request.path_params["run_id"], wait=float(wait))}
 
     async def stop(request: Request) -> Any:
-        by = request.query_params.get("by") or "api"
+        by = _by(request)
         return {"run": await _blocking(service.stop, request.path_params["run_id"], by=by)}
 
     async def restart(request: Request) -> Any:
-        by = request.query_params.get("by") or "api"
+        by = _by(request)
         return {"run": await _blocking(service.restart, request.path_params["run_id"], by=by)}
 
     async def logs(request: Request) -> Any:
@@ -384,11 +393,11 @@ def create_app(
         return {"page": await _blocking(the_pager().get, request.path_params["page_id"])}
 
     async def ack_page(request: Request) -> Any:
-        by = request.query_params.get("by") or "api"
+        by = _by(request)
         return {"page": await _blocking(the_pager().acknowledge, request.path_params["page_id"], by=by)}
 
     async def resolve_page(request: Request) -> Any:
-        by = request.query_params.get("by") or "api"
+        by = _by(request)
         body = await read_limited(request, 16 * 1024)
         doc = loads_json(body) if body.strip() else {}
         if not isinstance(doc, dict) or set(doc) - {"cause"} or not isinstance(doc.get("cause", ""), str):

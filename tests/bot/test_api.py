@@ -22,12 +22,14 @@ from labbot.training.service import RunService
 from labbot.training.telemetry_ingest import MAX_BODY_BYTES
 from labbot.training.telemetry_store import TelemetryStore
 
+pytestmark = pytest.mark.databases  # the run service and telemetry store on SQLite and PostgreSQL
+
 ADMIN = "admin-secret"
 
 
 @pytest.fixture
-def service(tmp_path: Path, ray_head: RayConnection) -> Iterator[RunService]:
-    svc = make_service(tmp_path, ray_head, SLEEPER)
+def service(tmp_path: Path, ray_head: RayConnection, database_url: str) -> Iterator[RunService]:
+    svc = make_service(tmp_path, ray_head, SLEEPER, database_url=database_url)
     yield svc
     for run in svc.runs():
         if run["status"] in ("pending", "running", "restarting"):

@@ -18,12 +18,14 @@ from labbot.bot.slack.thread_plan import Cadence, ThreadState, plan
 from labbot.common.errors import BadRequest
 from labbot.training.telemetry_store import TelemetryStore
 
+pytestmark = pytest.mark.databases
+
 ADMIN = "admin-token-for-tests"
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}})
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> TestClient:
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}}, database_url=database_url)
     app = create_app(service, TelemetryStore(service.db), admin_token=ADMIN, health=lambda: {})
     return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
 

@@ -34,6 +34,12 @@ def test_labbot_toml_jobs_and_checkpoint_root(tmp_path: Path) -> None:
     assert "tok" not in repr(s)
 
 
+def test_a_database_url_with_a_password_is_not_in_the_settings_repr(tmp_path: Path) -> None:
+    url = "postgresql://labbot:hunter2@db.internal/labbot"
+    s = Settings.from_env({"LABBOT_HOME": str(tmp_path), "LABBOT_DATABASE_URL": url})
+    assert s.database_url == url and "hunter2" not in repr(s)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [

@@ -26,6 +26,8 @@ from labbot.training.registry import JobRegistry
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
+pytestmark = pytest.mark.databases
+
 ADMIN = "admin-secret"
 CHANNEL, ALICE, BOB = "C0LAB00001", "U0ALICE001", "U0BOB00001"
 AB = AbTest(("model-a", "model-b"))

@@ -25,6 +25,8 @@ from labbot.training.registry import JobRegistry
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
+pytestmark = pytest.mark.databases
+
 ADMIN = "admin-secret"
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 UNKNOWN = "unknown page 'pnope22'; list open pages with `labbot pages` or `/lab pages`"
@@ -41,10 +43,9 @@ class Clock:
 class Lab:
     """The control plane's API with a pager, and three pages: r1 hung (t0), r2 failed (t0+1m), the cluster (t0+2m)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, database_url: str) -> None:
         self.clock = Clock()
-        self.db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-        self.db.upgrade()
+        self.db = Database(database_url)
         service = RunService(
             self.db,
             JobRegistry.from_config({}),
@@ -86,8 +87,8 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Lab:
-    return Lab(tmp_path)
+def lab(tmp_path: Path, database_url: str) -> Lab:
+    return Lab(tmp_path, database_url)
 
 
 def _error(r: Any, status: int, code: str) -> str:
@@ -175,6 +176,13 @@ def test_acknowledging_a_resolved_page_is_a_conflict(lab: Lab) -> None:
     assert message == f"page {lab.failed} is already resolved (by cli:bob); nothing to acknowledge"
     page = lab.pager.get(lab.failed)
     assert page["state"] == "resolved" and page["acknowledged_by"] is None
+
+
+def test_who_acted_is_at_most_100_characters(lab: Lab) -> None:
+    """``?by=`` lands in VARCHAR(100) columns, which PostgreSQL holds to their length: longer is a 400, not a 500."""
+    r = lab.client.post(f"/api/v1/pages/{lab.failed}/ack", params={"by": "x" * 101})
+    assert _error(r, 400, "bad_request") == "by is who acted, at most 100 characters; got 101"
+    assert lab.client.post(f"/api/v1/pages/{lab.failed}/ack", params={"by": "x" * 100}).status_code == 200
 
 
 def test_the_cli_table_of_what_the_api_answers(lab: Lab) -> None:

@@ -1,10 +1,12 @@
 """User story: a researcher launches tiny-lm from the CLI, it trains (loss falls, checkpoints written), dies,
-and `labbot restart` resumes it from its checkpoint to the end — all on a real Ray head, real SQLite."""
+and `labbot restart` resumes it from its checkpoint to the end — all on a real Ray head, real SQLite (and the first
+story on a real PostgreSQL too)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from support import Serve, wait_for
 
 
@@ -14,7 +16,8 @@ def _run(serve: Serve, run_id: str) -> dict:
     return json.loads(out.stdout)
 
 
-def test_launch_train_crash_restart_resume(serve: Serve) -> None:
+@pytest.mark.databases  # the whole story on SQLite and on PostgreSQL (LABBOT_DATABASE_URL=postgresql://…)
+def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
     # --max-restarts 0: the watchdog would restart it by itself (tests/e2e/test_babysitter.py); here a person does
     out = serve.cli(
         "launch", "tiny-lm", "steps=60", "checkpoint_every=10", "crash_at_step=35", "--max-restarts", "0", "--json"
@@ -52,6 +55,8 @@ def test_launch_train_crash_restart_resume(serve: Serve) -> None:
     assert run_id in table and "succeeded" in table
     resolved = wait_for(lambda: json.loads(serve.cli("pages", "--all", "--json").stdout), what="the page")
     assert resolved[0]["state"] == "resolved" and resolved[0]["resolved_by"] == "labbot"  # the restart fixed it
+    if backend == "postgresql":  # labbot chose its driver for the plain postgresql:// URL, and said where it is
+        assert "database postgresql+psycopg://" in serve.log()
 
 
 def test_stop_a_running_job(serve: Serve) -> None:

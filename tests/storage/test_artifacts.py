@@ -23,14 +23,9 @@ from labbot.storage.artifacts import (
 )
 from labbot.storage.db import Database
 
+pytestmark = pytest.mark.databases
+
 MiB = 1 << 20
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'labbot.db'}")
-    db.upgrade()
-    return db
 
 
 @pytest.fixture

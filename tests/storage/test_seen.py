@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -13,15 +12,17 @@ from labbot.storage.db import Database
 from labbot.storage.models import SeenKey
 from labbot.storage.seen import DurableSeenKeys
 
+pytestmark = pytest.mark.databases
+
 
 def test_a_key_is_new_once_and_stays_seen_for_another_process_on_the_same_database(
-    db: Database, tmp_path: Path
+    db: Database, database_url: str
 ) -> None:
     seen = DurableSeenKeys(db, ttl_s=3600)
     assert seen.first_time("command:1.a") is True
     assert seen.first_time("command:1.a") is False
     assert seen.first_time("action:1.a") is True  # the kind is part of the key
-    other = Database(f"sqlite:///{tmp_path / 'labbot.db'}")  # labbot restarted, or another replica
+    other = Database(database_url)  # labbot restarted, or another replica
     try:
         assert DurableSeenKeys(other, ttl_s=3600).first_time("command:1.a") is False
     finally:

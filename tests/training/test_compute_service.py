@@ -19,6 +19,8 @@ from labbot.training import service as service_module
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
+pytestmark = pytest.mark.databases  # the admission lock holds on SQLite's write lock and PostgreSQL's row lock
+
 CAP = {"training": {"cpus": 3}}  # the `slow` job asks 2 CPUs: one fits, two do not
 
 
@@ -44,9 +46,9 @@ def _launch_at_once(services: list[RunService], n: int) -> list[dict[str, Any]]:
 
 
 def test_two_launches_at_once_that_each_fit_alone_but_not_together_one_runs_one_queued(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+    service, ray = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
     runs = _launch_at_once([service], 2)
     assert sorted(r["status"] for r in runs) == ["pending", "queued"]
     queued = next(r for r in runs if r["status"] == "queued")
@@ -55,7 +57,7 @@ def test_two_launches_at_once_that_each_fit_alone_but_not_together_one_runs_one_
 
 
 def test_eight_launches_at_once_from_two_services_over_one_database_admit_exactly_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two RunServices (their own engines and process locks, as two labbot processes) share only the database: the
     admission lock row alone keeps the cap. The decision waits (briefly) for a second one to be made beside it: without
@@ -70,8 +72,8 @@ def test_eight_launches_at_once_from_two_services_over_one_database_admit_exactl
 
     monkeypatch.setattr(service_module, "decide", decide_beside_another)
     ray = RecordingRay()
-    one, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray)
-    other, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray)
+    one, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray, database_url=database_url)
+    other, _ = compute_service(tmp_path, monkeypatch, CAP, ray=ray, database_url=database_url)
     runs = _launch_at_once([one, other], 8)
     assert sorted(r["status"] for r in runs).count("pending") == 1
     assert len(ray.submitted) == 1
@@ -79,9 +81,9 @@ def test_eight_launches_at_once_from_two_services_over_one_database_admit_exactl
 
 
 def test_a_queued_run_stopped_before_it_starts_never_reaches_ray(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+    service, ray = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
     first = service.launch(LaunchRequest(job="slow", owner="U1")).run
     waiting = service.launch(LaunchRequest(job="slow", owner="U2"))
     assert waiting.run["status"] == "queued" and "it waits 1st in line" in (waiting.queued or "")
@@ -93,8 +95,10 @@ def test_a_queued_run_stopped_before_it_starts_never_reaches_ray(
     assert all(waiting.run["id"] not in sid for sid in ray.submitted_ids + ray.stopped)
 
 
-def test_a_stop_frees_capacity_for_the_queue_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, CAP)
+def test_a_stop_frees_capacity_for_the_queue_at_once(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
     first = service.launch(LaunchRequest(job="slow", owner="U1")).run
     second = service.launch(LaunchRequest(job="slow", owner="U2")).run
     service.stop(first["id"])
@@ -102,15 +106,19 @@ def test_a_stop_frees_capacity_for_the_queue_at_once(tmp_path: Path, monkeypatch
     assert ray.submitted_ids[-1] == second["ray_submission_id"]
 
 
-def test_the_queue_survives_a_restart_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_queue_survives_a_restart_in_order(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ray = RecordingRay()
-    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray, database_url=database_url)
     running = service.launch(LaunchRequest(job="slow", owner="U0")).run
     queued = [service.launch(LaunchRequest(job="slow", owner=f"U{i}")).run["id"] for i in range(1, 5)]
     service.set_priority(queued[2], 5)  # an admin moved the third to the head
     service.db.dispose()
 
-    again, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray)  # labbot restarted
+    again, _ = compute_service(
+        tmp_path, monkeypatch, {"training": {"runs": 1}}, ray=ray, database_url=database_url
+    )  # labbot restarted
     assert [r["id"] for r in sorted(again.runs(status="queued"), key=lambda r: r["queue_position"])] == [
         queued[2], queued[0], queued[1], queued[3],
     ]  # fmt: skip
@@ -127,9 +135,11 @@ def test_the_queue_survives_a_restart_in_order(tmp_path: Path, monkeypatch: pyte
 
 
 def test_no_queue_is_refused_with_the_numbers_and_nothing_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}})
+    service, ray = compute_service(
+        tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}}, database_url=database_url
+    )
     service.launch(LaunchRequest(job="slow", owner="U1"))
     with pytest.raises(Conflict) as e:
         service.launch(LaunchRequest(job="slow", owner="U2", no_queue=True, idempotency_key="k1"))
@@ -143,14 +153,20 @@ def test_no_queue_is_refused_with_the_numbers_and_nothing_is_written(
     assert len(ray.submitted) == 1
 
 
-def test_a_launch_over_an_explicit_cap_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"gpus": 1}})
+def test_a_launch_over_an_explicit_cap_is_refused_at_once(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, {"training": {"gpus": 1}}, database_url=database_url)
     with pytest.raises(BadRequest, match="this launch needs 2 GPUs but training is capped at 1 GPU; it could never"):
         service.launch(LaunchRequest(job="slow", owner="U1", gpus=2))
 
 
-def test_a_share_reads_rays_totals_briefly_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"share": 0.25}}, ray=RecordingRay(cpus=8))
+def test_a_share_reads_rays_totals_briefly_cached(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(
+        tmp_path, monkeypatch, {"training": {"share": 0.25}}, ray=RecordingRay(cpus=8), database_url=database_url
+    )
     statuses = [service.launch(LaunchRequest(job="slow", owner="U1")).run["status"] for _ in range(3)]
     assert statuses == ["pending", "queued", "queued"]  # 0.25 of 8 CPUs: one 2-CPU run
     assert ray.node_reads == 1
@@ -160,9 +176,15 @@ def test_a_share_reads_rays_totals_briefly_cached(tmp_path: Path, monkeypatch: p
 
 
 def test_purpose_comes_from_the_job_or_the_launch_and_is_checked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, _ = compute_service(tmp_path, monkeypatch, None, jobs={"probe": {"entrypoint": "true", "purpose": "data"}})
+    service, _ = compute_service(
+        tmp_path,
+        monkeypatch,
+        None,
+        jobs={"probe": {"entrypoint": "true", "purpose": "data"}},
+        database_url=database_url,
+    )
     assert service.launch(LaunchRequest(job="slow", owner="U1")).run["purpose"] == "training"
     assert service.launch(LaunchRequest(job="probe", owner="U1")).run["purpose"] == "data"
     run = service.launch(LaunchRequest(job="slow", owner="U1", purpose="research")).run
@@ -175,18 +197,18 @@ def test_purpose_comes_from_the_job_or_the_launch_and_is_checked(
 
 
 def test_without_compute_nothing_waits_and_ray_is_not_asked_for_totals(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, ray = compute_service(tmp_path, monkeypatch, None)
+    service, ray = compute_service(tmp_path, monkeypatch, None, database_url=database_url)
     runs = _launch_at_once([service], 6)
     assert {r["status"] for r in runs} == {"pending"} and len(ray.submitted) == 6
     assert ray.node_reads == 0 and service.admit_queued() == []
 
 
 def test_priority_is_checked_and_a_restart_of_a_queued_run_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service, _ = compute_service(tmp_path, monkeypatch, CAP)
+    service, _ = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
     service.launch(LaunchRequest(job="slow", owner="U1"))
     waiting = service.launch(LaunchRequest(job="slow", owner="U2")).run
     with pytest.raises(BadRequest, match="from -1000 to 1000"):
@@ -198,8 +220,10 @@ def test_priority_is_checked_and_a_restart_of_a_queued_run_is_refused(
         service.set_priority(waiting["id"], 1)
 
 
-def test_capacity_shows_use_against_each_cap_who_and_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    service, _ = compute_service(tmp_path, monkeypatch, CAP)
+def test_capacity_shows_use_against_each_cap_who_and_the_queue(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _ = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
     first = service.launch(LaunchRequest(job="slow", owner="U1")).run
     second = service.launch(LaunchRequest(job="slow", owner="U2")).run
     doc = service.capacity()

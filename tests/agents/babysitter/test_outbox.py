@@ -10,7 +10,6 @@ import logging
 import random
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +24,8 @@ from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.storage.db import Database
 from labbot.storage.models import Delivery, Incident, Run
 from labbot.training.monitoring import PAGE, Finding
+
+pytestmark = pytest.mark.databases
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 ACCEPTED = Outcome("accepted")
@@ -69,10 +70,9 @@ class Crash(BaseException):
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
+def db(database_url: str) -> Database:
     """A database with run r1 and two of its pages, pa (hung) and pb (failed)."""
-    db = Database(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    db.upgrade()
+    db = Database(database_url)
     with db.session() as s:
         s.add(
             Run(

@@ -22,6 +22,8 @@ from labbot.storage.db import Database
 from labbot.storage.models import Delivery, Incident, Run
 from labbot.training.monitoring import INFRA, PAGE, WARNING, Finding
 
+pytestmark = pytest.mark.databases
+
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 ONCALL = "C0ONCALL01"
 OWNER = "U0ALICE001"

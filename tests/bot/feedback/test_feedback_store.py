@@ -14,6 +14,8 @@ from labbot.evals.feedback_cases import UnknownFeedback
 from labbot.storage.db import Database
 from labbot.storage.models import Feedback, Run, RunThread, utcnow
 
+pytestmark = pytest.mark.databases
+
 CHANNEL = "C0LAB00001"
 ALICE, BOB = "U0ALICE001", "U0BOB00001"
 

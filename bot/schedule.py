@@ -49,8 +49,10 @@ class Periodic:
         self._sched.start()
 
     def run_soon(self, name: str) -> None:
-        """Bring the next run of ``name`` forward to now (the first watchdog tick at start-up)."""
-        self._sched.modify_job(name, next_run_time=datetime.now(UTC))
+        """Bring the next run of ``name`` forward to now (the first watchdog tick at start-up, a new leader's).
+        Before :meth:`start` (or after :meth:`stop`) it does nothing: the first run comes on schedule."""
+        if self._sched.running:
+            self._sched.modify_job(name, next_run_time=datetime.now(UTC))
 
     async def stop(self, *, timeout_s: float = 15.0) -> None:
         """No new runs; wait up to ``timeout_s`` for those in progress (logged by name when they do not end)."""

@@ -1,9 +1,13 @@
 """The composition root of ``labbot serve``: settings → database → Ray → run service → pager → HTTP server,
-Slack, and the APScheduler jobs: the watchdog tick (one ``list_jobs`` call and one query), the outbox sender and
-the optional dead-man ping.
+Slack, and the APScheduler jobs: the watchdog tick (one ``list_jobs`` call and one query; escalation timers and queued
+admission ride on it), the outbox sender, the run threads' upkeep and the optional dead-man ping.
 
-One asyncio process. Everything the scheduler runs survives a restart of labbot: incidents, their timers and the
-deliveries not yet sent are rows, picked up again on start. On exit it stops the embedded Ray head if it started it.
+One asyncio process per replica. Every replica serves HTTP, Slack's events and the API; the jobs above are singletons,
+run only by the replica holding the leader lease (``labbot.storage.lease``), each run inside the lease's fence. A
+replica checks the lease every ``[leader] renew``; the one that takes it recovers the outbox's cut-off deliveries and
+ticks at once. Everything the singletons do survives a change of leader or a restart: incidents, their timers and the
+deliveries not yet sent are rows. On SQLite a second replica is refused at start-up. On exit a leader stops its
+singletons, then releases the lease (a follower takes over at its next check), and the embedded Ray head it started.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
-from labbot.storage.db import Database
+from labbot.storage.db import Database, fenced
+from labbot.storage.lease import Fenced, Lease, holder_id
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from labbot.training.registry import JobRegistry
@@ -75,8 +80,9 @@ class ControlPlane:
     evals: EvalService | None = None
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
-    # who leads: the lease of the leader election replaces this; until then a process is its own leader
-    leader: Callable[[], bool] = lambda: True
+    lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
+    _leading: bool = False  # the role the last lease check found (its change is what `lead` acts on)
+    _jobs: Periodic | None = None
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -102,6 +108,9 @@ class ControlPlane:
         )
         db = Database(settings.database_url)
         db.upgrade()
+        lease = Lease(db, holder=holder_id(settings.leader.replica), ttl_s=settings.leader.lease_s)
+        if db.dialect == "sqlite":  # one replica: a second is refused here, before it touches Ray or Slack
+            lease.claim_sole(database=db.display_url)
         metrics = Metrics(db)
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
         launcher = RayLauncher(ray)
@@ -148,6 +157,7 @@ class ControlPlane:
         )  # fmt: skip
         plane.ab = ab
         plane.metrics = metrics
+        plane.lease = lease
         metrics.is_leader = plane.is_leader
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
@@ -217,14 +227,59 @@ class ControlPlane:
         return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
 
     def is_leader(self) -> bool:
-        """Whether this process leads (runs the watchdog and the outbox for everyone): the seam of the leader
-        election. Without one, a process is its own leader."""
-        return self.leader()
+        """Whether this replica runs the singletons now: it holds the lease and its local deadline is ahead."""
+        return self.lease is None or self.lease.held()
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
-        """``/readyz``: the database answers ``SELECT 1`` and Ray its version, each within 2 s; and the role."""
+        """``/readyz``: the database answers ``SELECT 1`` and Ray its version, each within 2 s; the role, this
+        replica's name in the lease and the leader's."""
         role = "leader" if self.is_leader() else "follower"
-        return await readiness(self.db.ping, self.launcher.ping, role=role)
+        ok, body = await readiness(self.db.ping, self.launcher.ping, role=role)
+        if self.lease is not None:
+            body["replica"] = self.lease.holder
+            body["leader"] = self.lease.holder if role == "leader" else self.lease.last.holder
+        return ok, body
+
+    # -- leadership ---------------------------------------------------------------------------------------------
+
+    async def lead(self) -> None:
+        """One check of the lease (every ``[leader] renew``): renew it, or take it when free or expired. Becoming
+        leader: the outbox's deliveries cut off mid-send go back to the queue and the watchdog ticks now."""
+        if self.lease is None:
+            return
+        leads = await to_thread.run_sync(self.lease.step)
+        if leads == self._leading:
+            return
+        self._leading = leads
+        if not leads:
+            log.warning("this replica follows now: its singletons stop (%s leads)", self.lease.last.holder or "nobody")
+            return
+        log.info("this replica leads now (lease token %s): watchdog, outbox, escalations start", self.lease.token)
+        try:
+            with fenced(self.lease):
+                await to_thread.run_sync(self.outbox.recover)
+        except Fenced as e:
+            log.warning("%s", e.message)
+            return
+        if self._jobs is not None:
+            for name in ("watchdog", "outbox"):
+                self._jobs.run_soon(name)
+
+    def singleton(self, job: Callable[[], Coroutine[Any, Any, object]]) -> Callable[[], Coroutine[Any, Any, None]]:
+        """``job`` run only while this replica holds the lease, inside its fence: a write it makes after the lease
+        was lost (expired, or taken by another) is refused, not committed."""
+
+        async def run() -> None:
+            if not self.is_leader():
+                return
+            try:
+                with fenced(self.lease):
+                    await job()
+            except Fenced as e:
+                log.warning("%s (%s)", e.message, getattr(job, "__name__", "a singleton"))
+
+        run.__name__ = getattr(job, "__name__", "singleton")
+        return run
 
     async def watch(self) -> None:
         """One watchdog tick (on a worker thread), then the outbox at once: a page goes out in the same second."""
@@ -246,24 +301,39 @@ class ControlPlane:
                 self.metrics.watchdog_failures.inc()
         if self.metrics is not None:
             self.metrics.watchdog_tick.observe(time.perf_counter() - started)
-        await self.deliver()
+        await self.send()
         opened = self.pager.take_opened()
         if opened and self.agents is not None and self.agents.fleet is not None and self.slack is not None:
-            self.slack.tasks.spawn(self.agents.investigate(self.db, opened), name="investigate")
+            with fenced(None):  # an investigation is an agent's work, not a singleton's: a change of leader keeps it
+                self.slack.tasks.spawn(self.agents.investigate(self.db, opened), name="investigate")
 
-    async def deliver(self) -> None:
+    async def send(self) -> None:
+        """The outbox sender: what is due goes out (the leader's, inside its fence)."""
         try:
             await self.outbox.drain()
+        except Fenced:
+            raise
         except Exception:
             log.exception("sending notifications failed")
 
+    async def deliver(self) -> None:
+        """After a button changed a page: on the leader, its deliveries go out now; a follower leaves them to the
+        leader's sender (within a second)."""
+        await self.singleton(self.send)()
+
     def periodic(self) -> Periodic:
-        """The watchdog every ``[watchdog] tick``, the outbox every second, the dead-man ping when configured."""
+        """The lease check every ``[leader] renew``; the singletons: the watchdog every ``[watchdog] tick``, the
+        outbox every second, the run threads' upkeep, the dead-man ping when configured."""
         jobs = Periodic()
-        jobs.every(self.settings.watchdog.tick_s, self.watch, name="watchdog")
-        jobs.every(1.0, self.deliver, name="outbox")
+        jobs.every(self.settings.leader.renew_s, self.lead, name="lease")
+        jobs.every(self.settings.watchdog.tick_s, self.singleton(self.watch), name="watchdog")
+        jobs.every(1.0, self.singleton(self.send), name="outbox")
+        if self.slack is not None:
+            jobs.every(self.slack.tick_s, self.singleton(self.slack.upkeep), name="threads")
+            jobs.every(self.slack.tick_s, self.slack.refresh_homes, name="homes")  # every replica: its own homes
         if self.deadman is not None and self.settings.deadman is not None:
-            jobs.every(self.settings.deadman.every_s, self.deadman.ping, name="deadman")
+            jobs.every(self.settings.deadman.every_s, self.singleton(self.deadman.ping), name="deadman")
+        self._jobs = jobs
         return jobs
 
     def close(self) -> None:
@@ -275,9 +345,10 @@ class ControlPlane:
 
 @contextlib.asynccontextmanager
 async def background(plane: ControlPlane) -> AsyncIterator[None]:
-    """The scheduler (watchdog, outbox, dead-man) and the Slack runtime when Slack is on, while the server runs."""
-    await to_thread.run_sync(plane.outbox.recover)  # deliveries cut off by a crash go out again (checked first)
+    """The scheduler (lease, watchdog, outbox, threads, dead-man) and the Slack runtime when Slack is on, while the
+    server runs. The lease is checked once before: a replica alone (or first) leads from its first second."""
     jobs = plane.periodic()
+    await plane.lead()
     jobs.start()
     asyncio.get_running_loop().call_soon(jobs.run_soon, "watchdog")
     try:
@@ -288,6 +359,8 @@ async def background(plane: ControlPlane) -> AsyncIterator[None]:
             yield
     finally:
         await jobs.stop()  # a tick in progress ends (its pages written and sent) before anything closes
+        if plane.lease is not None:  # the singletons have stopped: a follower may take over at once
+            await to_thread.run_sync(plane.lease.release)
         if plane.agents is not None:
             with contextlib.suppress(Exception):
                 await plane.agents.close()

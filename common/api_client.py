@@ -1,9 +1,9 @@
 """The one client of the running control plane's ``/api/v1``, for the ``labbot`` CLI (:class:`ApiClient`) and the
 ``lab`` MCP server (:class:`AsyncApiClient`); in ``common`` because those two sit in layers that may not import each
 other. Both find labbot the same way (``LABBOT_PUBLIC_URL``, else ``http://127.0.0.1:LABBOT_PORT``; the admin token
-in ``LABBOT_HOME/admin_token``) and fail with one error, :class:`ApiError`, which each front door words for its
-reader: the CLI as an exit message and code, the lab server as a tool error. Only httpx: ``labbot launch`` costs a
-Python start-up and one request, not SQLAlchemy or Ray.
+in ``LABBOT_ADMIN_TOKEN``, else ``LABBOT_HOME/admin_token``) and fail with one error, :class:`ApiError`, which each
+front door words for its reader: the CLI as an exit message and code, the lab server as a tool error. Only httpx:
+``labbot launch`` costs a Python start-up and one request, not SQLAlchemy or Ray.
 
 Paths are built from segments (:func:`api_path`), each escaped, and the ids in them checked against their format
 first (:func:`run_path`, :func:`page_path`, :func:`artifact_path`): an id like ``../audit#`` or ``r1/stop?`` written
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,10 @@ NOT_ANSWERING = "not_answering"
 """:attr:`ApiError.code` when nothing answered at the URL (connection refused, DNS, a timeout)."""
 BAD_ID = "bad_id"
 """:attr:`ApiError.code` when an id or a path segment is not of its format: nothing was asked."""
+BAD_ADMIN_TOKEN = "bad_admin_token"
+""":attr:`ApiError.code` when ``LABBOT_ADMIN_TOKEN`` is set but cannot be a token: nothing was asked."""
+ADMIN_TOKEN_ENV = "LABBOT_ADMIN_TOKEN"
+MIN_ADMIN_TOKEN_CHARS = 32  # what `secrets.token_urlsafe(24)` or `openssl rand -base64 24` gives
 _MAX_ERROR_TEXT = 300  # of an error body that is not the API's JSON (a proxy's HTML page, say)
 # run ids (training.service.new_run_id), page ids (pager.new_page_id: "p" + 5) and artifact ids
 # (storage.artifacts.new_artifact_id: "a" + 7) are lowercase letters and digits; '-' as `/lab` accepts in run ids
@@ -58,8 +63,32 @@ def home() -> Path:
     return Path(os.environ.get("LABBOT_HOME") or ".labbot").expanduser().resolve()
 
 
+def given_admin_token(env: Mapping[str, str]) -> str | None:
+    """``LABBOT_ADMIN_TOKEN`` when set (every replica of a deployment given the same one from a Secret), else None.
+    A value that cannot be a bearer token (shorter than :data:`MIN_ADMIN_TOKEN_CHARS`, or with a space, quote or
+    control character in it) is a ``ValueError`` that names the variable and what would do, never the value."""
+    value = env.get(ADMIN_TOKEN_ENV)
+    if value is None or value == "":
+        return None
+    value = value.strip()
+    if len(value) < MIN_ADMIN_TOKEN_CHARS or not all(33 <= ord(c) < 127 and c not in "\"'\\" for c in value):
+        raise ValueError(
+            f"{ADMIN_TOKEN_ENV} must be one word of at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII characters "
+            f"(got {len(value)} characters); make one with `openssl rand -base64 32`, or unset it and labbot keeps "
+            "its own in LABBOT_HOME/admin_token"
+        )
+    return value
+
+
 def admin_token() -> str:
-    """The admin token ``labbot serve`` wrote in LABBOT_HOME; a :data:`NO_ADMIN_TOKEN` error when there is none."""
+    """``LABBOT_ADMIN_TOKEN`` when set, else the admin token ``labbot serve`` wrote in LABBOT_HOME; a
+    :data:`BAD_ADMIN_TOKEN` error for a variable that cannot be a token, :data:`NO_ADMIN_TOKEN` when there is none."""
+    try:
+        given = given_admin_token(os.environ)
+    except ValueError as e:
+        raise ApiError(str(e), code=BAD_ADMIN_TOKEN) from None
+    if given is not None:
+        return given
     path = home() / "admin_token"
     if not path.exists():
         raise ApiError(f"no admin token at {path}", code=NO_ADMIN_TOKEN)

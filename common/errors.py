@@ -7,7 +7,8 @@ LabbotError                 what went wrong + what would be right; ``status`` is
 ├── UnknownPage (404)       no such page (incident) id
 ├── Conflict (409)          the run is in a state where that action makes no sense
 ├── Unauthorized (401)      missing or wrong bearer token
-└── RayUnavailable (503)    the Ray dashboard did not answer; names the address, never the token
+├── RayUnavailable (503)    the Ray dashboard did not answer; names the address, never the token
+└── DatabaseUnavailable (503)  the database did not answer (restarting, unreachable); says so by kind only
 """
 
 from __future__ import annotations
@@ -57,6 +58,21 @@ class RayUnavailable(LabbotError):
     code = "ray_unavailable"
 
 
+class DatabaseUnavailable(LabbotError):
+    status = 503
+    code = "database_unavailable"
+
+
 ERRORS_BY_CODE: dict[str, type[LabbotError]] = {
-    cls.code: cls for cls in (BadRequest, UnknownJob, UnknownRun, UnknownPage, Conflict, Unauthorized, RayUnavailable)
+    cls.code: cls
+    for cls in (
+        BadRequest,
+        UnknownJob,
+        UnknownRun,
+        UnknownPage,
+        Conflict,
+        Unauthorized,
+        RayUnavailable,
+        DatabaseUnavailable,
+    )
 }

@@ -6,6 +6,11 @@ as people write it (``postgresql://user@host/db``, ``postgres://…``) is given 
 (``postgresql+psycopg://``). Any other scheme, or a database that does not answer, is a ``BadRequest`` saying what is
 accepted; a password in the URL is never shown (``display_url``). ``upgrade()`` runs the Alembic migrations shipped in
 ``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``).
+
+A session that fails because the database is away (PostgreSQL restarting or unreachable, SQLite's file locked past
+its busy timeout) raises ``DatabaseUnavailable`` (503: try again), never the driver's error with its text. Inside
+:func:`fenced` every session first runs the fence's check in its own transaction: the leader lease's fencing token
+(``labbot.storage.lease``), so a replica that lost the lease cannot write as if it had it.
 """
 
 from __future__ import annotations
@@ -16,17 +21,18 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import URL, Engine, create_engine, event, insert, make_url, text
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from labbot.common.errors import BadRequest
+from labbot.common.errors import BadRequest, DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 ACCEPTED = (
@@ -34,6 +40,28 @@ ACCEPTED = (
     "(also postgres://…; labbot connects with psycopg 3)"
 )
 POSTGRES_DRIVER = "postgresql+psycopg"
+# SQLite's OperationalError is also its error for bad SQL ("no such table"): only these mean "not now"
+SQLITE_AWAY = ("database is locked", "unable to open database", "disk i/o error")
+
+
+class Fence(Protocol):
+    """What a session inside :func:`fenced` checks first (``labbot.storage.lease.Lease``): raises to refuse."""
+
+    def check(self, session: Session) -> None: ...
+
+
+_FENCE: ContextVar[Fence | None] = ContextVar("labbot_fence", default=None)
+
+
+@contextmanager
+def fenced(fence: Fence | None) -> Iterator[None]:
+    """Every ``Database.session()`` opened in this context (its tasks and worker threads included: they copy the
+    context) checks ``fence`` first; ``fenced(None)`` lifts it (work spawned from a singleton that is not one)."""
+    reset = _FENCE.set(fence)
+    try:
+        yield
+    finally:
+        _FENCE.reset(reset)
 
 
 def default_sqlite_url(home: Path) -> str:
@@ -152,9 +180,29 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session in one transaction: committed on success, rolled back on error."""
-        with self._sessions() as session, session.begin():
-            yield session
+        """A session in one transaction: committed on success, rolled back on error. Inside :func:`fenced`, the
+        fence is checked first, in the same transaction. The database away: ``DatabaseUnavailable``."""
+        try:
+            with self._sessions() as session, session.begin():
+                fence = _FENCE.get()
+                if fence is not None:
+                    fence.check(session)
+                yield session
+        except DBAPIError as e:
+            if not self.away(e):
+                raise
+            raise DatabaseUnavailable(
+                f"the database did not answer ({type(e.orig).__name__}): it may be restarting; try again in a few "
+                "seconds"
+            ) from e
+
+    def away(self, e: DBAPIError) -> bool:
+        """Whether ``e`` says the database cannot be reached now (rather than that the statement was wrong)."""
+        if e.connection_invalidated:
+            return True
+        if self.engine.dialect.name == "sqlite":
+            return isinstance(e, OperationalError) and any(m in str(e.orig).lower() for m in SQLITE_AWAY)
+        return isinstance(e, OperationalError | InterfaceError)
 
     def upgrade(self, revision: str = "head") -> None:
         self.check()

@@ -132,6 +132,22 @@ class AdmissionLock(Base):
     decisions: Mapped[int] = mapped_column(BigInt, default=0)
 
 
+class LeaderLease(Base):
+    """Who runs the singletons (watchdog, outbox, escalation, dead-man ping, queued admission, thread upkeep) among
+    the replicas on this database: one row per lease (``singletons``). ``token`` (the fencing token) goes up by one at
+    every change of holder; every transaction the singletons open checks it is still theirs (``labbot.storage.lease``).
+    Times are the database's clock on PostgreSQL, so replicas' clocks need not agree."""
+
+    __tablename__ = "leader_lease"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))  # replica name:pid:incarnation
+    token: Mapped[int] = mapped_column(BigInt)
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    renewed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class MetricPoint(Base):
     __tablename__ = "metric_points"
 

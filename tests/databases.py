@@ -158,6 +158,27 @@ def drop_database(url: str) -> None:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+def refuse_connections(url: str, *, refuse: bool = True) -> int:
+    """A PostgreSQL restart as the clients of one database see it, without restarting the server the other tests
+    share: with ``refuse``, new connections to the database are refused (``ALLOW_CONNECTIONS false``: "database is
+    not currently accepting connections") and those open are cut (``pg_terminate_backend``); returns how many were
+    cut. ``refuse=False`` lets connections in again."""
+    name = make_url(url).database
+    assert name and name.startswith(PREFIX), name  # only what this plugin created
+    with _admin().connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {"false" if refuse else "true"}'))
+        if not refuse:
+            return 0
+        cut = conn.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = :n AND pid <> pg_backend_pid()"
+            ),
+            {"n": name},
+        ).scalar_one()
+    return int(cut)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _template.cache_info().currsize:
         drop_database(_url_of(_template()))

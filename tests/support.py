@@ -72,7 +72,9 @@ class Serve:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = home / "serve.log"
 
-    def start(self, timeout: float = 60.0) -> Serve:
+    def start(self, timeout: float = 120.0) -> Serve:
+        # a start imports labbot (about 5 s of CPU on its own) and opens its database and Ray: beside the other test
+        # workers on two cores, that has taken over a minute
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
@@ -111,7 +113,8 @@ class Serve:
 
     @property
     def admin_token(self) -> str:
-        return (self.home / "admin_token").read_text().strip()
+        """The token it was given (``LABBOT_ADMIN_TOKEN``), else the one it keeps in its LABBOT_HOME."""
+        return self.env.get("LABBOT_ADMIN_TOKEN") or (self.home / "admin_token").read_text().strip()
 
     def client(self) -> httpx.Client:
         return httpx.Client(

@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 
 from labbot.common.durations import format_duration
+from labbot.common.processes import pid_alive
 from labbot.common.redact import SECRET_ENV_NAME
 
 log = logging.getLogger(__name__)
@@ -102,16 +103,6 @@ class _PortTaken(Exception):
 
 class _StartTimedOut(Exception):
     """The head gave up at start: its raylet did not register in time (the machine was too busy)."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class EmbeddedRayHead:
@@ -256,7 +247,7 @@ class EmbeddedRayHead:
     @staticmethod
     def _terminate(pid: int, timeout: float = 10.0) -> None:
         """SIGTERM ``ray start --block`` (it stops every Ray process it started), then sweep its process group."""
-        if _pid_alive(pid):
+        if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
@@ -264,7 +255,7 @@ class EmbeddedRayHead:
                 with contextlib.suppress(ChildProcessError):
                     if os.waitpid(pid, os.WNOHANG)[0] == pid:
                         break  # our child, reaped
-                if not _pid_alive(pid):
+                if not pid_alive(pid):
                     break
                 time.sleep(0.1)
         # whatever is left of the head's session (a slow shutdown, an orphaned worker) goes now

@@ -18,4 +18,6 @@ def bearer(request: Request) -> str | None:
 def require_admin(request: Request, admin_token: str) -> None:
     token = bearer(request)
     if token is None or not hmac.compare_digest(token.encode(), admin_token.encode()):
-        raise Unauthorized("missing or wrong admin token: the CLI reads it from LABBOT_HOME/admin_token")
+        raise Unauthorized(
+            "missing or wrong admin token: the CLI reads it from LABBOT_ADMIN_TOKEN, else LABBOT_HOME/admin_token"
+        )

@@ -20,6 +20,7 @@ from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import feedback as cli_feedback
 from labbot.bot.cli import render
 from labbot.common.api_client import (
+    BAD_ADMIN_TOKEN,
     BAD_ID,
     NO_ADMIN_TOKEN,
     NOT_ANSWERING,
@@ -54,7 +55,7 @@ class CLIError(Exception):
 def _exit_code(e: ApiError) -> int:
     """2 when the input was bad (an id not of its format, or a 4xx other than a conflict with the run's state), else
     1."""
-    if e.code == BAD_ID:
+    if e.code in (BAD_ID, BAD_ADMIN_TOKEN):
         return 2
     return 2 if e.status is not None and 400 <= e.status < 500 and e.code != "conflict" else 1
 

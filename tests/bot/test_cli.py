@@ -59,6 +59,16 @@ def test_no_admin_token_says_how_to_start_labbot(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.subprocess
+def test_an_admin_token_variable_that_cannot_be_one_is_bad_input_and_serve_refuses_it_too(tmp_path: Path) -> None:
+    s = Serve(tmp_path, ray_address=None, ray_token=None, port=free_port(), extra_env={"LABBOT_ADMIN_TOKEN": "abc"})
+    for args in (("runs",), ("serve",)):
+        out = s.cli(*args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert "LABBOT_ADMIN_TOKEN must be one word of at least 32" in out.stderr
+    assert not (tmp_path / "admin_token").exists() and not (tmp_path / "labbot.db").exists()
+
+
 def test_jobs_lists_the_registry(module_serve: Serve) -> None:
     out = module_serve.cli("jobs")
     assert out.returncode == 0 and "tiny-lm" in out.stdout and "steps=200" in out.stdout

@@ -101,6 +101,29 @@ def test_admin_token_is_created_once_and_private(tmp_path: Path) -> None:
     assert (tmp_path / "admin_token").stat().st_mode & 0o077 == 0
 
 
+def test_an_admin_token_given_is_the_one_used_and_none_is_written(tmp_path: Path) -> None:
+    given = "replicas-share-" + "this-one-from-a-secret-0123"
+    (tmp_path / "admin_token").write_text("an-older-token-of-this-home-0123456789")
+    s = Settings.from_env({"LABBOT_HOME": str(tmp_path / "fresh"), "LABBOT_ADMIN_TOKEN": f" {given}\n"})
+    assert s.admin_token() == s.admin_token(create=True) == given
+    assert not (tmp_path / "fresh" / "admin_token").exists()
+    assert given not in repr(s)
+    s = Settings.from_env({"LABBOT_HOME": str(tmp_path), "LABBOT_ADMIN_TOKEN": given})
+    assert s.admin_token(create=True) == given, "the variable wins over a file left from before"
+    assert Settings.from_env({"LABBOT_HOME": str(tmp_path), "LABBOT_ADMIN_TOKEN": ""}).admin_token() != given
+
+
+@pytest.mark.parametrize(
+    "value", ["short-" + "token", "x" * 20 + " " + "y" * 20, "z" * 40 + '"', "é" * 40, "a" * 30 + "\t" + "b" * 10]
+)
+def test_an_admin_token_that_cannot_be_one_is_refused_without_showing_it(tmp_path: Path, value: str) -> None:
+    with pytest.raises(BadRequest) as e:
+        Settings.from_env({"LABBOT_HOME": str(tmp_path), "LABBOT_ADMIN_TOKEN": value})
+    message = str(e.value)
+    assert "LABBOT_ADMIN_TOKEN" in message and "at least 32" in message and "openssl rand" in message
+    assert value.strip() not in message
+
+
 def test_watchdog_rl_thresholds_and_a_jobs_alerts_from_labbot_toml(tmp_path: Path) -> None:
     cfg = tmp_path / "labbot.toml"
     cfg.write_text(
@@ -122,3 +145,30 @@ def test_watchdog_rl_thresholds_and_a_jobs_alerts_from_labbot_toml(tmp_path: Pat
     cfg.write_text("[watchdog]\nentropy_floor = -1\n")
     with pytest.raises(BadRequest, match=r"\[watchdog\]: threshold entropy_floor=-1 must be a number ≥ 0"):
         Settings.from_env({"LABBOT_CONFIG": str(cfg), "LABBOT_HOME": str(tmp_path / "h"), "RAY_AUTH_TOKEN": "tok"})
+
+
+def test_leader_lease_defaults_labbot_toml_and_the_replica_name(tmp_path: Path) -> None:
+    home = {"LABBOT_HOME": str(tmp_path / "home")}
+    s = Settings.from_env(home)
+    assert (s.leader.lease_s, s.leader.renew_s, s.leader.replica) == (6.0, 1.0, None)
+    cfg = tmp_path / "labbot.toml"
+    cfg.write_text('[leader]\nlease = "10s"\nrenew = "2s"\n')
+    s = Settings.from_env({**home, "LABBOT_CONFIG": str(cfg), "LABBOT_REPLICA": "labbot-7d9f-x2"})
+    assert (s.leader.lease_s, s.leader.renew_s, s.leader.replica) == (10.0, 2.0, "labbot-7d9f-x2")
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "message"),
+    [
+        ('[leader]\nlease = "2s"\nrenew = "1.5s"\n', {}, "renewed at least twice"),
+        ('[leader]\nlease = "0.5s"\n', {}, "at least 1s"),
+        ('[leader]\nttl = "6s"\n', {}, "has no ttl; it takes lease and renew"),
+        ("leader = 3\n", {}, "must be a table"),
+        ("", {"LABBOT_REPLICA": "pod:1"}, "without ':'"),
+    ],
+)
+def test_bad_leader_settings_say_what_would_do(tmp_path: Path, toml: str, env: dict[str, str], message: str) -> None:
+    cfg = tmp_path / "labbot.toml"
+    cfg.write_text(toml)
+    with pytest.raises(BadRequest, match=message):
+        Settings.from_env({"LABBOT_HOME": str(tmp_path / "home"), "LABBOT_CONFIG": str(cfg), **env})

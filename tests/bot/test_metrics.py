@@ -105,6 +105,7 @@ def test_metrics_count_runs_pages_the_outbox_telemetry_and_ticks(plane: ControlP
             )
         )  # fmt: skip
     asyncio.run(plane.watch())  # one tick (Ray down: quick) and a drain (Slack is not configured: it waits)
+    assert plane.lease is not None and plane.lease.step()  # still this (sole) replica's: renewed, it leads
 
     body, found = scrape(client)
     assert value(found, "labbot_database_up") == 1
@@ -124,10 +125,13 @@ def test_metrics_count_runs_pages_the_outbox_telemetry_and_ticks(plane: ControlP
         assert leaked not in body
 
 
-def test_the_leader_seam_and_metrics_of_two_planes_are_their_own(plane: ControlPlane, tmp_path: Path) -> None:
+def test_the_leader_gauge_follows_the_lease_and_metrics_of_two_planes_are_their_own(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
     other = Metrics(None)
     other.telemetry_points(5)
-    plane.leader = lambda: False
+    assert plane.lease is not None
+    plane.lease.release()  # as a replica that has stopped leading
     _, found = scrape(TestClient(plane.app()))
     assert value(found, "labbot_leader") == 0
     assert value(found, "labbot_telemetry_points_total") == 0  # the other registry's 5 are not this plane's
@@ -314,7 +318,9 @@ def test_a_real_serve_is_ready_scrapes_and_logs_json(tmp_path: Path, ray_head: A
     ).start()  # fmt: skip
     try:
         r = httpx.get(f"{s.url}/readyz", timeout=10)
-        assert (r.status_code, r.json()) == (200, {"ok": True, "database": "ok", "ray": "ok", "role": "leader"})
+        body = r.json()
+        assert (r.status_code, body["ok"], body["database"], body["ray"]) == (200, True, "ok", "ok")
+        assert body["role"] == "leader" and body["leader"] == body["replica"]
         r = httpx.get(f"{s.url}/metrics", timeout=10)
         assert r.status_code == 200
         found = samples(r.text)

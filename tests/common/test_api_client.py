@@ -16,7 +16,14 @@ import pytest
 from support import make_service
 
 from labbot.bot.api import create_app
-from labbot.common.api_client import NO_ADMIN_TOKEN, NOT_ANSWERING, ApiClient, ApiError, AsyncApiClient
+from labbot.common.api_client import (
+    BAD_ADMIN_TOKEN,
+    NO_ADMIN_TOKEN,
+    NOT_ANSWERING,
+    ApiClient,
+    ApiError,
+    AsyncApiClient,
+)
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -92,6 +99,7 @@ def test_both_clients_fail_the_same_way(handler: Any, message: str, code: str, s
 
 def test_without_an_admin_token_labbot_is_not_running_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LABBOT_HOME", str(tmp_path))
+    monkeypatch.delenv("LABBOT_ADMIN_TOKEN", raising=False)
     missing = f"no admin token at {tmp_path / 'admin_token'}"
     cli = _raised(ApiClient)  # the CLI's: at once, before any request
     assert (cli.message, cli.code, cli.status) == (missing, NO_ADMIN_TOKEN, None)
@@ -112,3 +120,27 @@ def test_read_stops_at_the_limit() -> None:
     assert (data, cut) == (b"x" * 100, True)
     data, headers, cut = asyncio.run(api.read("/artifacts/a1", 20_000))
     assert (data, cut, headers["content-length"]) == (body, False, "10000")
+
+
+def test_an_admin_token_given_in_the_environment_is_sent_and_a_bad_one_is_refused_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LABBOT_HOME", str(tmp_path))
+    (tmp_path / "admin_token").write_text("t0ken\n")
+    given = "the-deployments-" + "shared-admin-token-0123456789"
+    seen: list[str] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["authorization"])
+        return httpx.Response(200, json={})
+
+    monkeypatch.setenv("LABBOT_ADMIN_TOKEN", given)
+    sync = ApiClient(transport=httpx.MockTransport(record))
+    sync.json("GET", "/runs")
+    sync.close()
+    asyncio.run(AsyncApiClient(transport=httpx.MockTransport(record)).json("GET", "/runs"))
+    assert seen == [f"Bearer {given}"] * 2, "the variable wins over the file"
+    monkeypatch.setenv("LABBOT_ADMIN_TOKEN", "too-" + "short")
+    e = _raised(ApiClient)
+    assert e.code == BAD_ADMIN_TOKEN and e.status is None and "LABBOT_ADMIN_TOKEN" in e.message
+    assert "too-short" not in e.message

@@ -34,8 +34,6 @@ CONTROL_PLANE = ("bot", "agents", "mcp_servers", "evals", "training", "storage",
 AWS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION"}
 #: what labbot sets for every job (labbot_client reads them there); on the control plane they would be wrong
 JOB_ONLY = {"LABBOT_RUN_ID", "LABBOT_ATTEMPT", "LABBOT_CONTROL_URL", "LABBOT_TELEMETRY_TOKEN", "LABBOT_CHECKPOINT_DIR"}
-#: routes issue 16 adds on other branches (readiness, Prometheus); accepted until they are in the app, then checked
-PENDING_ROUTES = {"/readyz", "/metrics"}
 SECRETISH = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|DATABASE_URL")
 ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
@@ -218,7 +216,9 @@ def _container_env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, 
 
 def test_labbot_containers_set_only_variables_labbot_reads() -> None:
     containers = _labbot_containers()
-    assert len(containers) >= 3  # the Deployment's labbot and its init container, the db-upgrade Job
+    assert len(containers) >= 2  # the Deployment's labbot, the db-upgrade Job
+    (serve,) = [(pod, c) for where, pod, c in containers if c.get("args") == ["serve"]]
+    assert _container_env(*serve).get("LABBOT_ADMIN_TOKEN") == "secret", "every replica the same token, from a Secret"
     for where, pod, container in containers:
         env = _container_env(pod, container)
         unknown = sorted(set(env) - KNOWN)
@@ -300,7 +300,7 @@ def test_probes_and_scrapes_point_at_routes_of_the_app() -> None:
         paths += [("ServiceMonitor", e["path"]) for e in doc["spec"]["endpoints"]]
     assert {"/healthz", "/readyz", "/metrics"} <= {p for _, p in paths}
     for where, path in paths:
-        assert path in routes or path in PENDING_ROUTES - routes, f"{where}: {path} is not a route of the app"
+        assert path in routes, f"{where}: {path} is not a route of the app"
 
 
 def test_images_are_pinned() -> None:

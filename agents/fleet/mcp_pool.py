@@ -75,6 +75,7 @@ class ServerUnavailable(Exception):
 class _Entry:
     spec: ToolSpec
     tool: str  # the server's own name for it
+    wait_arg: str | None = None  # a waiting tool's argument that bounds its wait, in seconds (labbot.common.mcp_meta)
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -85,6 +86,21 @@ def tool_name(server: str, tool: str) -> str:
         digest = hashlib.sha256(f"{server}__{tool}".encode()).hexdigest()[:8]
         name = f"{name[: _NAME_MAX - 9]}_{digest}"
     return name
+
+
+def wait_bound(schema: Mapping[str, Any], arguments: Mapping[str, Any], arg: str | None) -> float:
+    """How long a waiting tool's call may wait, in seconds, beyond its server's answer timeout: the ``arg`` given,
+    else its default in ``schema``, at most the schema's maximum; 0 for a tool that names no such argument."""
+    if arg is None:
+        return 0.0
+    prop = (schema.get("properties") or {}).get(arg) or {}
+    value = arguments.get(arg, prop.get("default"))
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        return 0.0
+    most = prop.get("maximum")
+    if isinstance(most, int | float) and not isinstance(most, bool):
+        value = min(value, most)
+    return float(value)
 
 
 def _describe(exc: BaseException) -> str:
@@ -274,13 +290,15 @@ class McpPool:
         cfg = self.settings.servers[entry.spec.server]
         meta = {"server": cfg.name, "tool": entry.tool}
         conn: _Connection | None = None
+        # a waiting tool (lab__wait_for_run) bounds its own wait: the server's answer timeout comes on top of it
+        limit = cfg.timeout_s + wait_bound(entry.spec.input_schema, arguments, entry.wait_arg)
         try:
             conn = await self._connection(cfg)
-            with anyio.fail_after(cfg.timeout_s):
+            with anyio.fail_after(limit):
                 result = await conn.client.call_tool(entry.tool, dict(arguments))
         except TimeoutError:
             return ToolResult(
-                f"{name}: the MCP server {cfg.name!r} did not answer within {format_duration(cfg.timeout_s)}; "
+                f"{name}: the MCP server {cfg.name!r} did not answer within {format_duration(limit)}; "
                 "try again later or with a smaller request",
                 is_error=True,
                 meta=meta,
@@ -424,6 +442,8 @@ class McpPool:
                 while name in entries:  # "a.b" and "a_b" both sanitize to a_b
                     name, n = tool_name(cfg.name, f"{tool.name}_{n}"), n + 1
                 title = tool.title or (annotations.title if annotations else None)
+                # an outside server cannot exempt its own calls from the agent's budgets
+                waits = (tool.meta or {}).get(WAITS_META) if cfg.transport == "builtin" else None
                 spec = ToolSpec(
                     name=name,
                     description=tool.description or title or tool.name,
@@ -431,10 +451,9 @@ class McpPool:
                     read_only=bool(annotations and annotations.read_only_hint) and not destructive,
                     destructive=destructive,
                     server=cfg.name,
-                    # an outside server cannot exempt its own calls from the agent's budgets
-                    waits=cfg.transport == "builtin" and bool((tool.meta or {}).get(WAITS_META)),
+                    waits=bool(waits),
                 )
-                entries[name] = _Entry(spec=spec, tool=tool.name)
+                entries[name] = _Entry(spec=spec, tool=tool.name, wait_arg=waits if isinstance(waits, str) else None)
         self._entries = tuple(entries.items())
         self._by_role.clear()
 

@@ -95,7 +95,9 @@ def test_lab_tools_over_a_running_labbot(tmp_path: Any, ray_head: RayConnection)
                 assert missing.is_error and "unknown run" in _text(missing)
                 waiter = next(t for t in (await client.list_tools()).tools if t.name == "wait_for_run")
                 assert waiter.annotations and waiter.annotations.read_only_hint
-                assert (waiter.meta or {}).get("labbot/waits") is True  # the fleet charges its wait to nobody
+                # the fleet charges its wait to nobody, and lets it run its timeout_s past the server's answer timeout
+                assert (waiter.meta or {}).get("labbot/waits") == "timeout_s"
+                assert waiter.input_schema["properties"]["timeout_s"]["maximum"] == 3600
                 still = await client.call_tool("wait_for_run", {"run_id": run["id"], "timeout_s": 1})
                 assert _text(still).startswith("still running after 1s: ") and "wait_for_run again" in _text(still)
 

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import psutil
@@ -25,9 +25,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Image
 from mcp.types import ToolAnnotations
 from mcp_fixtures import web_server
+from pydantic import Field
 
 from labbot.agents.fleet.mcp_config import McpServerConfig, McpSettings, UnsetVariable
-from labbot.agents.fleet.mcp_pool import McpPool, tool_name
+from labbot.agents.fleet.mcp_pool import McpPool, tool_name, wait_bound
 from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
 from labbot.common.errors import BadRequest
 
@@ -71,6 +72,12 @@ class MemServer:
             """Sleep, then say so (marked as a wait on the cluster, as lab's wait_for_run is)."""
             await anyio.sleep(seconds)
             return "done"
+
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True), meta={"labbot/waits": "timeout_s"})
+        async def wait(seconds: int, timeout_s: Annotated[int, Field(ge=1, le=5)] = 2) -> str:
+            """Sleep, a wait bounded by its timeout_s (as lab's wait_for_run is)."""
+            await anyio.sleep(min(seconds, timeout_s))
+            return f"waited {min(seconds, timeout_s)}s"
 
         @server.tool()
         def boom() -> str:
@@ -254,7 +261,9 @@ def test_tools_are_namespaced_with_hints_from_annotations_and_config() -> None:
     async def scenario() -> None:
         async with McpPool(s, {"mem": MemServer()}) as pool:
             tools = {t.name: t for t in await pool.tools("anyone")}
-            assert set(tools) == {f"mem__{n}" for n in ("echo", "add", "slow", "boom", "wipe", "picture", "gather")}
+            assert set(tools) == {
+                f"mem__{n}" for n in ("echo", "add", "slow", "wait", "boom", "wipe", "picture", "gather")
+            }
             assert tools["mem__echo"].read_only and not tools["mem__echo"].destructive
             assert tools["mem__wipe"].destructive, "destructiveHint"
             assert tools["mem__slow"].waits and not tools["mem__echo"].waits, "a built-in's labbot/waits"
@@ -354,6 +363,33 @@ def test_a_call_that_hangs_times_out_and_the_server_stays_usable() -> None:
             assert mem.built == 1
 
     run(scenario)
+
+
+def test_a_waiting_tool_may_wait_its_own_bound_beyond_the_servers_answer_timeout() -> None:
+    """lab__wait_for_run waits up to its timeout_s (ten minutes by default) for an eval run: the server's one-minute
+    answer timeout must not cut it, yet a wait that overruns its own bound still ends."""
+    s = settings({"mem": {"timeout": "300ms"}}, builtins=("mem",))
+
+    async def scenario() -> None:
+        async with McpPool(s, {"mem": MemServer()}) as pool:
+            executor = pool.executor("researcher")
+            assert text(await executor.call("mem__wait", {"seconds": 1}, CTX)) == "waited 1s", "default bound: 2s"
+            assert text(await executor.call("mem__wait", {"seconds": 1, "timeout_s": 1}, CTX)) == "waited 1s"
+            hung = await executor.call("mem__slow", {"seconds": 1}, CTX)  # labbot/waits: true names no bound
+            assert hung.is_error and "did not answer within 300ms" in text(hung)
+
+    run(scenario)
+
+
+def test_wait_bound_reads_the_named_argument_its_default_and_maximum() -> None:
+    schema = {"properties": {"timeout_s": {"type": "integer", "default": 600, "maximum": 3600}}}
+    assert wait_bound(schema, {}, "timeout_s") == 600
+    assert wait_bound(schema, {"timeout_s": 30}, "timeout_s") == 30
+    assert wait_bound(schema, {"timeout_s": 10**9}, "timeout_s") == 3600, "never past the schema's maximum"
+    assert wait_bound(schema, {"timeout_s": 30}, None) == 0, "a tool that names no bound waits nothing extra"
+    for bad in ("600", -5, 0, True, float("inf"), float("nan"), None):
+        assert wait_bound(schema, {"timeout_s": bad}, "timeout_s") == 0, bad
+    assert wait_bound({}, {}, "timeout_s") == 0, "no argument, no default"
 
 
 def test_concurrent_calls_share_one_connection() -> None:

@@ -68,6 +68,9 @@ for = "3s"
 
 
 PREWARM = ("--steps", "1", "--num_threads", "1")
+# the module's first test also waits for the warm-up the fixture trains (1,000 to 3,000 steps on one thread: a minute
+# alone, several beside the other test workers)
+pytestmark = pytest.mark.timeout(900)
 
 
 class RLLab(SlackSide):

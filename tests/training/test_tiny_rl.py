@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -25,6 +25,7 @@ from labbot.training.jobs.tiny_rl import (
     VOCAB,
     GateFailed,
     TinyRLConfig,
+    TooFewWrong,
     build_model,
     checkpoints,
     clipped_policy_loss,
@@ -44,6 +45,7 @@ from labbot.training.jobs.tiny_rl import (
     sdpo_advantages,
     train,
     verify,
+    warmup,
     zero_std_fraction,
 )
 
@@ -261,6 +263,79 @@ def test_gate_passes_a_model_that_reads_hints_and_fails_one_that_does_not() -> N
         hint_gate(HintReader(cfg, reads_hints=False), cfg)
     with pytest.raises(GateFailed, match="did not teach the model to read hints"):
         hint_gate(build_model(cfg), cfg)  # untrained: the hint changes nothing
+
+
+class ScriptedGate:
+    """hint_gate's stand-in: fails (ratio 0.9) until ``passes_at``, or raises TooFewWrong from ``too_few_at``;
+    records the warm-up step each call came at (counted from the model's own optimizer steps)."""
+
+    def __init__(self, passes_at: int | None = None, too_few_at: int | None = None) -> None:
+        self.passes_at, self.too_few_at = passes_at, too_few_at
+        self.asked: list[int] = []
+        self.steps = 0
+
+    def __call__(self, model: torch.nn.Module, cfg: TinyRLConfig) -> dict[str, float]:
+        self.asked.append(self.steps)
+        if self.too_few_at is not None and self.steps >= self.too_few_at:
+            raise TooFewWrong("hint gate: only 3 of 40 held-out samples were wrong")
+        if self.passes_at is not None and self.steps >= self.passes_at:
+            return {"ratio": 0.2, "flagged": 20.0, "p_plain": 0.5, "p_hinted": 0.1}
+        raise GateFailed("hint gate failed: ratio 0.90", ratio=0.9)
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedGate]:
+    def install(**kw: int) -> ScriptedGate:
+        gate = ScriptedGate(**kw)
+        real_step = torch.optim.AdamW.step
+
+        def counted(self: torch.optim.AdamW, *a: Any, **k: Any) -> Any:
+            gate.steps += 1
+            return real_step(self, *a, **k)
+
+        monkeypatch.setattr(torch.optim.AdamW, "step", counted)
+        monkeypatch.setattr(tiny_rl, "hint_gate", gate)
+        return gate
+
+    return install
+
+
+def test_a_warmup_that_does_not_read_hints_yet_trains_on_a_quarter_at_a_time_until_it_does(
+    tmp_path: Path, scripted: Callable[..., ScriptedGate]
+) -> None:
+    """When hint reading appears depends on the seed and the CPU's arithmetic: the warm-up asks the gate after
+    warmup_steps and trains on while it fails, so the job does not fail on a machine where it comes a little later."""
+    gate = scripted(passes_at=30)
+    _, steps = warmup(tiny(tmp_path, warmup_steps=20, warmup_max_steps=60), verbose=False)
+    assert (steps, gate.asked) == (30, [20, 25, 30]), "asked at warmup_steps, then every quarter of it"
+
+
+def test_a_warmup_stops_at_its_most_steps_and_when_the_gate_cannot_measure(
+    tmp_path: Path, scripted: Callable[..., ScriptedGate]
+) -> None:
+    never = scripted()
+    _, steps = warmup(tiny(tmp_path, warmup_steps=20, warmup_max_steps=32), verbose=False)
+    assert (steps, never.asked) == (30, [20, 25, 30]), "no step past warmup_max_steps (35 would be)"
+    too_few = scripted(too_few_at=25)
+    _, steps = warmup(tiny(tmp_path, warmup_steps=20, warmup_max_steps=60), verbose=False)
+    assert (steps, too_few.asked) == (25, [20, 25]), "more training would leave fewer wrong samples still"
+    untouched = scripted()
+    _, steps = warmup(tiny(tmp_path, warmup_steps=20, warmup_max_steps=0), verbose=False)
+    assert (steps, untouched.asked) == (20, []), "warmup_max_steps at most warmup_steps: no gate, no steps past"
+    _, steps = warmup(tiny(tmp_path, warmup_steps=0), verbose=False)
+    assert (steps, untouched.asked) == (0, []), "no warm-up asked for: none trained, however high warmup_max_steps"
+
+
+def test_the_gate_fields_are_part_of_the_warmup_cache_key(tmp_path: Path) -> None:
+    base = tiny(tmp_path)
+    keys = {tiny_rl.warmup_key(base)} | {
+        tiny_rl.warmup_key(tiny(tmp_path, **{field: value}))
+        for field, value in (("warmup_max_steps", 50), ("gate_max_ratio", 0.5), ("gate_size", 41), ("temperature", 0.9))
+    }
+    assert len(keys) == 5, "each decides where the warm-up stops"
+    assert tiny_rl.warmup_key(tiny(tmp_path, lr=1e-3, algo="grpo")) == tiny_rl.warmup_key(base), (
+        "RL's own fields do not"
+    )
 
 
 # ----------------------------------------------------------------------------- RL runs

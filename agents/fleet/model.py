@@ -14,16 +14,19 @@ own error text, never from the request.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-
-import anthropic
-from anthropic import AsyncAnthropic
 
 from labbot.common.errors import BadRequest
 from labbot.common.retry import Backoff, RetryPolicy
 from labbot_client.backoff import retry_after_seconds
+
+if TYPE_CHECKING:  # the SDK takes seconds to import: only a process that makes a client pays for it
+    import anthropic
+    from anthropic import AsyncAnthropic
 
 __all__ = [
     "ANTHROPIC_API_URL",
@@ -87,6 +90,8 @@ def make_client(settings: ModelSettings) -> AsyncAnthropic:
     environment or a profile on disk."""
     if settings.api_key is None:
         raise BadRequest(NO_MODEL_MESSAGE)
+    from anthropic import AsyncAnthropic
+
     return AsyncAnthropic(
         api_key=settings.api_key,
         base_url=settings.base_url,
@@ -115,6 +120,10 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 def describe_failure(exc: BaseException) -> ModelFailure | None:
     """``exc`` sorted as the runtime needs it, or None when it is not a model API failure (a bug: let it raise)."""
+    if "anthropic" not in sys.modules:
+        return None  # no client was ever made, so no SDK exception can exist
+    import anthropic
+
     if isinstance(exc, anthropic.APITimeoutError):
         return ModelFailure(True, "the model API did not answer in time")
     if isinstance(exc, anthropic.APIConnectionError):

@@ -13,10 +13,11 @@ import io
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+if TYPE_CHECKING:  # matplotlib takes a second to import: a process pays for it at its first plot
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.0, 100
 PANEL_HEIGHT_IN = 2.3  # each metric's panel when a job plots several
@@ -37,6 +38,8 @@ def ema(values: Sequence[float], alpha: float) -> list[float]:
 
 
 def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     buf = io.BytesIO()
     with _draw_lock:
         FigureCanvasAgg(fig).print_png(buf)
@@ -44,6 +47,8 @@ def _png(fig: Figure) -> bytes:
 
 
 def _no_data(title: str) -> bytes:
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(4, 1.5), dpi=DPI)
     fig.text(0.5, 0.62, title, ha="center", va="center", fontsize=10, wrap=True)
     fig.text(0.5, 0.32, "no data yet", ha="center", va="center", fontsize=12, color="#636363")
@@ -77,6 +82,8 @@ def metrics_plot_png(
     ordered = {name: sorted((int(s), float(v)) for s, v in points) for name, points in series.items()}
     if not any(ordered.values()):
         return _no_data(title)
+    from matplotlib.figure import Figure
+
     if len(ordered) == 1:
         fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
         axes = [fig.add_subplot()]
@@ -165,6 +172,8 @@ def overlay_plot_png(
     faintly with its EMA over it."""
     if not any(points for _, points, _ in series):
         return _no_data(title)
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=11)

@@ -17,6 +17,7 @@ SCRIPTS = [
     "launch.py",
     "slack_ack.py",
     "slack_calls.py",
+    "agent_answer_stream.py",
     "slack_body_limit.py",
     "watchdog_cost.py",
     "detection_lag.py",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from s3_server import MotoS3
@@ -66,3 +67,16 @@ def s3(s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
     yield s3_server
     if s3_server._server is None:
         s3_server.start()
+
+
+@pytest.fixture
+def slack() -> Iterator[Any]:
+    """A started Slack fake; at the end, every call the test made is checked against slack_sdk's method signatures
+    (the methods newer than Slack's 2021 OpenAPI document too). A module may define its own."""
+    from fakes.slack import SlackFake  # here, not at the top: it imports a plugin pytest registers after conftest
+
+    fake = SlackFake()
+    fake.start()
+    yield fake
+    fake.stop()
+    fake.check_against_sdk()

@@ -61,6 +61,7 @@ def agents_lab(
         serve = Serve(home / "state", ray_address=ray.address, ray_token=ray.token, extra_env=env).start()
         try:
             yield SlackSide(fake, serve), anthropic
+            fake.check_against_sdk()
             fake.check_against_spec()
         finally:
             serve.stop()

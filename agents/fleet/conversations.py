@@ -24,7 +24,8 @@ parent's tool timeout (time spent waiting for a human's approval counts against 
 answer (a budget, a model failure) with the reason. Unknown roles, the depth limit and more than ``max_fanout``
 delegations in one run are refused with an ``is_error`` result the parent can act on. Sub-agents work for the same
 researcher in the same thread (approvals are asked there; the audit trail records their role) and share the parent's
-``AgentLimiter`` slot; their progress events reach the parent's ``on_event`` prefixed with their role. Their own
+``AgentLimiter`` slot; their progress events reach the parent's ``on_event`` prefixed with their role (not what they
+write: that is their answer to the parent). Their own
 messages are not stored: what they found is in the parent's history as the tool result, and each tool call they made is
 in the audit trail.
 """
@@ -380,6 +381,8 @@ def _prefixed(on_event: EventCallback | None, role: str) -> EventCallback | None
     forward = on_event
 
     async def prefixed(event: AgentEvent) -> None:
+        if event.kind in ("text", "text_delta"):
+            return  # what a sub-agent writes is its answer to the parent, not part of the parent's answer
         await forward(dataclasses.replace(event, text=f"{role}: {event.text}"))
 
     return prefixed

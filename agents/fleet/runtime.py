@@ -107,8 +107,12 @@ class TokenUsage:
 class AgentEvent:
     """Progress worth showing in the thread while an agent works."""
 
-    kind: Literal["thinking", "tool_call", "tool_done", "retry"]
-    text: str  # "thinking", "calling tool lab__runs", "tool lab__runs done", "… retrying in 2.0 s (attempt 2 of 5)"
+    kind: Literal["thinking", "tool_call", "tool_done", "retry", "text", "text_delta"]
+    # "thinking", "calling tool lab__runs", "tool lab__runs done", "… retrying in 2.0 s (attempt 2 of 5)"; for
+    # "text", what the model wrote in a turn (before its tool calls, or the answer): a thread streams it; for
+    # "text_delta", a piece of that text as the model writes it (with a client that streams, ``messages.stream``);
+    # the turn's "text" follows with the whole, and a "retry" means the pieces since the last "text" are void
+    text: str
     tool: str | None = None
     is_error: bool = False
 
@@ -367,6 +371,8 @@ class _Run:
             if content:  # an empty answer is not kept: the API refuses empty messages in the history
                 _append(self.history, "assistant", content)
             text = "\n".join(b["text"] for b in content if b.get("type") == "text" and b.get("text"))
+            if text and reason != "max_tokens":
+                await self.emit(AgentEvent("text", text))
             if reason == "max_tokens":
                 note = f"(My answer was cut off at the {limit}-token response limit; ask me to continue.)"
                 return self.finish("truncated", f"{text}\n\n{note}" if text else note)
@@ -437,14 +443,26 @@ class _Run:
             return _Stopped("model_error", f"I couldn't finish: {failure.what}.")
 
     async def create_once(self, request: dict[str, Any]) -> Any:
-        """One try: the response, or ``_Stopped`` when the time budget ran out; a model API failure raises."""
+        """One try: the response, or ``_Stopped`` when the time budget ran out; a model API failure raises. With
+        someone listening and a client that streams (the SDK's ``messages.stream``), the text is passed on as the
+        model writes it ("text_delta" events) and the response is the stream's final message."""
         remaining = self.budgets.wall_time_s - self.elapsed()
         if remaining <= 0:
             return _Stopped("wall_time", self.wall_time_message())
+        stream = getattr(self.client.messages, "stream", None) if self.on_event is not None else None
         try:
-            return await asyncio.wait_for(self.client.messages.create(**request), remaining)
+            if stream is None:
+                return await asyncio.wait_for(self.client.messages.create(**request), remaining)
+            return await asyncio.wait_for(self.streamed(stream, request), remaining)
         except TimeoutError:
             return _Stopped("wall_time", self.wall_time_message())
+
+    async def streamed(self, stream: Callable[..., Any], request: dict[str, Any]) -> Any:
+        async with stream(**request) as events:
+            async for piece in events.text_stream:
+                if piece:
+                    await self.emit(AgentEvent("text_delta", piece))
+            return await events.get_final_message()
 
     async def retrying_in(self, state: RetryCallState) -> None:
         failure = _failure(state)

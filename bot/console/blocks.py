@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 MAX_BLOCKS = 50
+VIEW_MAX_BLOCKS = 100
+"""A home tab or modal (views.publish, views.open) holds up to 100 blocks; a message 50."""
 SECTION_TEXT_MAX = 3000
 SECTION_FIELD_MAX = 2000
 SECTION_FIELDS_MAX = 10
@@ -52,13 +54,14 @@ BLOCK_TYPES = frozenset(
 TEXT_TYPES = frozenset({"plain_text", "mrkdwn"})
 
 
-def block_errors(blocks: Any) -> list[str]:
-    """Every violation of Slack's Block Kit rules in a message's ``blocks``; empty when Slack would accept them."""
+def block_errors(blocks: Any, *, max_blocks: int = MAX_BLOCKS) -> list[str]:
+    """Every violation of Slack's Block Kit rules in a message's ``blocks`` (a view's: ``max_blocks`` 100); empty
+    when Slack would accept them."""
     errors: list[str] = []
     if not isinstance(blocks, list):
         return ["must be an array [json-pointer:/blocks]"]
-    if len(blocks) > MAX_BLOCKS:
-        errors.append(f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")
+    if len(blocks) > max_blocks:
+        errors.append(f"no more than {max_blocks} items allowed [json-pointer:/blocks]")
     block_ids: set[str] = set()
     markdown_total = 0
     for i, block in enumerate(blocks):

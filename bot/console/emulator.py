@@ -61,7 +61,10 @@ class Answer(NamedTuple):
         return JSONResponse(self.body, status_code=self.status)
 
 
-JSON_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "unfurls", "user_auth_blocks", "outputs"})
+JSON_FIELDS = frozenset(
+    {"blocks", "attachments", "files", "metadata", "unfurls", "user_auth_blocks", "outputs"}
+    | {"chunks", "prompts", "view"}  # the streaming, assistant and home tab methods (labbot.bot.console.surfaces)
+)
 """Parameters Slack accepts as JSON text inside form data; decoded before they are applied."""
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 

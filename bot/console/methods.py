@@ -5,7 +5,8 @@
 (`labbot.bot.console.emulator` serves it). Methods: auth.test,
 chat.postMessage/update/postEphemeral/delete/getPermalink, conversations.open/history/replies, users.info,
 reactions.add, and the external file upload (files.getUploadURLExternal, the POST to the upload URL,
-files.completeUploadExternal) as `files_upload_v2` does it.
+files.completeUploadExternal) as `files_upload_v2` does it; the AI-app surfaces (chat.startStream/appendStream/
+stopStream, assistant.threads.setStatus/setSuggestedPrompts, views.publish) are in `labbot.bot.console.surfaces`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from labbot.bot.console.model import ApiError, Channel, Message, UploadedFile, sniff_type
-from labbot.bot.console.workspace import Params, WorkspaceState
+from labbot.bot.console.surfaces import SurfaceMethods
+from labbot.bot.console.workspace import Params
 
 UploadUrlFor = Callable[[str], str]
 """Turns a file id into the URL the client POSTs its bytes to (built from the request, so mounting works)."""
@@ -71,7 +73,7 @@ def _page(items: list[dict[str, Any]], p: Params) -> tuple[list[dict[str, Any]],
     return items[start:end], next_cursor
 
 
-class SlackWorkspace(WorkspaceState):
+class SlackWorkspace(SurfaceMethods):
     """The workspace answering Web API methods: Slack's semantics, response shapes and error codes."""
 
     @property
@@ -133,6 +135,7 @@ class SlackWorkspace(WorkspaceState):
         if p.get("text") is None and p.get("blocks") is None and p.get("attachments") is None:
             raise ApiError("no_text")
         m.text, m.blocks, m.attachments = self._content(merged)
+        m.streaming = m.streamed = False  # an updated stream is an ordinary message now, its blocks what shows
         m.edited, m.edited_ts = True, self._clock.next()
         self._emit("updated", m)
         return {"channel": ch.id, "ts": m.ts, "text": m.text, "message": self._message_api(ch, m)}
@@ -331,4 +334,10 @@ _HANDLERS: dict[str, Callable[[SlackWorkspace, Params, UploadUrlFor], Params]] =
     "views.open": SlackWorkspace._views_open,
     "files.getUploadURLExternal": SlackWorkspace._files_get_upload_url_external,
     "files.completeUploadExternal": SlackWorkspace._files_complete_upload_external,
+    "chat.startStream": SlackWorkspace._chat_start_stream,
+    "chat.appendStream": SlackWorkspace._chat_append_stream,
+    "chat.stopStream": SlackWorkspace._chat_stop_stream,
+    "assistant.threads.setStatus": SlackWorkspace._assistant_threads_set_status,
+    "assistant.threads.setSuggestedPrompts": SlackWorkspace._assistant_threads_set_suggested_prompts,
+    "views.publish": SlackWorkspace._views_publish,
 }

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["posted", "updated", "deleted", "file", "ephemeral"]
+EventKind = Literal["posted", "updated", "deleted", "file", "ephemeral", "appended", "status", "home"]
+"""``appended``: a streamed message grew (``detail``: the new text); ``status``: an assistant thread's status
+changed (``detail``; the message is the thread's parent); ``home``: a user's home tab was published (the message
+carries the view's blocks, ``user`` the user whose home it is)."""
 
 
 class ApiError(Exception):
@@ -92,6 +95,10 @@ class Message:
     reactions: dict[str, list[str]] = field(default_factory=dict)
     ephemeral_to: str | None = None
     """For ephemeral messages: the only user who sees it."""
+    streaming: bool = False
+    """A chat.startStream message not stopped yet: chat.appendStream grows its text."""
+    streamed: bool = False
+    """Written by chat.startStream: its ``text`` is markdown, its ``blocks`` what chat.stopStream put under it."""
 
     @property
     def is_reply(self) -> bool:
@@ -235,6 +242,7 @@ class EmulatorEvent:
     kind: EventKind
     channel: str
     message: Message
+    detail: str = ""
 
 
 class TsClock:

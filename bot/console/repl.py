@@ -3,13 +3,18 @@
 The real Bolt app, the real slack_sdk client (pointed at the emulator) and every handler run exactly as in HTTP
 mode: what you type becomes a signed request to ``POST /slack/events``; what labbot posts to "Slack" is printed
 as the channel and its threads change. Works interactively and with piped input; at the end of piped input it
-waits for the runs launched in this session to finish (their summaries posted), then exits.
+waits for the runs launched in this session to finish (their summaries posted), then exits. An agent's answer is
+shown as Slack streams it (each piece as it arrives, ``│ ▸``), with the assistant status line (``│ · labbot is
+reading the run's logs…``); Slack's emoji shortcodes are shown as the emoji.
 
     /lab launch tiny-lm steps=100     a slash command (any /lab subcommand)
     reply RUN_ID some text            a reply in the run's thread
     click stop RUN_ID                 press a button on the run's card (stop | restart)
     click ack PAGE_ID                 press a button on a page (ack | resolve)
     click approve REQUEST_ID          answer an agent's request to run a tool (approve | deny)
+    home                              your App Home tab: your runs, pages, agents, evals, capacity
+    home older | home newer           another page of your runs there
+    ask some text                     a question in the assistant container (the app's DM; suggested prompts)
     vote up | vote down               👍 or 👎 the agent's latest answer (a 👎 asks what went wrong)
     comment SOME TEXT                 answer that question (the modal a 👎 opened)
     @labbot some text                 mention the bot in the channel
@@ -36,18 +41,25 @@ from anyio import to_thread
 from sqlalchemy import select
 
 from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.console.emoji import emojize
 from labbot.bot.console.emulator import SlackEmulator
 from labbot.bot.console.model import EmulatorEvent, Message
 from labbot.bot.slack.payloads import (
     JSON,
     Workspace,
+    app_home_opened,
+    assistant_thread_started,
     button_click,
     feedback_click,
+    home_click,
     signed,
     slash_command,
     view_submission,
 )
 from labbot.storage.models import Run, RunThread
+
+PARTIAL_SHORTCODE = re.compile(r":[a-z0-9_+\-]*$")  # a line's end that may be an emoji shortcode's start
+COMPLETE_BEFORE = re.compile(r":[a-z0-9_+\-]+$")
 
 CONSOLE_USER = "U0CONSOLE1"
 ONCALL_CHANNEL = "C0ONCALL01"  # level 1 of the paging policy goes here unless labbot.toml names another
@@ -89,10 +101,20 @@ class ConsoleView:
         self.buttons: dict[tuple[str, str], tuple[str, str, str]] = {}
         # the newest agent answer's feedback buttons: (channel, ts, thread ts, {"up": value, "down": value})
         self.answer: tuple[str, str, str | None, dict[str, str]] | None = None
+        # the streamed answer whose last line is still being written (its ts, the line's indent): its pieces go on
+        # that line as they come, the way the answer grows in Slack
+        self._open: tuple[str, str] | None = None
+        self._held = ""  # the open line's tail that may be the start of an emoji shortcode (":arrow_"), kept back
 
     def __call__(self, event: EmulatorEvent) -> None:
         msg = event.message
         if event.kind == "deleted":
+            return
+        if event.kind == "appended" and self._open is not None and self._open[0] == msg.ts:
+            self._write_on(event.detail)
+            return
+        if event.kind in ("appended", "status", "home"):
+            self._write(self._render_surface(event))
             return
         for block in msg.blocks:
             for el in block.get("elements", []) if block.get("type") == "context_actions" else []:
@@ -106,9 +128,48 @@ class ConsoleView:
                 verb = action_id.partition("_")[2]  # run_stop, page_ack, approval_approve, ...
                 if verb and el.get("type") == "button":
                     self.buttons[(verb.replace("_", "-"), value)] = (msg.channel, msg.ts, action_id)
+        rendered = self._render(event.kind, msg)
+        if msg.streamed and event.kind == "posted" and msg.is_bot:  # the answer's line stays open for its pieces
+            self._write(rendered, end="")
+            self._open = (msg.ts, "    │ " if msg.is_reply else "  ")
+            return
+        self._write(rendered)
+
+    def _write(self, text: str | None, *, end: str = "\n") -> None:
+        if text is None:
+            return
         with self._lock:
-            self.out.write(self._render(event.kind, msg) + "\n")
+            if self._open is not None:  # another line comes: the open one ends first
+                self.out.write(self._held + "\n")
+                self._open, self._held = None, ""
+            self.out.write(emojize(text) + end)
             self.out.flush()
+
+    def _write_on(self, piece: str) -> None:
+        """A piece of the open streamed answer, on its line; a line break starts the next ``▸`` line."""
+        assert self._open is not None
+        indent = self._open[1]
+        lines = (self._held + piece).split("\n")
+        text = lines[0] + "".join(f"\n{indent}▸ {line}" for line in lines[1:] if line.strip())
+        partial = PARTIAL_SHORTCODE.search(text)  # ":arrow_" + "forward:" come in two pieces: shown as one emoji
+        if partial and partial.group() == ":" and COMPLETE_BEFORE.search(text[: partial.start()]):
+            partial = None  # the colon that ends ":warning:", not one that may begin a shortcode
+        self._held, text = (partial.group(), text[: partial.start()]) if partial else ("", text)
+        with self._lock:
+            self.out.write(emojize(text))
+            self.out.flush()
+
+    def _render_surface(self, event: EmulatorEvent) -> str | None:
+        """A streamed answer growing, the assistant status line, a home tab published."""
+        if event.kind == "home":
+            if event.message.user != CONSOLE_USER:
+                return None
+            return "(your home tab changed: type `home` to see it)"
+        indent = "    │ " if event.message.is_reply or event.kind == "status" else "  "
+        if event.kind == "status":
+            return f"{indent}· labbot {event.detail}" if event.detail else None
+        lines = [line for line in event.detail.strip("\n").splitlines() if line.strip()]
+        return "\n".join(f"{indent}▸ {line}" for line in lines) or None
 
     def _render(self, kind: str, msg: Message) -> str:
         who = "labbot" if msg.is_bot else self.emulator_user_name(msg.user)
@@ -116,7 +177,12 @@ class ConsoleView:
         indent = "    │ " if msg.is_reply else "  "
         head = {"updated": "✎ ", "ephemeral": "(only you) "}.get(kind, "")
         where = f"thread {msg.thread_ts}" if msg.is_reply else self.emulator.channel_label(msg.channel)
-        lines = blocks_text(msg.blocks) if msg.blocks else msg.text.splitlines()
+        if msg.streamed and kind == "posted":  # the first piece of a streamed answer; the rest arrive appended
+            lines = [f"▸ {line}" for line in msg.text.splitlines()]
+        elif msg.streamed and kind == "updated":  # the stream stopped: what it put under the answer
+            head, lines = "✔ ", ["(answer complete)", *blocks_text(msg.blocks)]
+        else:
+            lines = blocks_text(msg.blocks) if msg.blocks else msg.text.splitlines()
         for f in msg.files:
             lines.append(f"📎 {f.get('title') or f.get('name')} → {self._save(f)}")
         body = "\n".join(f"{indent}{line}" for line in lines if line.strip())
@@ -164,7 +230,7 @@ class Console:
         elif r.content and r.headers.get("content-type", "").startswith("application/json"):
             doc = r.json()  # an ephemeral answer given in the ack itself (help, usage errors)
             lines = blocks_text(doc.get("blocks", [])) or str(doc.get("text", "")).splitlines()
-            print("(only you)\n" + "\n".join(f"  {_MRKDWN.sub('', line)}" for line in lines), flush=True)
+            print(emojize("(only you)\n" + "\n".join(f"  {_MRKDWN.sub('', line)}" for line in lines)), flush=True)
         return r.status_code
 
     async def handle(self, line: str) -> bool:
@@ -194,6 +260,14 @@ class Console:
             ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
             await self.post(button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts))
             return True
+        m = re.match(r"^home(?:\s+(older|newer))?$", line)
+        if m:
+            await self.show_home(m.group(1))
+            return True
+        m = re.match(r"^ask\s+(.+)$", line)
+        if m:
+            await self.ask_assistant(m.group(1))
+            return True
         m = re.match(r"^vote\s+(up|down)$", line)
         if m:
             answer = self.view.answer if self.view else None
@@ -209,7 +283,12 @@ class Console:
             return True
         m = re.match(r"^comment\s+(.+)$", line)
         if m:
-            modals = [v for v in self.emulator.views_opened() if v.get("callback_id") == "feedback_comment"]
+
+            def opened() -> list[dict[str, Any]]:
+                return [v for v in self.emulator.views_opened() if v.get("callback_id") == "feedback_comment"]
+
+            await self.settle(lambda: bool(opened()), timeout=5.0, while_busy=False)  # a 👎 just typed opens it
+            modals = opened()
             if not modals:
                 print("(no question to answer: `vote down` on an answer opens one)", flush=True)
                 return True
@@ -231,6 +310,55 @@ class Console:
         event = self.emulator.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
         await self.post(json.dumps(event), content_type=JSON)
         return True
+
+    async def settle(self, done: Callable[[], bool], timeout: float = 10.0, *, while_busy: bool = True) -> None:
+        """Wait until ``done()`` (or ``timeout``; with ``while_busy``, until labbot has nothing left to do after its
+        acks, if that comes first)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await asyncio.sleep(0.05)
+        while loop.time() < deadline and not done() and (self.busy() or not while_busy):
+            await asyncio.sleep(0.05)
+
+    async def show_home(self, move: str | None) -> None:
+        """Open the Home tab as Slack does (``app_home_opened``), or press its Older / Newer runs button; print it."""
+        before = self.emulator.home_publishes(CONSOLE_USER)
+        view = self.emulator.home_view(CONSOLE_USER)
+        if move is None:
+            dm = self.emulator.dm_channel(CONSOLE_USER)
+            await self.post(app_home_opened(self.ws, user=CONSOLE_USER, dm=dm), content_type=JSON)
+        else:
+            label = "Older runs" if move == "older" else "Newer runs"
+            button = next((e for b in (view or {}).get("blocks", []) if b.get("block_id") == "home_runs_pager"
+                           for e in b["elements"] if e["text"]["text"] == label), None)  # fmt: skip
+            if view is None or button is None:
+                print(f"(no {label} on your home tab: type `home` first)", flush=True)
+                return
+            body = home_click(self.ws, user=CONSOLE_USER, action_id=button["action_id"], value=button["value"],
+                              view_id=str(view["id"]))  # fmt: skip
+            await self.post(body)
+        await self.settle(lambda: self.emulator.home_publishes(CONSOLE_USER) > before)
+        view = self.emulator.home_view(CONSOLE_USER)
+        if view is None:
+            print("(labbot did not publish a home tab: is it running with Slack?)", flush=True)
+            return
+        lines = ["▌ Home · labbot", *(f"  {line}" for line in blocks_text(view["blocks"]))]
+        print(emojize("\n".join(lines)), flush=True)
+
+    async def ask_assistant(self, text: str) -> None:
+        """A question typed into the assistant container: a new assistant thread in the app's DM (labbot offers its
+        suggested prompts there), then the message in it, which the agent answers, streamed."""
+        dm = self.emulator.dm_channel(CONSOLE_USER)
+        root = await to_thread.run_sync(lambda: self.emulator.user_message(dm, CONSOLE_USER, "(assistant)"))
+        started = assistant_thread_started(self.ws, user=CONSOLE_USER, dm=dm, thread_ts=root.ts)
+        await self.post(started, content_type=JSON)
+        await self.settle(lambda: bool(self.emulator.suggested_prompts(dm, root.ts)), timeout=3.0)
+        prompts = self.emulator.suggested_prompts(dm, root.ts)
+        if prompts:
+            print("  suggested: " + " · ".join(f"“{p['title']}”" for p in prompts), flush=True)
+        msg = await to_thread.run_sync(lambda: self.emulator.user_message(dm, CONSOLE_USER, text, root.ts))
+        event = self.emulator.event_payload(msg, team_id=self.ws.team_id, api_app_id=self.ws.app_id)
+        await self.post(json.dumps(event), content_type=JSON)
 
     def unfinished(self) -> int:
         """Runs launched in this session whose threads have no summary yet."""

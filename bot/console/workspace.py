@@ -37,6 +37,16 @@ Params = dict[str, Any]
 Subscriber = Callable[[EmulatorEvent], None]
 
 
+def check_message_blocks(blocks: Any) -> None:
+    """A message's ``blocks`` (absent, or a list Block Kit accepts), refused the way Slack refuses them."""
+    if isinstance(blocks, str):
+        raise ApiError("invalid_blocks_format")
+    if blocks is not None:
+        errors = block_errors(blocks)
+        if errors:
+            raise ApiError("invalid_blocks", errors=errors, response_metadata={"messages": errors})
+
+
 class WorkspaceState:
     """One emulated workspace with one bot (labbot) installed in it: its state, read and changed under a lock."""
 
@@ -76,6 +86,10 @@ class WorkspaceState:
         self._dms: dict[str, str] = {}
         self._files: dict[str, UploadedFile] = {}
         self._views: dict[str, dict[str, Any]] = {}  # views.open: modals opened, by view id
+        self._homes: dict[str, dict[str, Any]] = {}  # views.publish: each user's home tab
+        self._home_publishes: dict[str, int] = {}
+        self._statuses: dict[tuple[str, str], str] = {}  # (channel, thread) -> assistant status line
+        self._prompts: dict[tuple[str, str | None], list[dict[str, str]]] = {}  # suggested prompts
         self._seq = 0
         self._subscribers: list[Subscriber] = []
         self._pending: list[EmulatorEvent] = []
@@ -198,7 +212,11 @@ class WorkspaceState:
         return result
 
     def _emit(self, kind: EventKind, message: Message) -> None:
-        self._pending.append(EmulatorEvent(kind, message.channel, message.copy()))
+        self._pending.append(self._event(kind, message))
+
+    @staticmethod
+    def _event(kind: EventKind, message: Message, detail: str = "") -> EmulatorEvent:
+        return EmulatorEvent(kind, message.channel, message.copy(), detail)
 
     def _next_id(self, prefix: str) -> str:
         self._seq += 1
@@ -244,6 +262,9 @@ class WorkspaceState:
             ch.messages[parent].thread_ts = parent
         ch.messages[m.ts] = m
         self._emit(kind, m)
+        if parent and m.user == self.bot_user_id and self._statuses.pop((ch.id, parent), None):
+            # Slack clears an assistant thread's status when the app replies in it
+            self._pending.append(self._event("status", ch.messages[parent], ""))
         return m
 
     def _own(self, ch: Channel, ts: str | None, refusal: str) -> Message:
@@ -258,12 +279,7 @@ class WorkspaceState:
         """(text, blocks, attachments) of a message, refused the way Slack refuses them."""
         text = "" if p.get("text") is None else str(p["text"])
         blocks, attachments = p.get("blocks"), p.get("attachments")
-        if isinstance(blocks, str):
-            raise ApiError("invalid_blocks_format")
-        if blocks is not None:
-            errors = block_errors(blocks)
-            if errors:
-                raise ApiError("invalid_blocks", errors=errors, response_metadata={"messages": errors})
+        check_message_blocks(blocks)
         if isinstance(attachments, str) or (attachments is not None and not isinstance(attachments, list)):
             raise ApiError("invalid_attachments")
         if attachments and len(attachments) > MAX_ATTACHMENTS:

@@ -93,8 +93,11 @@ class LabActions:
         return user in self.settings.admins
 
     async def tell(self, who: Asker, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
-        """An ephemeral answer: only the asker sees it."""
+        """An ephemeral answer: only the asker sees it (after a click on the home tab, which is in no channel: a DM)."""
         try:
+            if not who.channel:
+                await self.client.chat_postMessage(channel=who.user, text=text, blocks=blocks)
+                return
             await self.client.chat_postEphemeral(channel=who.channel, user=who.user, text=text, blocks=blocks)
         except SlackApiError as e:
             log.warning("could not answer %s in %s: %s", who.user, who.channel, e.response.get("error"))

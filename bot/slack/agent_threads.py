@@ -1,7 +1,9 @@
-"""Agents in Slack threads: a mention, ``/lab ask`` or a reply in a run thread goes to the agent fleet, the work is
-shown while it happens (one progress message, updated at most every couple of seconds, then replaced by the
-answer, which carries 👍/👎 feedback buttons: ``labbot.bot.slack.feedback``), and destructive tool calls are asked
-in the thread with Approve / Deny buttons.
+"""Agents in Slack threads: a mention, ``/lab ask``, a reply in a run thread or a message in the assistant container
+goes to the agent fleet; the answer is streamed into the thread as the agent writes it, with the assistant status
+saying what it does (``labbot.bot.slack.streams``), or, where the workspace refuses streaming, the work is shown in
+one progress message, updated at most every couple of seconds, then replaced by the answer. The answer carries
+👍/👎 feedback buttons (``labbot.bot.slack.feedback``); destructive tool calls are asked in the thread with
+Approve / Deny buttons.
 
 ``AgentConversations`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
 ``labbot.agents.fleet.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how
@@ -29,6 +31,7 @@ from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.blocks.limits import MAX_BLOCKS
 from labbot.bot.slack.blocks.run_card import clip, escape, mention
 from labbot.bot.slack.feedback import feedback_block
+from labbot.bot.slack.streams import Status, StreamedAnswer, SurfaceSupport, conversation_kind, status_of
 from labbot.storage.db import Database
 from labbot.storage.models import AgentSession, Approval, RunThread
 
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 2.0
 MENTION = re.compile(r"<@[A-Z0-9]+>")
+SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,}")
 
 
 class AsksFleet(Protocol):
@@ -53,10 +57,20 @@ class AsksFleet(Protocol):
 
 
 class AgentConversations:
-    def __init__(self, client: AsyncWebClient, db: Database, fleet: AsksFleet | None) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        db: Database,
+        fleet: AsksFleet | None,
+        *,
+        support: SurfaceSupport | None = None,
+        team_id: str | None = None,
+    ) -> None:
         self.client = client
         self.db = db
         self.fleet = fleet
+        self.support = support or SurfaceSupport()  # which of Slack's agent surfaces answer, once learned
+        self._team_id = team_id
 
     @property
     def configured(self) -> bool:
@@ -83,7 +97,8 @@ class AgentConversations:
     async def answer(
         self, *, user: str, text: str, channel: str, thread_ts: str, role: str = "assistant", run_id: str | None = None
     ) -> None:
-        """Ask the fleet in this thread and post what it says; progress is one message, updated, then replaced."""
+        """Ask the fleet in this thread and post what it says: streamed as it is written, with the assistant status
+        saying what the agent does; where Slack refuses streaming, one progress message, updated, then replaced."""
         question = MENTION.sub("", text).strip()
         if self.fleet is None:
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=NO_MODEL_MESSAGE)
@@ -95,11 +110,8 @@ class AgentConversations:
             return
         if run_id is None:
             run_id = await to_thread.run_sync(self.run_of_thread, channel, thread_ts)
-        progress = await self.client.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=":hourglass_flowing_sand: working on it…"
-        )
-        progress_ts = str(progress["ts"])
-        shown = Progress(self.client, channel, progress_ts)
+        shown = ThreadAnswer(self, user=user, channel=channel, thread_ts=thread_ts)
+        await shown.begin()
         try:
             answer = await self.fleet.ask(
                 owner=user,
@@ -116,34 +128,148 @@ class AgentConversations:
             log.exception("the agent failed in thread %s", thread_ts)
             reply = ":warning: the agent failed inside labbot; the error is in labbot's log. Ask again in a moment."
             turn_id = None
-        await self._post_answer(channel, thread_ts, progress_ts, reply, shown.summary(), turn_id)
+        await shown.finish(reply, turn_id)
+
+    async def team_id(self) -> str | None:
+        """The workspace's id (streams outside DMs name their recipient's team): asked of Slack once."""
+        if self._team_id is None:
+            try:
+                self._team_id = str((await self.client.auth_test()).get("team_id") or "")
+            except SlackApiError as e:
+                log.info("auth.test failed: %s", e.response.get("error"))
+                return None
+        return self._team_id or None
 
     async def _post_answer(
-        self, channel: str, thread_ts: str, progress_ts: str, reply: str, summary: str, turn_id: str | None = None
+        self,
+        channel: str,
+        thread_ts: str,
+        progress_ts: str | None,
+        reply: str,
+        summary: str,
+        turn_id: str | None = None,
     ) -> None:
         """The answer replaces the progress message (continued in more messages when long); the last carries the
         👍/👎 buttons of the answer's turn, and the first is recorded as the answer's message."""
         messages = text_blocks(reply) or [[]]
         if summary:
-            messages[0] = [*messages[0], {"type": "context", "elements": [{"type": "mrkdwn", "text": summary}]}]
+            messages[0] = [*messages[0], summary_block(summary)]
         if turn_id is not None:
             if len(messages[-1]) < MAX_BLOCKS:
                 messages[-1] = [*messages[-1], feedback_block(turn_id)]
             else:
                 messages.append([feedback_block(turn_id)])
         first, rest = messages[0], messages[1:]
-        try:  # the progress message becomes the answer: the thread shows no leftover "working on it"
-            await self.client.chat_update(channel=channel, ts=progress_ts, text=clip(reply, 3000), blocks=first)
-            answer_ts = progress_ts
-        except SlackApiError:
+        answer_ts = None
+        if progress_ts is not None:
+            if turn_id is not None:  # before its 👍/👎 show: a quick vote finds the turn
+                await self.posted(turn_id, channel, progress_ts)
+            try:  # the progress message becomes the answer: the thread shows no leftover "working on it"
+                await self.client.chat_update(channel=channel, ts=progress_ts, text=clip(reply, 3000), blocks=first)
+                answer_ts = progress_ts
+            except SlackApiError:
+                pass
+        if answer_ts is None:
             posted = await self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=clip(reply, 3000), blocks=first
             )
             answer_ts = str(posted["ts"])
-        if turn_id is not None:
-            await to_thread.run_sync(SessionStore(self.db).posted, turn_id, channel, answer_ts)
+            if turn_id is not None:
+                await self.posted(turn_id, channel, answer_ts)
         for more in rest:
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="(continued)", blocks=more)
+
+    async def posted(self, turn_id: str, channel: str, ts: str) -> None:
+        await to_thread.run_sync(SessionStore(self.db).posted, turn_id, channel, ts)
+
+
+def summary_block(summary: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": summary}]}
+
+
+def tool_summary(tools: list[str]) -> str:
+    if not tools:
+        return ""
+    unique = list(dict.fromkeys(tools))
+    return f"used {len(tools)} tool call(s): " + ", ".join(f"`{t}`" for t in unique[:8])
+
+
+class ThreadAnswer:
+    """How one answer is shown while the agent works: streamed (``labbot.bot.slack.streams``) with the assistant
+    status, or, where the workspace refuses streaming (remembered from the first refusal), today's progress
+    message."""
+
+    def __init__(self, talks: AgentConversations, *, user: str, channel: str, thread_ts: str) -> None:
+        self.talks = talks
+        self.client = talks.client
+        self.user = user
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.status = Status(self.client, talks.support, channel, thread_ts)
+        self.stream: StreamedAnswer | None = None
+        self.progress: Progress | None = None
+        self.tools: list[str] = []
+
+    async def begin(self) -> None:
+        # a stream is addressed to the human who asked; labbot's own asks (the babysitter's) have none
+        if not self.talks.support.allows("stream", self.channel) or not SLACK_USER.fullmatch(self.user):
+            await self._progress()
+            return
+        team = await self.talks.team_id() if conversation_kind(self.channel) != "im" else None
+        self.stream = StreamedAnswer(
+            self.client,
+            self.talks.support,
+            channel=self.channel,
+            thread_ts=self.thread_ts,
+            recipient_user_id=self.user,
+            recipient_team_id=team,
+            on_start=self.status.cleared_by_reply,
+        )
+        await self.status.set("is thinking…", now=True)
+
+    async def _progress(self) -> None:
+        posted = await self.client.chat_postMessage(
+            channel=self.channel, thread_ts=self.thread_ts, text=":hourglass_flowing_sand: working on it…"
+        )
+        self.progress = Progress(self.client, self.channel, str(posted["ts"]))
+
+    async def on_event(self, event: AgentEvent) -> None:
+        if event.kind == "tool_call" and event.tool:
+            self.tools.append(event.tool)
+        if event.kind in ("text", "text_delta"):
+            if self.stream is not None and not self.stream.refused:
+                if event.kind == "text":
+                    await self.stream.write(event.text)
+                else:
+                    await self.stream.piece(event.text)
+                if self.stream.refused and self.progress is None:  # refused as it began: the progress message
+                    await self._progress()
+            return
+        if event.kind == "retry" and self.stream is not None:
+            self.stream.void_turn()  # the model's try failed mid-turn: what it wrote of that turn is void
+        if self.progress is not None:
+            await self.progress.on_event(event)
+        else:
+            await self.status.set(status_of(event))
+
+    async def finish(self, reply: str, turn_id: str | None) -> None:
+        summary = tool_summary(self.tools)
+        if self.stream is not None and not self.stream.refused:
+            blocks = [summary_block(summary)] if summary else []
+            if turn_id is not None:
+                blocks.append(feedback_block(turn_id))
+            if turn_id is not None and self.stream.ts is not None:  # before its 👍/👎 show: a vote finds the turn
+                await self.talks.posted(turn_id, self.channel, self.stream.ts)
+            started = self.stream.ts
+            ts = await self.stream.finish(reply, blocks)
+            if ts is not None:
+                if turn_id is not None and ts != started:
+                    await self.talks.posted(turn_id, self.channel, ts)
+                await self.status.clear()
+                return
+        progress_ts = self.progress.ts if self.progress is not None else None
+        await self.talks._post_answer(self.channel, self.thread_ts, progress_ts, reply, summary, turn_id)
+        await self.status.clear()
 
 
 class Progress:
@@ -155,11 +281,10 @@ class Progress:
         self.ts = ts
         self.clock = clock
         self.last_update = 0.0
-        self.tools: list[str] = []
 
     async def on_event(self, event: AgentEvent) -> None:
-        if event.kind == "tool_call" and event.tool:
-            self.tools.append(event.tool)
+        if event.kind in ("text", "text_delta"):
+            return  # the answer replaces this message at the end
         now = self.clock()
         if now - self.last_update < PROGRESS_EVERY_S:
             return
@@ -169,12 +294,6 @@ class Progress:
             await self.client.chat_update(channel=self.channel, ts=self.ts, text=text)
         except SlackApiError as e:
             log.info("progress update failed: %s", e.response.get("error"))
-
-    def summary(self) -> str:
-        if not self.tools:
-            return ""
-        unique = list(dict.fromkeys(self.tools))
-        return f"used {len(self.tools)} tool call(s): " + ", ".join(f"`{t}`" for t in unique[:8])
 
 
 def approval_blocks(request: ApprovalRequest) -> tuple[str, list[dict[str, Any]]]:

@@ -2,7 +2,9 @@
 
 Listeners: the ``/lab`` slash command (name from ``[slack] command``), the card's Stop / Restart buttons, the pages'
 Ack / Resolve / File incident buttons, the agents' Approve / Deny buttons, thread replies and ``@labbot`` mentions,
-the 👍/👎 buttons under answers, the "what went wrong?" modal and 👍/👎 reactions (``labbot.bot.slack.feedback``).
+the 👍/👎 buttons under answers, the "what went wrong?" modal and 👍/👎 reactions (``labbot.bot.slack.feedback``),
+the App Home tab (``app_home_opened`` and its page buttons: ``labbot.bot.slack.home``), the assistant container
+(``assistant_thread_started``: suggested prompts; messages in the app's DM are questions for the agent).
 Global middleware drops Slack's retries of events already seen (by ``event_id``) and messages from bots; Bolt itself
 ignores the bot's own events. Requests over HTTP are verified (size, signature, 5-minute window) before they reach
 Bolt, at the door (``labbot.bot.slack.http``), so Bolt's own verification, which logs the body of a request that
@@ -28,10 +30,13 @@ from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.bot.commands import LAB, UsageError, help_text, parse
 from labbot.bot.slack.actions import Asker, LabActions
 from labbot.bot.slack.blocks import ephemeral_error
+from labbot.bot.slack.blocks.home import PAGE_ACTION as HOME_PAGE_ACTION
 from labbot.bot.slack.dedup import SeenKeys
 from labbot.bot.slack.feedback import ACTION_ID as FEEDBACK_ACTION
 from labbot.bot.slack.feedback import MODAL_CALLBACK as FEEDBACK_MODAL
 from labbot.bot.slack.feedback import SlackFeedback
+from labbot.bot.slack.home import AppHome
+from labbot.bot.slack.prompts import suggested_prompts
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.threads import RunThreads
 from labbot.storage.seen import DurableSeenKeys
@@ -58,6 +63,7 @@ def build_app(
     triggers: SeenKeys | DurableSeenKeys,
     command: str = "/lab",
     feedback: SlackFeedback | None = None,
+    home: AppHome | None = None,
 ) -> AsyncApp:
     """``triggers`` remembers the trigger ids acted on: ``DurableSeenKeys`` in labbot (across restarts and
     replicas)."""
@@ -166,11 +172,18 @@ def build_app(
 
     async def in_thread(event: dict[str, Any], bot_user: str | None) -> None:
         thread_ts = event.get("thread_ts")
+        talks = actions.conversations
+        if event.get("channel_type") == "im" and talks is not None and talks.configured:
+            # the assistant container (and the app's DM): every message is a question, answered in its thread
+            text = event.get("text", "")
+            if text.strip():
+                where = str(thread_ts or event["ts"])
+                await talks.answer(user=event.get("user", ""), text=text, channel=event["channel"], thread_ts=where)
+            return
         if not thread_ts or thread_ts == event.get("ts"):
             return
         channel, user, text = event["channel"], event.get("user", ""), event.get("text", "")
         reply = await threads.store_reply(channel, thread_ts, user, event["ts"], text)
-        talks = actions.conversations
         if talks is not None and talks.configured:
             if bot_user and f"<@{bot_user}>" in text:
                 return  # a mention: the app_mention event answers it
@@ -242,5 +255,29 @@ def build_app(
         await ack()
         if feedback is not None:
             tasks.spawn(feedback.reaction(event, added=False), name="reaction")
+
+    @app.event("app_home_opened")
+    async def on_home_opened(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        if home is not None and event.get("tab", "home") == "home" and event.get("user"):
+            tasks.spawn(home.opened(str(event["user"])), name="home tab")
+
+    @app.action(re.compile(rf"^{HOME_PAGE_ACTION}_\d+$"))
+    async def on_home_page(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        value = str(body["actions"][0].get("value", "0"))
+        if home is not None and value.isdigit():
+            tasks.spawn(home.show_page(body["user"]["id"], int(value)), name="home tab page")
+
+    @app.event("assistant_thread_started")
+    async def on_assistant_thread(ack: AsyncAck, event: dict[str, Any]) -> None:
+        await ack()
+        thread = event.get("assistant_thread") or {}
+        if thread.get("channel_id") and thread.get("thread_ts"):
+            tasks.spawn(suggested_prompts(client, thread), name="suggested prompts")
+
+    @app.event("assistant_thread_context_changed")
+    async def on_assistant_context(ack: AsyncAck) -> None:
+        await ack()  # the prompts do not depend on the channel the researcher looks at
 
     return app

@@ -1,4 +1,4 @@
-"""The Slack side of a running labbot: the Web API client, the Bolt app, run threads and their keeper loop.
+"""The Slack side of a running labbot: the Web API client, the Bolt app, run threads, home tabs and their upkeep.
 
 Built by the composition root (``labbot.bot.serve``) when a bot token is set, and by ``labbot console`` against the
 in-process emulator. The client retries Slack's 429 (honouring ``Retry-After``), 5xx and connection errors.
@@ -6,7 +6,6 @@ in-process emulator. The client retries Slack's 429 (honouring ``Retry-After``),
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from labbot.bot.slack.actions import LabActions
 from labbot.bot.slack.app import REPLAY_TTL_S, build_app
 from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.feedback import SlackFeedback
+from labbot.bot.slack.home import AppHome
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
@@ -63,6 +63,7 @@ class SlackRuntime:
     actions: LabActions
     tasks: TaskSet
     tick_s: float = 2.0
+    home: AppHome | None = None
 
     @classmethod
     def build(
@@ -89,6 +90,9 @@ class SlackRuntime:
         threads = RunThreads(client, service, telemetry, cadence)
         actions = LabActions(client, service, threads, settings, pager)
         tasks = TaskSet()
+        home = AppHome(
+            client, service.db, cadence, capacity=service.capacity, admins=settings.admins, command=settings.command
+        )
         app = build_app(
             client=client,
             signing_secret=settings.signing_secret,
@@ -98,8 +102,9 @@ class SlackRuntime:
             triggers=DurableSeenKeys(service.db, ttl_s=REPLAY_TTL_S),
             command=settings.command,
             feedback=SlackFeedback(client, service.db, settings.command),
+            home=home,
         )
-        return cls(settings, client, app, threads, actions, tasks, tick_s)
+        return cls(settings, client, app, threads, actions, tasks, tick_s, home)
 
     def routes(self) -> list[Route]:
         """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode). Without a signing
@@ -109,19 +114,31 @@ class SlackRuntime:
             return []
         return [events_route(self.app, self.settings.signing_secret)]
 
-    async def keep_threads(self) -> None:
-        while True:
-            await self.tasks.quiet()
-            try:
-                await self.threads.tick()
-            except Exception:
-                log.exception("thread upkeep failed")
-            await asyncio.sleep(self.tick_s)
+    async def upkeep(self) -> None:
+        """One round of the run threads' upkeep (cards, progress, plots, summaries), after Slack's acks: a singleton
+        the control plane runs every ``tick_s`` on the leader only (two replicas would each post the progress)."""
+        await self.tasks.quiet()
+        try:
+            await self.threads.tick()
+        except Exception:
+            log.exception("thread upkeep failed")
+
+    async def refresh_homes(self) -> None:
+        """One round of the opened home tabs' refresh, by the cards' rule. Every replica runs it for the homes opened
+        through it (what each showed is this process's memory); ``views.publish`` replaces a view, so two replicas
+        refreshing one home show it once."""
+        if self.home is None:
+            return
+        await self.tasks.quiet()
+        try:
+            await self.home.tick()
+        except Exception:
+            log.exception("home tab refresh failed")
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SlackRuntime]:
-        """The keeper loop (and Socket Mode, when an app token is set) for as long as the control plane runs."""
-        keeper = asyncio.create_task(self.keep_threads(), name="slack threads")
+        """Socket Mode, when an app token is set, for as long as the control plane runs; Slack's tasks drained at
+        the end."""
         socket = None
         if self.settings.app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -132,9 +149,6 @@ class SlackRuntime:
         try:
             yield self
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
             if socket is not None:
                 await socket.close_async()
             await self.tasks.drain(timeout=5)

@@ -120,3 +120,23 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
         plot_milestone=max(due) if due else None,
         milestones_passed=due,
     )
+
+
+@dataclass(frozen=True)
+class HomeState:
+    """What a user's home tab last showed: the view's digest, the digest of its statuses, when it was published."""
+
+    digest: str | None = None
+    statuses: str | None = None
+    published_at: datetime | None = None
+
+
+def home_due(state: HomeState, *, digest: str, statuses: str, now: datetime, cadence: Cadence) -> bool:
+    """Whether to publish a user's home tab now, by the card's rule: never when nothing shown changed (Slack resending
+    ``app_home_opened`` publishes nothing); a status change (a run ended, a page opened) at once; anything else
+    (a step, a metric) at most every ``card_every_s``."""
+    if digest == state.digest:
+        return False
+    if state.published_at is None or statuses != state.statuses:
+        return True
+    return (now - state.published_at).total_seconds() >= cadence.card_every_s

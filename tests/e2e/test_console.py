@@ -169,6 +169,10 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
             console.shows(r"running", what="the run running")
             console.type(f"reply {run_id} why is this run slow?")
             console.shows(re.escape(SLOW_ANSWER[:40]), what="the agent's answer in the thread")
+            console.shows(r"│ ▸ ", what="the answer streamed into the thread, piece by piece")
+            console.shows(r"│ · labbot is (reading|looking|thinking)", what="the assistant status line")
+            console.shows(r"\(answer complete\)", what="the stream stopped, the answer whole")
+            assert ":arrow_forward:" not in console.screen and "▶️" in console.screen  # shortcodes as emoji
             called = {
                 b["name"]
                 for r in anthropic.requests
@@ -205,6 +209,10 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
                 console.shows(re.escape(STOPPED_ANSWER), what="the agent's last answer")
                 assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "stopped"
             console.shows(r"approved by", what="the prompt updated with its verdict")
+            console.type("home")
+            console.shows(r"▌ Home · labbot", what="the App Home tab")
+            console.shows(r"My runs — 1–1 of 1", what="your runs on it")
+            assert run_id in console.screen.rsplit("▌ Home · labbot", 1)[1]
         finally:
             code, err = console.close()
             if run_id:

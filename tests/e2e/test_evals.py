@@ -108,8 +108,11 @@ def test_generate_then_gold_from_slack_and_a_cheat_on_a_real_project_compared(
         what="the results table in the run's thread",
     )
     assert table
-    posted = [f["name"] for m in slack.thread(gold_id) for f in m.files]
-    assert f"{gold_id}.eval" in posted, posted
+    wait_for(  # uploaded after the table (files.upload_v2: three calls)
+        lambda: f"{gold_id}.eval" in [f["name"] for m in slack.thread(gold_id) for f in m.files],
+        timeout=60,
+        what="the .eval log in the run's thread",
+    )
     assert [s["passed"] for s in gold["samples"]] == [True, True]
     assert {s["task"] for s in gold["samples"]} == {t["id"] for t in generated["tasks"]}
     _sealed(gold)

@@ -19,6 +19,7 @@ from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text
 from slack_driver import OWNER, SlackSide, agents_lab
 from support import wait_for
 
+from labbot.bot.console.model import Message
 from labbot.bot.slack.payloads import JSON, feedback_click, view_submission
 from labbot.training.ray_cluster import RayConnection
 
@@ -28,6 +29,11 @@ TOML = """
 models = ["model-a", "model-b"]
 """
 THREADS = 8
+
+
+def answered(m: Message) -> bool:
+    """A whole answer: streamed into the thread, and the stream stopped (with the 👍/👎 buttons under it)."""
+    return m.bot_id is not None and "Answered by" in m.text and not m.streaming
 
 
 def answer_as_asked(req: SeenRequest) -> Step:
@@ -51,9 +57,7 @@ def test_votes_on_two_models_answers_and_the_ab_report(lab: tuple[SlackSide, Fak
         asked = fake.user_message(channel, OWNER, f"<@{bot}> why is run {i} slow?")
         assert slack.post(json.dumps(fake.validated_event(asked)), content_type=JSON).status_code == 200
         answer = wait_for(
-            lambda a=asked: next(
-                (m for m in fake.messages(channel, thread_ts=a.ts)[1:] if m.bot_id and "Answered by" in m.text), None
-            ),
+            lambda a=asked: next((m for m in fake.messages(channel, thread_ts=a.ts)[1:] if answered(m)), None),
             timeout=60,
             what=f"the answer in thread {i}",
         )
@@ -66,9 +70,7 @@ def test_votes_on_two_models_answers_and_the_ab_report(lab: tuple[SlackSide, Fak
     again = fake.user_message(channel, OWNER, "and what should I change?", thread_ts=first_q.ts)
     assert slack.post(json.dumps(fake.validated_event(again)), content_type=JSON).status_code == 200
     second = wait_for(
-        lambda: [m for m in fake.messages(channel, thread_ts=first_q.ts)[1:] if m.bot_id and "Answered by" in m.text][
-            1:
-        ],
+        lambda: [m for m in fake.messages(channel, thread_ts=first_q.ts)[1:] if answered(m)][1:],
         timeout=60,
         what="the second answer in the first thread",
     )

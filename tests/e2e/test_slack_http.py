@@ -46,6 +46,7 @@ def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> 
     side = SlackSide(fake, serve)
     try:
         yield side
+        fake.check_against_sdk()  # the surfaces' calls as slack_sdk's signatures send them
         fake.check_against_spec()  # every call labbot made has the shape Slack's published spec gives it
     finally:
         serve.stop()
@@ -204,6 +205,14 @@ def test_manifest_grants_what_labbot_uses() -> None:
     )
     assert "reactions:read" in scopes  # 👍/👎 reactions are feedback
     assert settings["interactivity"]["is_enabled"] and settings["socket_mode_enabled"]
+    # Slack's agent surfaces: streamed answers and the status line, suggested prompts, the Home tab
+    assert {"assistant:write", "chat:write", "im:history"} <= scopes
+    assert {"app_home_opened", "assistant_thread_started", "message.im"} <= set(
+        settings["event_subscriptions"]["bot_events"]
+    )
+    features = manifest["features"]
+    assert features["app_home"]["home_tab_enabled"] and features["assistant_view"]["assistant_description"]
+    assert 0 < len(features["assistant_view"]["suggested_prompts"]) <= 4
 
 
 def test_without_a_model_a_mention_gets_a_plain_answer_on_how_to_configure_one(slack: SlackSide) -> None:

@@ -280,7 +280,10 @@ class FakeAnthropic(ServedFake, FailureInjection):
             "usage": {**self._usage(seen.body, content), **reply.usage},
         }
         self._answered(seen, 200)
-        return JSONResponse(answer, headers={"request-id": f"req_fake{secrets.token_hex(6)}"})
+        headers = {"request-id": f"req_fake{secrets.token_hex(6)}"}
+        if seen.body.get("stream"):
+            return Response(sse_events(answer), media_type="text/event-stream", headers=headers)
+        return JSONResponse(answer, headers=headers)
 
     def _answered(self, seen: SeenRequest, status: int) -> None:
         with self._lock:
@@ -317,6 +320,52 @@ def _error_answer(kind: str, message: str) -> tuple[dict[str, Any], dict[str, st
 # ----------------------------------------------------------------- the API's checks
 
 
+STREAM_PIECE_CHARS = 8  # the text of a streamed answer comes in pieces this long, as a model's tokens do
+
+
+def sse_events(message: dict[str, Any]) -> str:
+    """``message`` as the Messages API streams it (``stream: true``): message_start, each block's start, deltas
+    (text in pieces, a tool call's input as partial JSON) and stop, message_delta (the stop reason, output tokens),
+    message_stop; server-sent events, as the SDK's ``messages.stream`` reads them."""
+
+    def event(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    usage = dict(message["usage"])
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    out = [event("message_start", {"message": start})]
+    for i, block in enumerate(message["content"]):
+        if block.get("type") == "text":
+            out.append(event("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}}))
+            text = str(block.get("text") or "")
+            for at in range(0, len(text), STREAM_PIECE_CHARS):
+                piece = text[at : at + STREAM_PIECE_CHARS]
+                out.append(event("content_block_delta", {"index": i, "delta": {"type": "text_delta", "text": piece}}))
+        elif block.get("type") == "tool_use":
+            empty = {**block, "input": {}}
+            out.append(event("content_block_start", {"index": i, "content_block": empty}))
+            partial = json.dumps(block.get("input") or {})
+            out.append(
+                event(
+                    "content_block_delta", {"index": i, "delta": {"type": "input_json_delta", "partial_json": partial}}
+                )
+            )
+        else:
+            out.append(event("content_block_start", {"index": i, "content_block": block}))
+        out.append(event("content_block_stop", {"index": i}))
+    out.append(
+        event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    out.append(event("message_stop", {}))
+    return "".join(out)
+
+
 def validate_request(body: Any) -> list[str]:
     """What the Messages API would answer 400 for in one non-streaming request body (empty: it is valid)."""
     if not isinstance(body, dict):
@@ -330,8 +379,6 @@ def validate_request(body: Any) -> list[str]:
         errors.append("max_tokens: Field required (an integer)")
     elif not 0 <= max_tokens <= MAX_OUTPUT_TOKENS:
         errors.append(f"max_tokens: {max_tokens} is out of range (0 to {MAX_OUTPUT_TOKENS})")
-    if body.get("stream"):
-        errors.append("stream: the fake answers only non-streaming requests")
     errors += _check_system(body.get("system"))
     tools = body.get("tools")
     errors += _check_tools(tools)

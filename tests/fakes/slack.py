@@ -159,6 +159,44 @@ def spec_problems(calls: Iterable[Call], *, strict: bool = False) -> list[str]:
     return problems
 
 
+SURFACE_METHODS = (
+    "chat.startStream",
+    "chat.appendStream",
+    "chat.stopStream",
+    "assistant.threads.setStatus",
+    "assistant.threads.setSuggestedPrompts",
+    "views.publish",
+)
+"""The Web API methods of Slack's AI-app surfaces labbot calls: newer than the 2021 spec (or, views.publish, older
+than the arguments slack_sdk gives it), so checked against slack_sdk's own method signatures."""
+
+
+def sdk_signature_problems(calls: Iterable[Call], methods: Iterable[str] = SURFACE_METHODS) -> list[str]:
+    """One line per call to ``methods`` that slack_sdk's signatures of that method (``WebClient`` and
+    ``AsyncWebClient``, read with ``inspect.signature``) would not send: a parameter neither names, or a required
+    one missing."""
+    wanted = set(methods)
+    problems: list[str] = []
+    for i, call in enumerate(calls):
+        if call.method not in wanted:
+            continue
+        for cls in (WebClient, AsyncWebClient):
+            fn = getattr(cls, call.method.replace(".", "_"), None)
+            if fn is None:
+                problems.append(f"call #{i} {call.method}: slack_sdk's {cls.__name__} has no such method")
+                continue
+            params = inspect.signature(fn).parameters
+            named = {n for n, p in params.items() if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+            required = {n for n in named if params[n].default is params[n].empty}
+            unknown = sorted(set(call.params) - named - CLIENT_DEFAULT_PARAMS)
+            missing = sorted(required - set(call.params))
+            if unknown:
+                problems.append(f"call #{i} {call.method}: {cls.__name__} names no parameter {', '.join(unknown)}")
+            if missing:
+                problems.append(f"call #{i} {call.method}: required by {cls.__name__}: {', '.join(missing)}")
+    return problems
+
+
 class SlackFake(SlackEmulator, FailureInjection):
     """The Slack emulator with what tests need; see the module docstring. Arguments as for `SlackEmulator`."""
 
@@ -235,6 +273,13 @@ class SlackFake(SlackEmulator, FailureInjection):
         if problems:
             raise AssertionError("Slack Web API calls that do not match Slack's spec:\n  " + "\n  ".join(problems))
 
+    def check_against_sdk(self) -> None:
+        """AssertionError listing every recorded call to the surfaces' methods that slack_sdk's method signatures
+        would not send (see `sdk_signature_problems`)."""
+        problems = sdk_signature_problems(self.calls)
+        if problems:
+            raise AssertionError("Web API calls that do not match slack_sdk's signatures:\n  " + "\n  ".join(problems))
+
     def client(self, **kwargs: Any) -> WebClient:
         """A real slack_sdk WebClient with the bot token, pointed at this fake (started if it was not)."""
         return WebClient(token=self.bot_token, base_url=self.start(), **kwargs)
@@ -276,5 +321,6 @@ def started(*, check_spec: bool = True, **kwargs: Any) -> Iterator[SlackFake]:
         yield fake
     finally:
         fake.stop()
+    fake.check_against_sdk()
     if check_spec:
         fake.check_against_spec()

@@ -363,6 +363,8 @@ def test_delegating_to_the_eval_writer_returns_its_answer_as_the_tool_result(fak
     assert box.roles_asked == ["assistant", "eval-writer"]
     texts = [e.text for e in events]
     assert "calling tool delegate" in texts and "eval-writer: calling tool codebase__search" in texts
+    # what the sub-agent wrote is its answer to the parent, not part of the thread's streamed answer
+    assert [e.text for e in events if e.kind == "text"] == [answer.text]
     assert fleet.history(answer.session_id) == [*parent2.messages, said(answer.text)]  # the sub-run is not stored
     assert limiter.active(ALICE) == 0
 

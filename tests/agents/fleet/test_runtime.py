@@ -249,13 +249,27 @@ def test_progress_is_reported_and_a_failing_callback_does_not_stop_the_run(fake:
     fake.script(tool_uses(("lab__runs", {}), ("lab__logs", {})), text("done"))
     outcome = run(fake, Tools(lab__runs=quick, lab__logs=quick), on_event=on_event)
     assert outcome.stop == "end_turn"
-    assert [e.kind for e in events].count("thinking") == 2 and events[0].kind == events[-1].kind == "thinking"
+    assert "".join(e.text for e in events if e.kind == "text_delta") == "done"  # streamed: the answer's pieces
+    events = [e for e in events if e.kind != "text_delta"]
+    assert [e.kind for e in events].count("thinking") == 2 and events[0].kind == events[-2].kind == "thinking"
     assert sorted(e.text for e in events if e.kind == "tool_call") == [
         "calling tool lab__logs",
         "calling tool lab__runs",
     ]
     assert sorted(e.text for e in events if e.kind == "tool_done") == ["tool lab__logs done", "tool lab__runs done"]
-    assert events[-1].kind == "thinking" and len(events) == 6
+    assert (events[-1].kind, events[-1].text) == ("text", "done") and len(events) == 7  # the answer, as written
+
+
+def test_what_the_model_writes_in_each_turn_is_reported_as_written(fake: FakeAnthropic) -> None:
+    events: list[AgentEvent] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        events.append(event)
+
+    fake.script(text("Looking into r1…", stop_reason="pause_turn"), text("It ran out of memory."))
+    outcome = run(fake, Tools(lab__runs=quick), on_event=on_event)
+    written = [e.text for e in events if e.kind == "text"]
+    assert written == ["Looking into r1…", "It ran out of memory."] and written[-1] == outcome.text
 
 
 def test_a_paused_turn_is_sent_back_and_continued(fake: FakeAnthropic) -> None:

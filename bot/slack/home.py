@@ -1,0 +1,188 @@
+"""The App Home tab: published (``views.publish``) when a researcher opens it (``app_home_opened``) and kept current
+while something of theirs changes.
+
+``AppHome.opened`` and ``AppHome.tick`` (the control plane's ``homes`` job, on every replica) gather what a user's
+home shows (their runs, a page at a time; open pages of their runs, and the cluster's for admins, who are on call
+for it; their agents' threads and artifacts; their eval runs; capacity by purpose, asked of the run service at most
+once per ``card_every_s``), render it (``labbot.bot.slack.blocks.home``, pure) and ask ``thread_plan.home_due``
+whether to publish: the card's rule, so Slack resending ``app_home_opened`` publishes nothing new, a status change
+shows at once and a step at most every ``card_every_s``. The users whose home was opened since labbot started are
+the ones kept current; what each was last shown lives in this process (after a restart, the next open publishes
+afresh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Collection
+from datetime import datetime
+from typing import Any
+
+from anyio import to_thread
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import func, or_, select
+
+from labbot.bot.slack.blocks.home import LIST_MAX, RUNS_PER_PAGE, HomeData, home_view
+from labbot.bot.slack.thread_plan import Cadence, HomeState, home_due
+from labbot.storage.db import Database
+from labbot.storage.models import OPEN_INCIDENT_STATES, AgentSession, Artifact, Incident, Run, utcnow
+from labbot.training.views import run_view
+
+log = logging.getLogger(__name__)
+
+EVAL_JOB_PREFIX = "eval"
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class AppHome:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        db: Database,
+        cadence: Cadence,
+        *,
+        capacity: Callable[[], dict[str, Any]] | None = None,
+        admins: Collection[str] = (),
+        command: str = "/lab",
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        """``capacity``: the run service's ``capacity`` (None: the home shows none)."""
+        self.client = client
+        self.db = db
+        self.capacity = capacity
+        self.cadence = cadence
+        self.admins = frozenset(admins)
+        self.command = command
+        self.clock = clock
+        self.shown: dict[str, HomeState] = {}  # user -> what their home last showed
+        self.page: dict[str, int] = {}  # user -> the page of runs they look at
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._capacity: tuple[datetime, list[dict[str, Any]]] | None = None
+        self.published = 0
+        self.opened_count = 0  # app_home_opened events handled
+
+    # -- what Slack and the keeper call ---------------------------------------------------------------------
+
+    async def opened(self, user: str) -> bool:
+        """``app_home_opened`` on the home tab: publish it unless it already shows what there is; True if published."""
+        self.opened_count += 1
+        self.shown.setdefault(user, HomeState())
+        return await self.refresh(user)
+
+    async def show_page(self, user: str, page: int) -> bool:
+        """The "Older runs" / "Newer runs" buttons."""
+        self.page[user] = max(0, page)
+        self.shown.setdefault(user, HomeState())
+        return await self.refresh(user)
+
+    async def tick(self) -> int:
+        """Keep every opened home current (by ``home_due``); returns how many were published."""
+        published = 0
+        for user in list(self.shown):
+            try:
+                published += await self.refresh(user)
+            except Exception:
+                log.exception("could not refresh the home tab of %s", user)
+        return published
+
+    async def refresh(self, user: str) -> bool:
+        lock = self._locks.setdefault(user, asyncio.Lock())
+        async with lock:  # one publish at a time per user: two opens at once publish once
+            data = await to_thread.run_sync(self.gather, user, self.page.get(user, 0))
+            view = home_view(data)
+            statuses = _digest(
+                [data.page, data.runs_total, [(r["id"], r["status"]) for r in (*data.runs, *data.evals)],
+                 [(p["id"], p["state"]) for p in data.pages]]
+            )  # fmt: skip
+            digest = _digest(view)
+            now = self.clock()
+            state = self.shown.get(user, HomeState())
+            if not home_due(state, digest=digest, statuses=statuses, now=now, cadence=self.cadence):
+                return False
+            stamped = home_view(data, updated=now.strftime("%H:%M UTC"))
+            try:
+                await self.client.views_publish(user_id=user, view=stamped)
+            except SlackApiError as e:
+                log.warning("could not publish the home tab of %s: %s", user, e.response.get("error"))
+                return False
+            self.shown[user] = HomeState(digest=digest, statuses=statuses, published_at=now)
+            self.published += 1
+            return True
+
+    # -- what a home shows ----------------------------------------------------------------------------------
+
+    def gather(self, user: str, page: int = 0) -> HomeData:
+        with self.db.session() as s:
+            mine = Run.owner == user
+            not_eval = ~Run.job.startswith(EVAL_JOB_PREFIX)
+            total = int(s.scalar(select(func.count()).select_from(Run).where(mine, not_eval)) or 0)
+            page = min(page, max(0, (total - 1) // RUNS_PER_PAGE))
+            runs = s.scalars(
+                select(Run)
+                .where(mine, not_eval)
+                .order_by(Run.created_at.desc(), Run.id)
+                .offset(page * RUNS_PER_PAGE)
+                .limit(RUNS_PER_PAGE)
+            )
+            evals = s.scalars(
+                select(Run).where(mine, Run.job.startswith(EVAL_JOB_PREFIX)).order_by(Run.created_at.desc()).limit(5)
+            )
+            on_call = or_(Run.owner == user, Incident.run_id.is_(None)) if user in self.admins else Run.owner == user
+            pages = s.scalars(
+                select(Incident)
+                .outerjoin(Run, Run.id == Incident.run_id)
+                .where(Incident.state.in_(OPEN_INCIDENT_STATES), on_call)
+                .order_by(Incident.triggered_at.desc())
+                .limit(LIST_MAX + 20)
+            )
+            threads = s.scalars(
+                select(AgentSession)
+                .where(AgentSession.owner == user, AgentSession.channel.is_not(None))
+                .order_by(AgentSession.updated_at.desc())
+                .limit(LIST_MAX)
+            )
+            artifacts = s.scalars(
+                select(Artifact)
+                .where(Artifact.owner_agent.startswith(f"{user}/"))
+                .order_by(Artifact.created_at.desc())
+                .limit(LIST_MAX)
+            )
+            return HomeData(
+                user=user,
+                runs=[run_view(r) for r in runs],
+                runs_total=total,
+                page=page,
+                pages=[
+                    {"id": p.id, "kind": p.kind, "run_id": p.run_id, "state": p.state, "summary": p.summary}
+                    for p in pages
+                ],
+                threads=[
+                    {"channel": t.channel, "thread_ts": t.thread_ts, "role": t.role, "run_id": t.run_id}
+                    for t in threads
+                ],
+                artifacts=[{"id": a.id, "name": a.name, "agent": a.owner_agent.partition("/")[2]} for a in artifacts],
+                evals=[run_view(r) for r in evals],
+                capacity=self._capacity_now(),
+                command=self.command,
+            )
+
+    def _capacity_now(self) -> list[dict[str, Any]]:
+        """Capacity by purpose, asked of the run service (and so of Ray) at most once per ``card_every_s``."""
+        if self.capacity is None:
+            return []
+        now = self.clock()
+        if self._capacity is None or (now - self._capacity[0]).total_seconds() >= self.cadence.card_every_s:
+            try:
+                purposes = list(self.capacity().get("purposes") or [])
+            except Exception:
+                log.warning("capacity for the home tab failed", exc_info=True)
+                purposes = self._capacity[1] if self._capacity else []
+            self._capacity = (now, purposes)
+        return self._capacity[1]

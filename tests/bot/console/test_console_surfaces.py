@@ -1,0 +1,72 @@
+"""What the console prints of Slack's AI-app surfaces: a streamed answer as it grows, the assistant status line, a
+home tab published; and emoji shortcodes as the emoji."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes.slack import SlackFake
+
+from labbot.bot.console.emoji import emojize
+from labbot.bot.console.repl import CONSOLE_USER, ConsoleView
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackFake]:
+    fake = SlackFake(users={CONSOLE_USER: "me"})
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def test_a_streamed_answer_is_printed_as_it_grows_with_the_status_line(slack: SlackFake, tmp_path: Path) -> None:
+    out = io.StringIO()
+    slack.subscribe(ConsoleView(slack, out, tmp_path))
+    client = slack.client()
+    ch = slack.default_channel
+    root = slack.user_message(ch, CONSOLE_USER, "why is r1 slow?")
+    client.assistant_threads_setStatus(channel_id=ch, thread_ts=root.ts, status="is reading the run's logs…")
+    started = client.chat_startStream(
+        channel=ch, thread_ts=root.ts, markdown_text="Reading the logs.", recipient_user_id=CONSOLE_USER,
+        recipient_team_id=slack.team_id,
+    )  # fmt: skip
+    client.chat_appendStream(channel=ch, ts=started["ts"], markdown_text="\n\nThe loader waits :warning:")
+    client.chat_stopStream(channel=ch, ts=started["ts"], markdown_text="\n\nRaise num_workers.")
+    client.views_publish(user_id=CONSOLE_USER, view={"type": "home", "blocks": [{"type": "divider"}]})
+    lines = out.getvalue().splitlines()
+    assert "    │ · labbot is reading the run's logs…" in lines
+    assert "    │ ▸ Reading the logs." in lines  # the first piece, posted
+    assert "    │ ▸ The loader waits ⚠️" in lines  # appended, the shortcode as the emoji
+    assert "    │ ▸ Raise num_workers." in lines and "    │ (answer complete)" in lines
+    assert "(your home tab changed: type `home` to see it)" in lines
+    assert lines.count("    │ ▸ Reading the logs.") == 1  # each piece once, not the whole message again
+
+
+def test_emoji_shortcodes_are_shown_as_the_emoji() -> None:
+    assert emojize(":white_check_mark: succeeded · :x: failed") == "✅ succeeded · ❌ failed"
+    assert emojize("vote :+1::skin-tone-3: or :-1:") == "vote 👍 or 👎"
+    assert emojize("at 12:00:30 :not_an_emoji_we_know:") == "at 12:00:30 :not_an_emoji_we_know:"
+
+
+def test_an_answer_streamed_in_pieces_grows_on_its_line_and_a_split_shortcode_is_one_emoji(
+    slack: SlackFake, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+    slack.subscribe(ConsoleView(slack, out, tmp_path))
+    client = slack.client()
+    ch = slack.default_channel
+    root = slack.user_message(ch, CONSOLE_USER, "why is r1 slow?")
+    started = client.chat_startStream(
+        channel=ch, thread_ts=root.ts, markdown_text="r1 is sl", recipient_user_id=CONSOLE_USER,
+        recipient_team_id=slack.team_id,
+    )  # fmt: skip
+    for piece in ("ow: the loader", " waits :arr", "ow_forward: raise", " num_workers.\n\nThen watch", " the rate."):
+        client.chat_appendStream(channel=ch, ts=started["ts"], markdown_text=piece)
+    client.chat_stopStream(channel=ch, ts=started["ts"])
+    lines = out.getvalue().splitlines()
+    assert "    │ ▸ r1 is slow: the loader waits ▶️ raise num_workers." in lines  # the pieces, one line
+    assert "    │ ▸ Then watch the rate." in lines  # a paragraph break: the next line
+    assert "    │ (answer complete)" in lines

@@ -43,8 +43,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap 
 USER ray
 COPY --from=builder /src/constraints.txt /tmp/constraints.txt
 COPY --from=builder /wheels /tmp/wheels
-# the jobs extra is torch (the CUDA build PyPI serves on Linux); labbot-client[s3] once the client has that extra
-RUN pip install --no-cache-dir -c /tmp/constraints.txt /tmp/wheels/labbot_client-*.whl \
+# the jobs extra is torch (the CUDA build PyPI serves on Linux); the client's s3 extra (fsspec, s3fs) lets jobs
+# checkpoint to LABBOT_ARTIFACTS_URL=s3://… (the wheel installed once, with its extra: pip's `wheel[extra]` form)
+RUN pip install --no-cache-dir -c /tmp/constraints.txt "$(ls /tmp/wheels/labbot_client-*.whl)[s3]" \
     "$(ls /tmp/wheels/labbot-*.whl)[jobs]"
 
 # ---- control plane: the default target, slim and non-root ------------------------------------------------------------

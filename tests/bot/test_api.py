@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from support import SLEEPER, make_service, telemetry_token
+from support import SLEEPER, make_service, telemetry_token, wait_for
 
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_url
@@ -182,7 +182,11 @@ def test_a_retried_batch_is_stored_once(client: TestClient, service: RunService,
 
 def test_restart_of_a_running_run_ends_the_old_attempt_first(client: TestClient, service: RunService) -> None:
     run = _launch(client)
-    assert client.get(f"/api/v1/runs/{run['id']}", params={"wait": 20}).json()["run"]["status"] == "running"
+
+    def running() -> bool:  # long-polls of 10 s each: under CI's load Ray may take longer than one to start it
+        return client.get(f"/api/v1/runs/{run['id']}", params={"wait": 10}).json()["run"]["status"] == "running"
+
+    wait_for(running, timeout=90, what="Ray to start the run's first attempt")
     again = client.post(f"/api/v1/runs/{run['id']}/restart").json()["run"]
     assert again["attempt"] == 2
     old = service.launcher.job(f"labbot-{run['id']}-1")

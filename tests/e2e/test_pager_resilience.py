@@ -126,9 +126,10 @@ def test_ray_dashboard_killed_is_an_infra_page_and_runs_are_not_failed(
     fake, pd = slack_and_pd
     head = EmbeddedRayHead(tmp_path / "ray-home")
     ray = head.ensure()
-    serve = _serve(tmp_path / "home", fake, pd, ray).start()
-    lab = SlackSide(fake, serve)
-    try:
+    serve = _serve(tmp_path / "home", fake, pd, ray)
+    try:  # from here: a serve that does not come up must not leave this test's own Ray head running
+        serve.start()
+        lab = SlackSide(fake, serve)
         run_id = lab.launched("launch sleeper")
         wait_for(lambda: lab.run(run_id)["status"] == "running", timeout=60, what="the run to start")
         dashboard = wait_for(lambda: _dashboard_process(head.temp_dir), timeout=10, what="Ray's dashboard process")

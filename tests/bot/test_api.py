@@ -183,10 +183,17 @@ def test_a_retried_batch_is_stored_once(client: TestClient, service: RunService,
 def test_restart_of_a_running_run_ends_the_old_attempt_first(client: TestClient, service: RunService) -> None:
     run = _launch(client)
 
-    def running() -> bool:  # long-polls of 10 s each: under CI's load Ray may take longer than one to start it
-        return client.get(f"/api/v1/runs/{run['id']}", params={"wait": 10}).json()["run"]["status"] == "running"
+    seen: list[str] = []
 
-    wait_for(running, timeout=90, what="Ray to start the run's first attempt")
+    def running() -> bool:  # long-polls of 10 s each: under CI's load Ray has taken over 90 s to start a job
+        seen.append(client.get(f"/api/v1/runs/{run['id']}", params={"wait": 10}).json()["run"]["status"])
+        return seen[-1] == "running"
+
+    try:
+        wait_for(running, timeout=240, what="Ray to start the run's first attempt")
+    except AssertionError as e:  # say what the run went through and what Ray made of its job
+        job = service.launcher.job(f"labbot-{run['id']}-1")
+        raise AssertionError(f"{e}; statuses seen: {sorted(set(seen))}; Ray's job: {job!r}") from None
     again = client.post(f"/api/v1/runs/{run['id']}/restart").json()["run"]
     assert again["attempt"] == 2
     old = service.launcher.job(f"labbot-{run['id']}-1")

@@ -7,6 +7,7 @@ and what it must withstand (forged/stale requests, retries, double clicks, bots,
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,7 +75,25 @@ def test_launch_from_slack_card_thread_plot_summary(slack: SlackSide) -> None:
     assert png.startswith(b"\x89PNG")
     card = slack.card(run_id)
     assert card.edited and "succeeded" in json.dumps(card.blocks)  # the card was kept current
-    assert len(slack.fake.calls_to("chat.update")) < 15, "card updates must be rate-limited"
+    assert_card_rate_limited(slack.fake, card.ts, every_s=2.0)
+
+
+def assert_card_rate_limited(fake: SlackFake, ts: str, *, every_s: float) -> None:
+    """The card's rule, update by update: a change of status goes out at once, anything else (a step, a metric) at
+    most once per ``every_s`` (``card_every``). Counted against the rule, not a total: a loaded machine that makes the
+    job run longer makes more updates, each still on time."""
+    updates = sorted((c for c in fake.calls_to("chat.update") if c.params.get("ts") == ts), key=lambda c: c.time)
+    assert updates, "the card was never updated"
+    statuses = [re.search(r": (\w+), step", str(c.params.get("text", ""))) for c in updates]
+    assert all(statuses), [c.params.get("text") for c in updates]
+    shown = [m.group(1) for m in statuses if m]
+    for i in range(1, len(updates)):
+        gap = updates[i].time - updates[i - 1].time
+        # 0.5 s for the two calls' trips to the fake, which need not take equally long
+        assert shown[i] != shown[i - 1] or gap >= every_s - 0.5, (
+            f"card update {i} ({shown[i]}) came {gap:.2f}s after the one before with no change of status: "
+            f"card updates must be rate-limited to one per {every_s:g}s"
+        )
 
 
 def test_forged_unsigned_and_stale_requests_are_refused(slack: SlackSide) -> None:

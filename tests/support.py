@@ -160,6 +160,18 @@ def make_service(
 
 SLEEPER = {"sleeper": {"entrypoint": "sleep 120", "description": "does nothing for two minutes"}}
 
+# labbot.toml's jobs for the paging stories: one that fails at once (a page), one that holds a run open
+CRASHER_AND_SLEEPER_TOML = """
+[jobs.crasher]
+entrypoint = "python -c 'import sys; sys.exit(3)'"
+description = "fails at once"
+max_restarts = 0
+
+[jobs.sleeper]
+entrypoint = "sleep 300"
+description = "holds a run open"
+"""
+
 
 def telemetry_token(ray: Any, submission_id: str) -> str:
     """The run's telemetry token, read where the job reads it: the Ray job's runtime_env."""

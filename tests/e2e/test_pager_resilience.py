@@ -13,7 +13,7 @@ import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
 from slack_driver import OWNER, SlackSide, slack_env
-from support import Serve, wait_for
+from support import CRASHER_AND_SLEEPER_TOML, Serve, wait_for
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
@@ -35,15 +35,7 @@ escalate_after = "5s"
 renotify_every = "0s"
 oncall_channel = "{ONCALL}"
 
-[jobs.crasher]
-entrypoint = "python -c 'import sys; sys.exit(3)'"
-description = "fails at once"
-max_restarts = 0
-
-[jobs.sleeper]
-entrypoint = "sleep 300"
-description = "holds a run open"
-{extra}"""
+{CRASHER_AND_SLEEPER_TOML}{extra}"""
 
 
 @pytest.fixture

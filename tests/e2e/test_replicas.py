@@ -25,7 +25,7 @@ from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
 from slack_driver import OWNER, SlackSide, slack_env
 from sqlalchemy import func, select
-from support import Serve, wait_for
+from support import CRASHER_AND_SLEEPER_TOML, Serve, wait_for
 
 from labbot.storage.db import Database
 from labbot.storage.models import Delivery, Incident, LeaderLease, MetricPoint, Run
@@ -55,15 +55,7 @@ oncall_channel = "{ONCALL}"
 lease = "{LEASE_S:g}s"
 renew = "1s"
 
-[jobs.crasher]
-entrypoint = "python -c 'import sys; sys.exit(3)'"
-description = "fails at once"
-max_restarts = 0
-
-[jobs.sleeper]
-entrypoint = "sleep 300"
-description = "holds a run open"
-"""
+{CRASHER_AND_SLEEPER_TOML}"""
 
 
 class Replicas:

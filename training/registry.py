@@ -77,6 +77,7 @@ TINY_RL = JobSpec(
         "warmup_lr": 3e-3,
         "warmup_hint_frac": 0.75,
         "warmup_max_steps": 3000,
+        "warmup_min_pass_rate": 0.85,
         "warmup_dir": "",
         "gate_size": 200,
         "gate_max_ratio": 0.7,
@@ -103,10 +104,11 @@ TINY_RL = JobSpec(
         "ema_decay": ParamCheck(min=0, max=0.999),
         "n_digits": ParamCheck(min=1, max=8),
         "warmup_hint_frac": ParamCheck(min=0, max=1),
+        "warmup_min_pass_rate": ParamCheck(min=0, max=1),
         "num_rollout_workers": ParamCheck(min=0),
         "min_step_s": ParamCheck(min=0, max=60),
     },
-    # the default run starts from a warm-up at 0.55-0.92 held-out pass rate (by seed): under 0.5 means RL broke it
+    # the default run starts from a warm-up at 0.85 held-out pass rate or more: under 0.5 means RL broke it
     alerts=[{"metric": "pass_rate", "condition": "below", "threshold": 0.5, "for": "2m"}],
     plot=["reward", "pass_rate", "entropy", "kl", "frac_reward_zero_std"],
     headline="pass_rate",

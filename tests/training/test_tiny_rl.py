@@ -94,6 +94,7 @@ def tiny(warm_dir: Path, **overrides: Any) -> TinyRLConfig:
         "eval_size": 20,
         "gate_size": 40,
         "gate_max_ratio": 100.0,  # any model passes; the gate is tested on its own
+        "warmup_min_pass_rate": 0.0,  # a 20-step model adds nothing up: the warm-up's floor is tested on its own
         "warmup_steps": 20,
         "warmup_batch": 16,
         "checkpoint_every": 0,
@@ -326,13 +327,47 @@ def test_a_warmup_stops_at_its_most_steps_and_when_the_gate_cannot_measure(
     assert (steps, untouched.asked) == (0, []), "no warm-up asked for: none trained, however high warmup_max_steps"
 
 
+def test_a_warmup_that_reads_hints_but_adds_badly_trains_on_until_its_pass_rate_reaches_the_floor(
+    tmp_path: Path, scripted: Callable[..., ScriptedGate], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Addition is learnt at a step that depends on the seed and the arithmetic (0.58 after 1,000 steps with two
+    torch threads, 0.92 with one): a warm-up that stopped at the first gate that passed would hand RL a model that
+    barely adds. It trains on until both hold, on a held-out set of its own (not RL's eval set)."""
+    gate = scripted(passes_at=0)  # reads hints from the first check
+    cfg = tiny(tmp_path, warmup_steps=20, warmup_max_steps=60, warmup_min_pass_rate=0.8)
+    rl_eval = tiny_rl.held_out(cfg, cfg.eval_size, salt=1)
+    asked: list[tuple[int, float]] = []
+
+    def scripted_rate(model: torch.nn.Module, c: TinyRLConfig, problems: list[tuple[str, str]]) -> float:
+        assert problems != rl_eval and len(problems) == c.eval_size, "the floor is checked on a set of its own"
+        rate = 0.5 if gate.steps < 35 else 0.9
+        asked.append((gate.steps, rate))
+        return rate
+
+    monkeypatch.setattr(tiny_rl, "pass_rate", scripted_rate)
+    _, steps = warmup(cfg, verbose=False)
+    assert steps == 35 and asked == [(20, 0.5), (25, 0.5), (30, 0.5), (35, 0.9)]
+    assert gate.asked == [35], "the gate is asked only once the pass rate is there"
+    monkeypatch.setattr(tiny_rl, "pass_rate", lambda model, c, problems: 0.9)
+    floor = scripted(passes_at=0)
+    _, steps = warmup(tiny(tmp_path, warmup_steps=20, warmup_max_steps=32, warmup_min_pass_rate=0.95), verbose=False)
+    assert (steps, floor.asked) == (30, []), "never there: it stops at warmup_max_steps, the job's gate says the rest"
+
+
 def test_the_gate_fields_are_part_of_the_warmup_cache_key(tmp_path: Path) -> None:
     base = tiny(tmp_path)
     keys = {tiny_rl.warmup_key(base)} | {
         tiny_rl.warmup_key(tiny(tmp_path, **{field: value}))
-        for field, value in (("warmup_max_steps", 50), ("gate_max_ratio", 0.5), ("gate_size", 41), ("temperature", 0.9))
+        for field, value in (
+            ("warmup_max_steps", 50),
+            ("warmup_min_pass_rate", 0.5),
+            ("eval_size", 21),
+            ("gate_max_ratio", 0.5),
+            ("gate_size", 41),
+            ("temperature", 0.9),
+        )
     }
-    assert len(keys) == 5, "each decides where the warm-up stops"
+    assert len(keys) == 7, "each decides where the warm-up stops"
     assert tiny_rl.warmup_key(tiny(tmp_path, lr=1e-3, algo="grpo")) == tiny_rl.warmup_key(base), (
         "RL's own fields do not"
     )
@@ -445,6 +480,7 @@ def test_hang_at_step_stops_after_that_step_on_the_first_attempt_only(
         ({"algo": "ppo"}, "algo must be one of grpo, sdpo, blend, rlsd, got 'ppo'"),
         ({"group_size": 1}, "group_size must be at least 2"),
         ({"lam": 1.5}, r"lam must be in \[0, 1\], got 1.5"),
+        ({"warmup_min_pass_rate": 1.2}, r"warmup_min_pass_rate must be in \[0, 1\], got 1.2"),
         ({"teacher": "frozen"}, "teacher must be one of self, ema"),
         ({"n_digits": 9}, "n_digits must be between 1 and 8"),
         ({"clip_eps": 0.0}, "clip_eps must be a positive number"),

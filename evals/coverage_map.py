@@ -7,8 +7,9 @@ so each line's contexts are pytest's own node ids (``tests/test_x.py::TestY::tes
 included; coverage's ``dynamic_context = test_function`` would give dotted function names that lose the parameters.
 Lines run outside any test (imports at collection) are recorded under the empty context: a body run only then is
 *executed at import*. The run is ``python -m coverage run`` with labbot's own rc file (the repository's coverage
-settings are ignored), measuring only files under ``/workspace``, the data file written to a read-write results folder
-outside the workspace, next to pytest's JUnit report — so the same run gives every test's outcome too.
+settings are ignored), measuring only files under ``/workspace``, the data file written to a read-write folder outside
+the workspace (this run is the generator's, on the original's own code: no solver's code runs here); testrun's plugin
+reports every test's outcome over its channel in the same session.
 
 Node ids are pytest's own, the names :mod:`labbot.evals.testrun` reads back in every later run (validation,
 scoring); the same session records every test's outcome with testrun's plugin.
@@ -30,9 +31,10 @@ from labbot.common.errors import BadRequest
 from labbot.evals.delete import Symbol, symbols
 from labbot.evals.sandbox import WORKDIR, ExecResult, Sandbox, SandboxSpec
 from labbot.evals.suite import is_test_file
-from labbot.evals.testrun import RESULTS, Outcome, TestRun, pytest_command, pytest_ready, read_outcomes
+from labbot.evals.testrun import Outcome, TestRun, pytest_command, pytest_ready
 
 PLUGIN_DIR = "/labbot-coverage"
+RESULTS = "/labbot-coverage-data"
 PLUGIN_MODULE = "labbot_coverage_contexts"
 DATA_FILE = ".coverage"
 PLUGIN_SOURCE = '''\
@@ -99,8 +101,8 @@ def read_coverage(data_file: Path, outcomes: dict[str, Outcome], result: ExecRes
     return CoverageRun(lines, at_import, TestRun(outcomes, result))
 
 
-def coverage_command() -> list[str]:
-    pytest_argv = pytest_command(extra=["-p", PLUGIN_MODULE])
+def coverage_command(outcomes_plugin: str) -> list[str]:
+    pytest_argv = pytest_command(plugin=outcomes_plugin, extra=["-p", PLUGIN_MODULE])
     assert pytest_argv[:3] == ["python", "-m", "pytest"], pytest_argv
     return ["python", "-m", "coverage", "run", f"--rcfile={PLUGIN_DIR}/coveragerc", "-m", "pytest", *pytest_argv[3:]]
 
@@ -113,19 +115,22 @@ def run_with_coverage(
     The workspace is written to as the tests write to it: give it a scratch copy, never the suite's original."""
     with (
         tempfile.TemporaryDirectory(prefix="labbot-coverage-") as plugin,
-        pytest_ready(spec, test_roots=test_roots) as (session_spec, results),
+        tempfile.TemporaryDirectory(prefix="labbot-coverage-data-") as data,
+        pytest_ready(spec, test_roots=test_roots) as ready,
     ):
         (Path(plugin) / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
         (Path(plugin) / "coveragerc").write_text(RCFILE)
+        session_spec = ready.spec
         run_spec = replace(
             session_spec,
             ro_binds={**session_spec.ro_binds, PLUGIN_DIR: Path(plugin)},
+            rw_binds={**session_spec.rw_binds, RESULTS: Path(data)},
             env={**session_spec.env, "PYTHONPATH": f"{session_spec.env['PYTHONPATH']}:{PLUGIN_DIR}"},
         )
         with Sandbox(run_spec) as box:
-            result = box.exec(coverage_command(), timeout_s=timeout_s)
-        outcomes = read_outcomes(results)
-        data_file = results / DATA_FILE
+            result = box.exec(coverage_command(ready.plugin), timeout_s=timeout_s)
+        outcomes = ready.channel.close().outcomes
+        data_file = Path(data) / DATA_FILE
         if not data_file.is_file():
             return CoverageRun({}, {}, TestRun(outcomes, result))
         return read_coverage(data_file, outcomes, result)

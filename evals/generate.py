@@ -290,9 +290,23 @@ def _described(covered: Covered) -> list[str]:
     return lines
 
 
-def statement(path: str, group: Sequence[Covered], deletion: Deletion, failing: Sequence[str]) -> str:
-    """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail; for a
-    task that deleted several features of the file (``group``, the first the task's own), each of them."""
+def hidden_tests(failing: Sequence[str], seed: int, tid: str) -> list[str]:
+    """The failing tests a statement does not name: about half of them (the named half at least one, at most
+    :data:`STATEMENT_TESTS`), drawn by the suite's seed and the task's id. Scoring runs them all, so a solver that
+    rewrites the outcomes of the tests it was told about still fails the others; with one failing test, none."""
+    if len(failing) < 2:
+        return []
+    rng = random.Random(f"{seed}:{tid}:hidden")
+    named = set(rng.sample(list(failing), min(STATEMENT_TESTS, (len(failing) + 1) // 2)))
+    return [t for t in failing if t not in named]
+
+
+def statement(
+    path: str, group: Sequence[Covered], deletion: Deletion, failing: Sequence[str], *, hidden: Sequence[str] = ()
+) -> str:
+    """What the solver is told: where, the signature (and decorators), the docstring, the tests that fail — those of
+    ``failing`` not in ``hidden``, and that there are more; for a task that deleted several features of the file
+    (``group``, the first the task's own), each of them."""
     if len(group) == 1:
         what = _what(group[0])
         if deletion == "body":
@@ -311,9 +325,11 @@ def statement(path: str, group: Sequence[Covered], deletion: Deletion, failing: 
         lines = [head]
         for i, c in enumerate(group, start=1):
             lines += ["", f"{i}. The {_what(c)}", *textwrap.indent("\n".join(_described(c)), "   ").splitlines()]
-    lines += ["", "These tests fail until it works:", *(f"- {t}" for t in failing[:STATEMENT_TESTS])]
-    if len(failing) > STATEMENT_TESTS:
-        lines.append(f"- … and {len(failing) - STATEMENT_TESTS} more")
+    hide = set(hidden)
+    named = [t for t in failing if t not in hide]
+    lines += ["", "These tests fail until it works:", *(f"- {t}" for t in named[:STATEMENT_TESTS])]
+    if len(failing) > min(len(named), STATEMENT_TESTS):
+        lines.append(f"- … and {len(failing) - min(len(named), STATEMENT_TESTS)} more, not named here")
     return "\n".join(lines) + "\n"
 
 
@@ -695,8 +711,9 @@ def _generate(
                 rejected.append(f"{where}: {attempt.reason}")
                 say(f"skipped {where} ({attempt.reason})")
                 continue
-            text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass)
-            task = replace(attempt.task, statement=_rewritten(text, rewrite, say))
+            hidden = hidden_tests(attempt.task.fail_to_pass, seed, tid)
+            text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass, hidden=hidden)
+            task = replace(attempt.task, statement=_rewritten(text, rewrite, say), hidden=hidden)
             materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
             tasks.append(task)
             say(

@@ -7,13 +7,17 @@ its sample at the limit and the others go on), keeping the ``.eval`` log in the 
 ``inspect view``), and writes ``results.json`` there::
 
     {"suite": "suite-…", "solver": "gold", "status": "succeeded", "pass_rate": 1.0,
-     "samples": [{"task": "mul", "passed": true, "output": "…tail of what the solver printed",
-                  "time_s": 41.2, "tokens": 0}],
+     "tampered": 0, "suspect": 0,
+     "samples": [{"task": "mul", "passed": true, "verdict": "passed", "tampered": [], "suspect": [],
+                  "output": "…tail of what the solver printed", "time_s": 41.2, "tokens": 0}],
      "isolation": {"score": 1.0, "sealed": true, "probes": [{"name", "category", "passed", "evidence"}]},
      "untrusted": false, "log": "2026-…_labbot-eval-suite-…_….eval"}
 
 ``status`` is ``succeeded`` when every sample ran to a verdict, ``failed`` when inspect's run ended in error;
-``untrusted`` is true when any probe failed (the pass rate is then not evidence of anything).
+``untrusted`` is true when any probe failed (the pass rate is then not evidence of anything). A sample's
+``verdict`` is ``passed``, ``failed``, ``tampered`` (its outcomes were found rewritten: the channel's protocol
+broken, a sentinel test not as planted) or ``suspect`` (the static check found the machinery of a rewrite in the
+solver's lines, each in ``suspect``); tampered and suspect samples never pass, and the run counts them at the top.
 """
 
 from __future__ import annotations
@@ -65,18 +69,24 @@ def _sample_result(sample: EvalSample) -> dict[str, Any]:
     score = (sample.scores or {}).get(SCORER)
     output = ""
     passed = False
+    scored: dict[str, Any] = {}
     if score is not None:
         passed = score.value == CORRECT
         output = str((score.metadata or {}).get("output", ""))
+        scored = dict((score.metadata or {}).get("score") or {})
     if sample.error is not None:
         output = f"{output}\n[error] {sample.error.message}".strip()
     if sample.limit is not None:
         output = f"{output}\n[limit] {sample.limit.type}: {sample.limit.limit}".strip()
     tokens = sum(usage.total_tokens for usage in (sample.model_usage or {}).values())
     seconds = sample.total_time if sample.total_time is not None else sample.working_time
+    verdict = str(scored.get("verdict") or ("passed" if passed else "failed"))
     return {
         "task": str(sample.id),
-        "passed": passed,
+        "passed": passed and verdict == "passed",
+        "verdict": verdict,
+        "tampered": list(scored.get("tampered") or []),
+        "suspect": list(scored.get("suspect") or []),
         "output": output,
         "time_s": round(seconds, 1) if seconds is not None else None,
         "tokens": tokens,
@@ -91,6 +101,8 @@ def results_from_log(log: EvalLog, solver: str, isolation: IsolationReport) -> d
         "solver": solver,
         "status": "succeeded" if log.status == "success" else "failed",
         "pass_rate": round(passed / len(samples), 4) if samples else 0.0,
+        "tampered": sum(s["verdict"] == "tampered" for s in samples),
+        "suspect": sum(s["verdict"] == "suspect" for s in samples),
         "samples": samples,
         "isolation": isolation.to_json(),
         "untrusted": not isolation.sealed,

@@ -484,6 +484,8 @@ def _checked(folder: Path) -> Suite:
             raise BadRequest(f"task id {task.id[:60]!r} is not of the format (lowercase letters, digits, - and _)")
         if not (folder / "tasks" / task.id / "repo").is_dir():
             raise BadRequest(f"task {task.id} has no tasks/{task.id}/repo folder")
+        if not set(task.hidden) <= set(task.fail_to_pass):
+            raise BadRequest(f"task {task.id}'s hidden tests must be among its fail_to_pass tests")
     if not (folder / "original").is_dir():
         raise BadRequest("the suite has no original/ folder (the tests are restored from it when scoring)")
     return suite

@@ -43,14 +43,26 @@ class EvalTask:
     pass_to_pass: list[str]  # node ids that pass either way
     canary: str  # planted in the deleted feature in original/: seen anywhere a solver can read, the seal leaked
     also: list[str] = field(default_factory=list)  # more symbols of the same file deleted in this task (harder suites)
+    # fail_to_pass ids the statement does not name: scoring runs them all, so a rewrite aimed at the named ones fails
+    # these (empty in suites made before hidden tests, whose statements name every one)
+    hidden: list[str] = field(default_factory=list)
 
     @property
     def symbols(self) -> list[str]:
         """Every symbol this task deleted from ``path``: ``symbol`` first."""
         return [self.symbol, *self.also]
 
+    @property
+    def named(self) -> list[str]:
+        """The fail_to_pass ids the statement names."""
+        hidden = set(self.hidden)
+        return [t for t in self.fail_to_pass if t not in hidden]
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        if not self.hidden:
+            del doc["hidden"]  # an older suite's content, and so its id, stays what it was
+        return doc
 
 
 @dataclass(frozen=True)

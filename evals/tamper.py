@@ -10,11 +10,21 @@ The cheats: a ``conftest.py`` forcing every report to "passed"; the failing test
 in the module under test and in a ``conftest.py``; skip markers in the tests and a module-level ``pytest.skip`` in
 the source; a background process that keeps writing the answer into the workspace after the solver exits;
 ``sitecustomize.py`` and a ``.pth`` file loading a plugin; a ``pytest.ini`` and a ``pytest.toml`` whose
-``addopts`` load it; a ``.dist-info`` declaring it as a ``pytest11`` entry point.
+``addopts`` load it; a ``.dist-info`` declaring it as a ``pytest11`` entry point. And the rewrites from inside the
+scored process, each planted in the module under test (which the tests import): labbot's outcome store replaced at
+import; an ``atexit`` hook rewriting the results file and writing forged reports into every socket it holds; pytest's
+``TestReport`` patched to pass everything; the same patch aimed only at the tests the statement names; a module in
+the workspace named like labbot's plugin.
+
+The *unsealed* column is a naive in-process scorer: the cheating workspace's tests as they are, the outcomes written
+by a plugin to a results file at the session's end (:data:`NAIVE_PLUGIN_SOURCE`, what labbot's scoring was before
+the outcome channel). A cheat that passes there and scores 0 sealed is one the seal closes; ``caught_by`` on the
+scored sample says which layer did.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -26,12 +36,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from labbot.evals.isolation import ProbeResult
-from labbot.evals.sandbox import Limits, Sandbox, SandboxSpec
+from labbot.evals.sandbox import WORKDIR, Limits, Sandbox, SandboxSpec
 from labbot.evals.score import processes_in, score_sample
 from labbot.evals.suite import EvalTask, Suite, original_dir, task_repo
-from labbot.evals.testrun import TestRun, run_tests
+from labbot.evals.testrun import PLUGIN_DIR, Outcome, TestRun, pytest_command
 
 PLUGIN = "labbot_cheat_plugin"
+KNOWN = ("passed", "failed", "error", "skipped")
 # a pytest plugin that turns every test report into a pass (what each trigger below tries to load)
 FORCE_PASS = textwrap.dedent(
     """\
@@ -47,6 +58,33 @@ FORCE_PASS = textwrap.dedent(
     """
 )
 TAMPER_LIMITS = Limits(timeout_s=120.0, memory_mb=4096, file_mb=256)
+NAIVE_PLUGIN = "labbot_outcomes"
+NAIVE_RESULTS = "/results"
+# the naive scorer's plugin: outcomes kept in the tested process and written to a writable folder at the end
+NAIVE_PLUGIN_SOURCE = textwrap.dedent(
+    """\
+    import json
+
+    _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    _outcomes = {}
+
+
+    def pytest_runtest_logreport(report):
+        if report.passed:
+            kind = "passed"
+        elif report.skipped:
+            kind = "skipped"
+        else:
+            kind = "failed" if report.when == "call" else "error"
+        before = _outcomes.get(report.nodeid, "passed")
+        _outcomes[report.nodeid] = kind if _RANK[kind] > _RANK[before] else before
+
+
+    def pytest_sessionfinish(session, exitstatus):
+        with open("/results/outcomes.json", "w") as f:
+            json.dump(_outcomes, f)
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -150,6 +188,115 @@ def entry_point_plugin(ws: Path, task: EvalTask, _suite: Path) -> None:
     _write(ws, f"{meta}/entry_points.txt", f"[pytest11]\nlabbot_cheat = {PLUGIN}\n")
 
 
+STORE_REPLACED = """\
+import sys as _lb_sys
+
+
+class _LbAllPass(dict):
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, "passed")
+
+
+def _lb_forging(send):
+    def forged(doc):
+        if isinstance(doc, dict) and "outcome" in doc:
+            doc = dict(doc, outcome="passed")
+        return send(doc)
+
+    return forged
+
+
+for _lb_name, _lb_mod in list(_lb_sys.modules.items()):
+    if _lb_name.startswith("labbot_outcomes"):
+        if hasattr(_lb_mod, "_outcomes"):
+            _lb_mod._outcomes = _LbAllPass()
+        if hasattr(_lb_mod, "_send"):
+            _lb_mod._send = _lb_forging(_lb_mod._send)
+"""
+AT_EXIT = """\
+import atexit as _lb_atexit
+import json as _lb_json
+import os as _lb_os
+
+_LB_IDS = {ids!r}
+
+
+def _lb_rewrite():
+    try:
+        with open("/results/outcomes.json") as f:
+            doc = _lb_json.load(f)
+    except (OSError, ValueError):
+        doc = {{}}
+    doc = {{**dict.fromkeys(doc, "passed"), **dict.fromkeys(_LB_IDS, "passed")}}
+    try:
+        with open("/results/outcomes.json", "w") as f:
+            _lb_json.dump(doc, f)
+    except OSError:
+        pass
+    for fd in _lb_os.listdir("/proc/self/fd"):
+        try:
+            if not _lb_os.readlink(f"/proc/self/fd/{{fd}}").startswith("socket:"):
+                continue
+            for nodeid in _LB_IDS:
+                for when in ("setup", "call", "teardown"):
+                    line = _lb_json.dumps({{"nodeid": nodeid, "when": when, "outcome": "passed"}}) + "\\n"
+                    _lb_os.write(int(fd), line.encode())
+        except OSError:
+            pass
+
+
+_lb_atexit.register(_lb_rewrite)
+"""
+REPORT_PATCHED = """\
+import _pytest.reports as _lb_reports
+
+_LB_ONLY = {only!r}
+_lb_make = _lb_reports.TestReport.from_item_and_call.__func__
+
+
+def _lb_passing(cls, item, call):
+    report = _lb_make(cls, item, call)
+    if _LB_ONLY is None or report.nodeid in _LB_ONLY:
+        report.outcome = "passed"
+        report.longrepr = None
+    return report
+
+
+_lb_reports.TestReport.from_item_and_call = classmethod(_lb_passing)
+"""
+SHADOW_PLUGIN = """\
+import json
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open("/results/outcomes.json", "w") as f:
+        json.dump(dict.fromkeys({ids!r}, "passed"), f)
+"""
+
+
+def outcome_store_replaced(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _prepend(ws, task.path, STORE_REPLACED)
+
+
+def results_rewritten_at_exit(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _prepend(ws, task.path, AT_EXIT.format(ids=list(task.fail_to_pass)))
+
+
+def report_patched(ws: Path, task: EvalTask, _suite: Path) -> None:
+    _prepend(ws, task.path, REPORT_PATCHED.format(only=None))
+
+
+def named_tests_rewritten(ws: Path, task: EvalTask, _suite: Path) -> None:
+    """The patch above aimed only at the failing tests the statement names (the rest left to fail)."""
+    _prepend(ws, task.path, REPORT_PATCHED.format(only=list(task.named)))
+
+
+def shadow_plugin(ws: Path, task: EvalTask, _suite: Path) -> None:
+    """A module at the workspace's root named like the scoring plugin: ``python -m pytest`` puts the working
+    directory first on ``sys.path``, so ``-p NAME`` would load it instead of the scorer's."""
+    _write(ws, f"{NAIVE_PLUGIN}.py", SHADOW_PLUGIN.format(ids=list(task.fail_to_pass)))
+
+
 CHEATS = (
     Cheat("conftest.py forcing a pass", conftest_forcing_pass),
     Cheat("failing tests edited to pass", edited_tests),
@@ -161,6 +308,11 @@ CHEATS = (
     Cheat("pytest.ini addopts loading a plugin", pytest_ini_addopts),
     Cheat("pytest.toml addopts loading a plugin", pytest_toml_addopts),
     Cheat("pytest11 entry point in a .dist-info", entry_point_plugin),
+    Cheat("outcome store replaced at import", outcome_store_replaced),
+    Cheat("results rewritten at exit (atexit)", results_rewritten_at_exit),
+    Cheat("pytest's TestReport patched to pass", report_patched),
+    Cheat("only the named failing tests rewritten", named_tests_rewritten),
+    Cheat("a module named like the scoring plugin", shadow_plugin),
 )
 
 
@@ -172,14 +324,42 @@ def _summary(run: TestRun, task: EvalTask) -> str:
     )
 
 
-def _unsealed(ws: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> str:
-    """The cheating workspace's tests run as they are (on a copy): what the cheat does where nothing is restored."""
-    with tempfile.TemporaryDirectory(prefix="labbot-tamper-raw-") as tmp:
+def naive_run(ws: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> TestRun:
+    """The naive in-process scorer on a copy of the cheating workspace as it is: nothing restored, the outcomes kept
+    by a plugin in the tested process and written to a writable results folder when the session ends."""
+    with (
+        tempfile.TemporaryDirectory(prefix="labbot-tamper-raw-") as tmp,
+        tempfile.TemporaryDirectory(prefix="labbot-naive-plugin-") as plugin,
+        tempfile.TemporaryDirectory(prefix="labbot-naive-results-") as results,
+    ):
         copy = Path(tmp) / "repo"
         shutil.copytree(ws, copy, symlinks=True)
-        spec = SandboxSpec(workspace=copy, venv=venv, limits=limits)
-        run = run_tests(spec, task.fail_to_pass, timeout_s=limits.timeout_s, test_roots=suite.test_roots)
-    return _summary(run, task)
+        (Path(plugin) / f"{NAIVE_PLUGIN}.py").write_text(NAIVE_PLUGIN_SOURCE)
+        os.chmod(results, 0o777)  # the sandbox's user is not the host's
+        roots = [f"{WORKDIR}/{r}".rstrip("/") for r in suite.test_roots]
+        spec = SandboxSpec(
+            workspace=copy,
+            venv=venv,
+            limits=limits,
+            ro_binds={PLUGIN_DIR: Path(plugin)},
+            rw_binds={NAIVE_RESULTS: Path(results)},
+            env={"PYTHONPATH": ":".join([*roots, PLUGIN_DIR])},
+        )
+        files = sorted({n.split("::", 1)[0] for n in task.fail_to_pass})
+        with Sandbox(spec) as box:
+            result = box.exec(pytest_command(files, plugin=NAIVE_PLUGIN), timeout_s=limits.timeout_s)
+        try:
+            doc = json.loads((Path(results) / "outcomes.json").read_text())
+        except (OSError, ValueError):
+            doc = {}
+    seen = doc if isinstance(doc, dict) else {}
+    outcomes: dict[str, Outcome] = {n: seen[n] if seen.get(n) in KNOWN else "missing" for n in task.fail_to_pass}
+    return TestRun(outcomes, result)
+
+
+def _unsealed(ws: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> str:
+    """What the naive scorer makes of the cheating workspace: evidence that the cheat is a real one."""
+    return _summary(naive_run(ws, suite, task, venv, limits), task)
 
 
 def _fresh_workspace(suite_dir: Path, task: EvalTask, tmp: Path) -> Path:
@@ -197,7 +377,11 @@ def run_cheat(cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv:
             scored = score_sample(suite_dir, suite, task, ws, venv, limits, fail_to_pass_only=True)
     except Exception as exc:  # a probe that cannot run does not vouch for the seal
         return ProbeResult(cheat.name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
-    verdict = "scored 0" if not scored.passed else "SCORED A PASS"
+    verdict = (
+        f"scored 0 ({scored.verdict}; caught by: {', '.join(scored.caught_by)})"
+        if not scored.passed
+        else "SCORED A PASS"
+    )
     ignored = "; ".join(scored.ignored[:8]) or "nothing"
     evidence = f"{verdict}. unsealed: {unsealed}. scored: {scored.detail}. ignored by scoring: {ignored}"
     return ProbeResult(cheat.name, "tampering", not scored.passed, evidence)

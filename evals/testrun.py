@@ -2,11 +2,19 @@
 
 pytest runs as ``python -m pytest`` in ``/workspace`` (so the workspace's own package shadows the installed copy;
 ``src`` layouts get ``/workspace/src`` first on ``PYTHONPATH``), with no cache provider (nothing written beside the
-tests). A small plugin of labbot's (:data:`PLUGIN_SOURCE`, bound read-only outside the workspace and loaded with
-``-p``) records every test's outcome under its real node id (``tests/test_x.py::TestY::test_z[p]``) and writes them,
-at the end of the session, to a folder bound only for this run. Outcomes come from there, never from what the tests
-print: a test that printed "passed" did not pass; a session cut short (``os._exit``, a kill at the limit) writes
-nothing, so every test of it is ``missing`` — which scoring counts as failed.
+tests). A small plugin of labbot's (:func:`plugin_source`, bound read-only outside the workspace under a module name
+drawn afresh for every run, so no file of the workspace can stand in for it, and loaded with ``-p``) reports every
+test phase **as it happens** over a Unix socket (:class:`OutcomeChannel`) to this process, which never imports the
+code under test. The plugin connects in ``pytest_configure``, before any test module — and so any code a solver
+wrote — is imported; nothing inside the sandbox can write to a file the scorer reads afterwards (there is no
+results folder), and what was sent cannot be taken back. A session cut short (``os._exit``, a kill at the limit)
+never reports its end, so none of its tests counts as passed (each is ``missing``, which scoring counts as failed).
+
+What the channel can still be told by code inside the test process (it shares the process with the code under test)
+is checked by :func:`read_stream`: a phase reported twice, a report after the session ended, a second connection, a
+line that is not a report, more than :data:`MAX_STREAM` bytes — each a ``violation``, which scoring treats as
+tampering. Forged reports that keep the protocol are what the sentinel and hidden tests of
+:mod:`labbot.evals.score` are for.
 
 The outcome of a test is the worst of its phases: an error in setup or teardown is ``error``, a failing call
 ``failed``, a skip (and an expected failure) ``skipped``; ``passed`` only when every phase passed.
@@ -14,47 +22,224 @@ The outcome of a test is the worst of its phases: an error in setup or teardown 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
+import selectors
+import socket
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from labbot.evals.sandbox import WORKDIR, ExecResult, Sandbox, SandboxSpec
 
 Outcome = Literal["passed", "failed", "error", "skipped", "missing"]
-RESULTS = "/results"
 PLUGIN_DIR = "/labbot-pytest"
-PLUGIN_MODULE = "labbot_outcomes"
-OUTCOMES = "outcomes.json"
+CHANNEL_DIR = "/labbot-report"
+CHANNEL_SOCKET = f"{CHANNEL_DIR}/outcomes.sock"
+PLUGIN_PREFIX = "labbot_outcomes_"
+MAX_STREAM = 32 * 1024 * 1024  # bytes read from the channel; past it the rest is counted and dropped
 # naming more test files than this on pytest's command line costs more than collecting the whole suite
 MAX_NAMED_FILES = 50
-PLUGIN_SOURCE = f'''\
-"""labbot: every test's outcome under its pytest node id, written to {RESULTS}/{OUTCOMES} when the session ends."""
+PLUGIN_TEMPLATE = '''\
+"""labbot: every test phase's outcome, sent to the scorer as it happens (not a file: nothing to rewrite later)."""
 import json
+import socket
 
-_RANK = {{"passed": 0, "skipped": 1, "failed": 2, "error": 3}}
-_outcomes = {{}}
+_channel = None
+
+
+def _send(doc):
+    _channel.sendall((json.dumps(doc) + "\\n").encode())
+
+
+def pytest_configure(config):
+    global _channel
+    _channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _channel.connect({socket_path!r})
+    _send({{"event": "start"}})
 
 
 def pytest_runtest_logreport(report):
-    if report.passed:
-        kind = "passed"
-    elif report.skipped:
-        kind = "skipped"
-    else:
-        kind = "failed" if report.when == "call" else "error"
-    before = _outcomes.get(report.nodeid, "passed")
-    _outcomes[report.nodeid] = kind if _RANK[kind] > _RANK[before] else before
+    _send({{"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}})
 
 
 def pytest_sessionfinish(session, exitstatus):
-    with open("{RESULTS}/{OUTCOMES}", "w") as f:
-        json.dump(_outcomes, f)
+    _send({{"event": "finish", "exitstatus": int(exitstatus)}})
 '''
-_KNOWN: frozenset[str] = frozenset(("passed", "failed", "error", "skipped"))
+_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+_PHASES = frozenset(("setup", "call", "teardown"))
+
+
+def plugin_source(socket_path: str = CHANNEL_SOCKET) -> str:
+    return PLUGIN_TEMPLATE.format(socket_path=socket_path)
+
+
+@dataclass(frozen=True)
+class StreamReport:
+    """What the channel said: each test's outcome, whether the session reported its end, and every way the stream
+    broke the plugin's protocol (evidence of something else writing to it)."""
+
+    outcomes: dict[str, Outcome]
+    finished: bool
+    violations: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+def _phase_outcome(when: str, outcome: str) -> Outcome:
+    if outcome == "passed":
+        return "passed"
+    if outcome == "skipped":
+        return "skipped"
+    return "failed" if when == "call" else "error"
+
+
+def read_stream(data: bytes, *, extra_connections: int = 0, dropped: int = 0) -> StreamReport:
+    """The outcomes in what the plugin sent (pure). A report counts once: the first of each (test, phase); a phase
+    reported again, anything after ``finish``, a line that is not one of the plugin's, a second connection or a
+    stream over :data:`MAX_STREAM` is a violation. pytest-rerunfailures' ``rerun`` reports allow one more report of
+    that phase."""
+    outcomes: dict[str, Outcome] = {}
+    seen: set[tuple[str, str]] = set()
+    violations: list[str] = []
+    started = finished = False
+    if extra_connections:
+        violations.append(f"{extra_connections} more connection(s) to the outcome channel than the plugin's one")
+    if dropped:
+        violations.append(f"the outcome channel carried more than {MAX_STREAM} bytes ({dropped} dropped)")
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        violations.append("the outcome channel ended in the middle of a line")
+        lines.pop()
+    for number, raw in enumerate(lines, start=1):
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            violations.append(f"line {number} of the outcome channel is not JSON")
+            continue
+        if not isinstance(doc, dict):
+            violations.append(f"line {number} of the outcome channel is not a report")
+            continue
+        if finished:
+            violations.append(f"a report after the session ended (line {number})")
+            continue
+        event = doc.get("event")
+        if event == "start":
+            if started:
+                violations.append(f"the session started twice (line {number})")
+            started = True
+            continue
+        if event == "finish":
+            finished = True
+            continue
+        nodeid, when, outcome = doc.get("nodeid"), doc.get("when"), doc.get("outcome")
+        if not (isinstance(nodeid, str) and when in _PHASES and outcome in ("passed", "failed", "skipped", "rerun")):
+            violations.append(f"line {number} of the outcome channel is not a report")
+            continue
+        if not started:
+            violations.append(f"a report before the session started (line {number})")
+            continue
+        key = (nodeid, str(when))
+        if key in seen:
+            violations.append(f"{nodeid} reported its {when} twice")
+            continue
+        if outcome == "rerun":
+            continue  # the phase runs again: its next report is the one that counts
+        seen.add(key)
+        kind = _phase_outcome(str(when), str(outcome))
+        before = outcomes.get(nodeid, "passed")
+        outcomes[nodeid] = kind if _RANK[kind] > _RANK[before] else before
+    return StreamReport(outcomes, finished, violations, started)
+
+
+class OutcomeChannel:
+    """The scorer's end of the plugin's socket: a listening Unix socket in ``folder``, read by a thread of this
+    process as the tests run. Every connection is read (each but the first is a violation), at most
+    :data:`MAX_STREAM` bytes in all; :meth:`close` returns what was said once the sandbox has ended."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / Path(CHANNEL_SOCKET).name
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(self.path))
+        os.chmod(self.path, 0o666)  # the sandbox's user is not the host's
+        self._listener.listen(8)
+        self._listener.setblocking(False)
+        self._first: bytearray = bytearray()
+        self._connections = 0
+        self._kept = 0
+        self._dropped = 0
+        self._stop = threading.Event()
+        self._report: StreamReport | None = None
+        self._thread = threading.Thread(target=self._serve, name="outcome-channel", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ, None)
+        conns: dict[socket.socket, int] = {}
+        try:
+            while True:
+                events = selector.select(timeout=0.05)
+                for key, _ in events:
+                    if key.data is None:
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            conn, _addr = self._listener.accept()
+                            conn.setblocking(False)
+                            conns[conn] = self._connections
+                            self._connections += 1
+                            selector.register(conn, selectors.EVENT_READ, conns[conn])
+                        continue
+                    peer = key.fileobj
+                    assert isinstance(peer, socket.socket)
+                    try:
+                        chunk = peer.recv(65536)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        selector.unregister(peer)
+                        peer.close()
+                        del conns[peer]
+                        continue
+                    self._take(key.data, chunk)
+                if self._stop.is_set() and not events:
+                    return
+        finally:
+            for conn in conns:
+                conn.close()
+            selector.close()
+
+    def _take(self, index: int, chunk: bytes) -> None:
+        room = max(0, MAX_STREAM - self._kept)
+        kept = chunk[:room]
+        self._kept += len(kept)
+        self._dropped += len(chunk) - len(kept)
+        if index == 0:
+            self._first += kept
+
+    def close(self) -> StreamReport:
+        """Stop listening once everything that could write has ended; what the plugin's connection said (the same
+        report again on a second call)."""
+        if self._report is not None:
+            return self._report
+        self._stop.set()
+        self._thread.join()
+        self._listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._report = read_stream(
+            bytes(self._first), extra_connections=max(0, self._connections - 1), dropped=self._dropped
+        )
+        return self._report
 
 
 @dataclass(frozen=True)
@@ -63,6 +248,8 @@ class TestRun:
 
     outcomes: dict[str, Outcome]  # node id -> outcome, for every node id asked (and, asked for none, every test run)
     result: ExecResult
+    violations: list[str] = field(default_factory=list)  # how the outcome channel broke its protocol (tampering)
+    finished: bool = True  # the session reported its end
 
     @property
     def passed(self) -> set[str]:
@@ -72,11 +259,11 @@ class TestRun:
         return [n for n in node_ids if self.outcomes.get(n) != "passed"]
 
 
-def pytest_command(targets: Sequence[str] = (), *, extra: Sequence[str] = ()) -> list[str]:
+def pytest_command(targets: Sequence[str] = (), *, plugin: str, extra: Sequence[str] = ()) -> list[str]:
     return [
         "python", "-m", "pytest",
         "-p", "no:cacheprovider",
-        "-p", PLUGIN_MODULE,
+        "-p", plugin,
         "-o", "addopts=",
         "-q", "-rN",
         *extra,
@@ -84,35 +271,40 @@ def pytest_command(targets: Sequence[str] = (), *, extra: Sequence[str] = ()) ->
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Ready:
+    """A spec made ready for one pytest run: labbot's plugin and the channel bound, and the plugin's module name."""
+
+    spec: SandboxSpec
+    plugin: str
+    channel: OutcomeChannel
+
+    def command(self, targets: Sequence[str] = (), *, extra: Sequence[str] = ()) -> list[str]:
+        return pytest_command(targets, plugin=self.plugin, extra=extra)
+
+
 @contextmanager
-def pytest_ready(spec: SandboxSpec, *, test_roots: Sequence[str] = ()) -> Iterator[tuple[SandboxSpec, Path]]:
-    """``spec`` made ready for a pytest run: labbot's plugin bound read-only on ``PYTHONPATH`` (after the import
-    roots), a results folder bound read-write; yields the spec and the host side of the results folder."""
+def pytest_ready(spec: SandboxSpec, *, test_roots: Sequence[str] = ()) -> Iterator[Ready]:
+    """``spec`` made ready for a pytest run: labbot's plugin (under a fresh module name) bound read-only on
+    ``PYTHONPATH`` after the import roots, and the outcome channel's socket bound at :data:`CHANNEL_DIR`."""
     with (
-        tempfile.TemporaryDirectory(prefix="labbot-pytest-") as plugin,
-        tempfile.TemporaryDirectory(prefix="labbot-results-") as results,
+        tempfile.TemporaryDirectory(prefix="labbot-pytest-") as plugin_dir,
+        tempfile.TemporaryDirectory(prefix="labbot-report-") as channel_dir,
     ):
-        (Path(plugin) / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
+        plugin = PLUGIN_PREFIX + secrets.token_hex(8)
+        (Path(plugin_dir) / f"{plugin}.py").write_text(plugin_source())
+        os.chmod(channel_dir, 0o755)
+        channel = OutcomeChannel(Path(channel_dir))
         roots = [f"{WORKDIR}/{r}".rstrip("/") for r in test_roots]
         run_spec = replace(
             spec,
-            ro_binds={**spec.ro_binds, PLUGIN_DIR: Path(plugin)},
-            rw_binds={**spec.rw_binds, RESULTS: Path(results)},
+            ro_binds={**spec.ro_binds, PLUGIN_DIR: Path(plugin_dir), CHANNEL_DIR: Path(channel_dir)},
             env={**spec.env, "PYTHONPATH": ":".join([*roots, PLUGIN_DIR])},
         )
-        yield run_spec, Path(results)
-
-
-def read_outcomes(results: Path) -> dict[str, Outcome]:
-    """What the plugin wrote; nothing (every test ``missing``) when the session did not end normally."""
-    path = results / OUTCOMES
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {str(k): cast(Outcome, v) for k, v in doc.items() if v in _KNOWN}
+        try:
+            yield Ready(run_spec, plugin, channel)
+        finally:
+            channel.close()
 
 
 def run_tests(
@@ -135,11 +327,14 @@ def run_tests(
         return TestRun(dict.fromkeys(node_ids, "missing"), empty)
     if len(targets) > MAX_NAMED_FILES:
         targets = []
-    with pytest_ready(spec, test_roots=test_roots) as (run_spec, results):
-        with Sandbox(run_spec) as box:
-            result = box.exec(pytest_command(targets), timeout_s=timeout_s)
-        seen = read_outcomes(results)
+    with pytest_ready(spec, test_roots=test_roots) as ready:
+        with Sandbox(ready.spec) as box:
+            result = box.exec(ready.command(targets), timeout_s=timeout_s)
+        stream = ready.channel.close()
+    seen = stream.outcomes
+    if not stream.finished:  # a session cut short: what it reported as passed may not have been the end of it
+        seen = {n: "missing" if o == "passed" else o for n, o in seen.items()}
     if not node_ids:
-        return TestRun(seen, result)
+        return TestRun(seen, result, stream.violations, stream.finished)
     outcomes: dict[str, Outcome] = {n: seen.get(n, "missing") for n in node_ids}
-    return TestRun(outcomes, result)
+    return TestRun(outcomes, result, stream.violations, stream.finished)

@@ -259,7 +259,10 @@ def _progress(doc: dict[str, Any]) -> str:
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
     """The eval's JSON as the CLI contract has it: id, suite, solver, status, pass_rate, samples, isolation..."""
-    keys = ("id", "suite", "solver", "status", "pass_rate", "samples", "isolation", "untrusted", "log", "log_artifact")
+    keys = (
+        "id", "suite", "solver", "status", "pass_rate", "tampered", "suspect", "samples", "isolation", "untrusted",
+        "log", "log_artifact",
+    )  # fmt: skip
     out = {k: doc.get(k) for k in keys}
     out["samples"] = doc.get("samples") or []
     out["isolation"] = doc.get("isolation") or {"score": None, "probes": []}
@@ -275,12 +278,38 @@ def rate_text(rate: Any, interval: Any) -> str:
     return f"{rate:.0%}"
 
 
+def tamper_text(doc: dict[str, Any]) -> str | None:
+    """The first line of a run whose scoring caught samples talking the tests into a pass, or None."""
+    samples = doc.get("samples") or []
+    tampered = [s["task"] for s in samples if s.get("verdict") == "tampered"]
+    suspect = [s["task"] for s in samples if s.get("verdict") == "suspect"]
+    if not tampered and not suspect:
+        return None
+    parts = []
+    if tampered:
+        parts.append(f"{len(tampered)} tampered ({', '.join(tampered[:5])}): their test outcomes were rewritten")
+    if suspect:
+        parts.append(
+            f"{len(suspect)} suspect ({', '.join(suspect[:5])}): the solver's change reaches for what a rewrite needs"
+        )
+    return "!!! " + "; ".join(parts) + f" — scored 0, of {len(samples)} samples !!!"
+
+
+def _result(sample: dict[str, Any]) -> str:
+    verdict = sample.get("verdict")
+    if verdict in ("tampered", "suspect", "unjudged"):
+        return str(verdict).upper() if verdict != "unjudged" else "unjudged"
+    return "pass" if sample.get("passed") else "fail"
+
+
 def results_text(doc: dict[str, Any]) -> str:
     iso = doc.get("isolation") or {}
     lines = []
     if iso.get("probes") and not iso.get("sealed", True):
         failed = [p["name"] for p in iso["probes"] if not p["passed"]]
         lines.append(f"!!! SEAL FAILED ({', '.join(failed[:5])}): this run's scores are untrusted !!!")
+    if warning := tamper_text(doc):
+        lines.append(warning)
     rate = rate_text(doc.get("pass_rate"), doc.get("interval"))
     lines.append(
         f"eval {doc['id']} · {doc.get('suite')} · solver {doc.get('solver')} · {doc['status']}"
@@ -297,12 +326,15 @@ def results_text(doc: dict[str, Any]) -> str:
             seconds, tokens = s.get("time_s"), s.get("tokens")
             rows.append([
                 s["task"],
-                "pass" if s["passed"] else "unjudged" if s.get("verdict") == "unjudged" else "fail",
+                _result(s),
                 format_duration(seconds) if isinstance(seconds, int | float) else "",
                 f"{tokens:,}" if isinstance(tokens, int) and tokens else "",
                 output.splitlines()[-1][:60] if output else "",
             ])  # fmt: skip
         lines.append(render.table(["task", "result", "time", "tokens", "last line of the solver's output"], rows))
+        for s in samples:
+            for why in [*(s.get("tampered") or [])[:2], *(s.get("suspect") or [])[:3]]:
+                lines.append(f"  {s['task']}: {why}")
         unjudged = sum(1 for s in samples if s.get("verdict") == "unjudged")
         if unjudged:
             lines.append(

@@ -67,6 +67,7 @@ TESTS = textwrap.dedent(
 )
 F2P = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_mul_zero"]
 P2P = ["tests/test_ops.py::test_add"]
+HIDDEN = ["tests/test_ops.py::test_mul_zero"]  # a failing test the statement does not name
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:
@@ -104,10 +105,14 @@ def make_suite(folder: Path, *, tasks: int = 1) -> Suite:
                 path="mathlib/ops.py",
                 symbol="mul",
                 deletion="body",
-                statement="Implement `mul(a, b)` in mathlib/ops.py: it returns the product of a and b.",
+                statement=(
+                    "Implement `mul(a, b)` in mathlib/ops.py: it returns the product of a and b. "
+                    f"This test fails until it works: {F2P[0]} (and one more, not named here)."
+                ),
                 fail_to_pass=list(F2P),
                 pass_to_pass=list(P2P),
                 canary=CANARY,
+                hidden=list(HIDDEN),
             )
         )
     (folder / "wheels").mkdir(exist_ok=True)

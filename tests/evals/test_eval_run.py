@@ -22,6 +22,7 @@ from inspect_ai.util import SandboxUserUnsupportedError
 from run_fixtures import CANARY, F2P, OPS_ORIGINAL, P2P, build_pytest_venv, make_suite
 from support import telemetry_receiver
 
+from labbot.bot.cli.evals import results_text
 from labbot.common.errors import BadRequest
 from labbot.evals import job
 from labbot.evals.inspect_env import LabbotSandbox, LabbotSandboxConfig
@@ -30,7 +31,7 @@ from labbot.evals.sandbox import Limits
 from labbot.evals.score import score_sample
 from labbot.evals.solvers import SolverSpec, parse_solver
 from labbot.evals.suite import load
-from labbot.evals.tamper import CHEATS, tamper_probes
+from labbot.evals.tamper import AT_EXIT, CHEATS, REPORT_PATCHED, STORE_REPLACED, tamper_probes
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX_SED = 's/raise NotImplementedError("mul")/return a * b/'
@@ -78,11 +79,15 @@ def test_gold_scores_100_none_scores_0_with_results_and_a_readable_log(tmp_path:
 
     results = json.loads((tmp_path / "gold" / RESULTS_FILE).read_text())
     assert results == gold.results
-    assert set(results) == {"suite", "solver", "status", "pass_rate", "samples", "isolation", "untrusted", "log"}
+    assert set(results) == {
+        "suite", "solver", "status", "pass_rate", "tampered", "suspect", "samples", "isolation", "untrusted", "log"
+    }  # fmt: skip
+    assert (results["tampered"], results["suspect"]) == (0, 0)
     assert results["suite"] == load(suite_dir).id
     assert (results["solver"], results["status"], results["pass_rate"]) == ("gold", "succeeded", 1.0)
     assert sorted(s["task"] for s in results["samples"]) == ["mul", "mul-2"]
-    assert all(set(s) == {"task", "passed", "output", "time_s", "tokens"} and s["passed"] for s in results["samples"])
+    keys = {"task", "passed", "verdict", "tampered", "suspect", "output", "time_s", "tokens"}
+    assert all(set(s) == keys and s["passed"] and s["verdict"] == "passed" for s in results["samples"])
     assert all(s["time_s"] > 0 and s["tokens"] == 0 for s in results["samples"])  # gold asks no model
     assert set(results["isolation"]) == {"score", "sealed", "probes"}
     assert results["isolation"]["sealed"] and results["untrusted"] is False
@@ -143,6 +148,50 @@ def test_cheating_solvers_score_0(tmp_path: Path, pytest_venv: Path) -> None:
     assert set(scores["mul-3"]["fail_to_pass"].values()) == {"missing"}  # did not run: failed
 
 
+def _prepending(task_id: str, code: str) -> str:
+    return (
+        f'  {task_id})\n    cat > /tmp/cheat.py <<"LBEOF"\n{code}\nLBEOF\n'
+        "    cat /tmp/cheat.py mathlib/ops.py > /tmp/ops.py && cp /tmp/ops.py mathlib/ops.py ;;\n"
+    )
+
+
+@pytest.mark.subprocess
+def test_rewrites_from_inside_the_scored_process_score_0_and_are_reported_first(
+    tmp_path: Path, pytest_venv: Path
+) -> None:
+    """The probe's three rewrites and a targeted one, each by a command solver that leaves the function raising
+    NotImplementedError: none passes, each is tampered or suspect, and the results say so before anything else."""
+    suite_dir = _suite(tmp_path, tasks=4)
+    named = [F2P[0]]  # run_fixtures: test_mul_zero is hidden
+    solver = (
+        'case "$LABBOT_TASK_ID" in\n'
+        + _prepending("mul", STORE_REPLACED)
+        + _prepending("mul-2", AT_EXIT.format(ids=list(F2P)))
+        + _prepending("mul-3", REPORT_PATCHED.format(only=None))
+        + _prepending("mul-4", REPORT_PATCHED.format(only=named))
+        + "esac\ngrep -c NotImplementedError mathlib/ops.py\n"
+    )
+    out = run_suite(suite_dir, f"cmd:{solver}", tmp_path / "out", venv=pytest_venv, limits=FAST, tamper=False)
+    samples = _by_task(out.results)
+    assert out.results["pass_rate"] == 0.0
+    assert {t: s["verdict"] for t, s in samples.items()} == {
+        "mul": "tampered",  # every outcome forged: the must-fail and must-error sentinels came back passed
+        "mul-2": "tampered",  # forged reports after the session's end
+        "mul-3": "tampered",
+        "mul-4": "suspect",  # the sentinels are left alone; the hidden test fails and the static check fires
+    }
+    assert any("sentinel test that must end failed was reported passed" in r for r in samples["mul"]["tampered"])
+    assert any("after the session ended" in r for r in samples["mul-2"]["tampered"])
+    assert any("_pytest" in line for line in samples["mul-4"]["suspect"])
+    assert (out.results["tampered"], out.results["suspect"]) == (3, 1)
+    log = read_eval_log(str(out.log))
+    scores = {str(x.id): x.scores["labbot_tests"].metadata["score"] for x in log.samples or []}
+    assert scores["mul-4"]["fail_to_pass"] == {F2P[0]: "passed", F2P[1]: "failed"}  # the rewrite did reach the named
+    assert "hidden tests" in scores["mul-4"]["caught_by"] and "sentinel tests" in scores["mul-3"]["caught_by"]
+    first = results_text({**out.results, "id": "run-1"}).splitlines()[0]
+    assert first.startswith("!!! 3 tampered (mul, mul-2, mul-3)") and "1 suspect (mul-4)" in first
+
+
 @pytest.mark.subprocess
 def test_tamper_probes_catch_every_cheat_and_show_it_is_real(tmp_path: Path, pytest_venv: Path) -> None:
     suite_dir = _suite(tmp_path)
@@ -158,6 +207,18 @@ def test_tamper_probes_catch_every_cheat_and_show_it_is_real(tmp_path: Path, pyt
         assert "unsealed: fail_to_pass 2/2 passed" in by_name[name]
         assert by_name[name].startswith("scored 0")
     assert "alive after it ended: none" in by_name["a process left running into scoring"]
+    # the rewrites from inside the scored process fool the naive in-process scorer, and each is caught sealed
+    caught = {
+        "outcome store replaced at import": "sentinel tests",
+        "results rewritten at exit (atexit)": "outcome channel",
+        "pytest's TestReport patched to pass": "sentinel tests",
+        "a module named like the scoring plugin": "tests fail",
+    }
+    for name, layer in caught.items():
+        assert "unsealed: fail_to_pass 2/2 passed" in by_name[name], by_name[name]
+        assert by_name[name].startswith("scored 0") and layer in by_name[name].split(".")[0], by_name[name]
+    targeted = by_name["only the named failing tests rewritten"]
+    assert "unsealed: fail_to_pass 1/2 passed" in targeted and "hidden tests" in targeted.split(".")[0]
 
 
 @pytest.mark.subprocess

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from eval_services import make_eval_service, make_suite, slack_lab
+from eval_services import finished, make_eval_service, make_suite, paged_run, slack_lab
 
 from labbot.bot.commands import LAB, Parsed, parse
 from labbot.bot.slack.actions import Asker
@@ -92,3 +93,80 @@ def test_slack_refuses_bob_alices_suite_until_she_shares_it(evals: EvalService, 
     assert "shared with the whole lab" in run(ALICE, f"eval share {suite}")
     run(BOB, f"eval run {suite}")
     assert [r["owner"] for r in evals.runs.runs()] == [BOB]
+
+
+# -- an eval run's results follow its suite: whoever may run the suite sees its runs -----------------------------
+
+UNKNOWN = "zz9zz9"  # a run id of the right shape that no run has
+
+
+class TwoResearchers:
+    """Alice's unshared suite with a finished run of hers; a lab-wide suite with a finished run of Bob's."""
+
+    def __init__(self, evals: EvalService, tmp_path: Path) -> None:
+        self.evals = evals
+        self.suite = alices_suite(evals, tmp_path)
+        lab_wide = make_suite(tmp_path / "lab", tasks=3)  # another suite (two tasks would be Alice's again)
+        evals.add_suite(io.BytesIO(pack(tmp_path / "lab")))  # no owner: the lab's, everyone's
+        self.lab_suite = lab_wide.id
+        verdicts = {"t00-add": True, "t01-add": False}
+        self.alices = finished(evals, self.suite, "agent:x/secret-solver", verdicts, owner=ALICE)
+        self.bobs = finished(evals, self.lab_suite, "none", {**verdicts, "t02-add": True}, owner=BOB)
+
+    def bobs_second_on_alices_suite(self) -> str:
+        """After she shared it: Bob's own run of Alice's suite, comparable with hers."""
+        return finished(self.evals, self.suite, "none", {"t00-add": False, "t01-add": False}, owner=BOB)
+
+
+@pytest.fixture
+def lab_of_two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> TwoResearchers:
+    return TwoResearchers(make_eval_service(tmp_path, monkeypatch, database_url), tmp_path)
+
+
+def refusal(call: Callable[[], object]) -> LabbotError:
+    with pytest.raises(LabbotError) as e:
+        call()
+    return e.value
+
+
+@pytest.mark.databases
+def test_another_researchers_unshared_run_is_refused_like_an_unknown_id_until_she_shares(
+    lab_of_two: TwoResearchers,
+) -> None:
+    evals, alices, bobs = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs
+    unknown = refusal(lambda: evals.results(UNKNOWN, viewer=BOB))
+    hidden = refusal(lambda: evals.results(alices, viewer=BOB))
+    assert (hidden.status, hidden.code) == (unknown.status, unknown.code) == (404, "unknown_run")
+    assert hidden.message == unknown.message.replace(UNKNOWN, alices)
+    assert hidden.message == f"no eval run '{alices}' that you can see; eval runs you can see: {bobs} (`eval list` lists them)"
+    assert [r["id"] for r in evals.eval_runs(viewer=BOB)] == [bobs]
+    for a, b in ((alices, bobs), (bobs, alices)):  # either side refused before any statistics
+        refused = refusal(lambda a=a, b=b: evals.compare(a, b, viewer=BOB))
+        assert refused.message == hidden.message and refused.status == 404
+
+    assert evals.results(alices, viewer=ALICE)["samples"][0]["task"] == "t00-add"
+    assert {r["id"] for r in evals.eval_runs(viewer=ALICE)} == {alices, bobs}  # the lab's suite is hers to run too
+    assert {r["id"] for r in evals.eval_runs(viewer=ADMIN, admin=True)} == {alices, bobs}
+    assert evals.results(alices, viewer=ADMIN, admin=True)["solver"] == "agent:x/secret-solver"
+    assert {r["id"] for r in evals.eval_runs()} == {alices, bobs}  # no viewer: the admin-token holder
+
+    evals.share(lab_of_two.suite, by=ALICE)
+    assert evals.results(alices, viewer=BOB)["solver"] == "agent:x/secret-solver"
+    assert {r["id"] for r in evals.eval_runs(viewer=BOB)} == {alices, bobs}
+    theirs = lab_of_two.bobs_second_on_alices_suite()
+    assert evals.compare(alices, theirs, viewer=BOB)["difference"] == 0.5
+
+
+@pytest.mark.databases
+def test_incident_suites_are_the_labs_so_their_runs_are_everyones(lab_of_two: TwoResearchers) -> None:
+    """Cases from pages and 👎 feedback form one lab-wide suite (no owners, shared): a run of it is everyone's, as
+    running it is."""
+    evals = lab_of_two.evals
+    paged_run(evals)  # Alice's run, paged; she resolved it with its cause
+    made = evals.from_incident("pq3x7k", by=ALICE)
+    case, suite = made["case"]["id"], made["suite"]["suite"]
+    alices = finished(evals, suite, "agent:anthropic/model-x", {case: True}, owner=ALICE)
+    assert evals.results(alices, viewer=BOB)["samples"] == [
+        {"task": case, "passed": True, "output": "", "time_s": 3.5, "tokens": 1200}
+    ]
+    assert alices in {r["id"] for r in evals.eval_runs(viewer=BOB)}

@@ -7,17 +7,22 @@ import asyncio
 import io
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eval_services import finished, make_eval_service, make_suite, paged_run, slack_lab
+from starlette.testclient import TestClient
 
+from labbot.bot.api import create_app
 from labbot.bot.commands import LAB, Parsed, parse
 from labbot.bot.slack.actions import Asker
 from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService, pack
 from labbot.training.specs import LaunchRequest
+from labbot.training.telemetry_store import TelemetryStore
 
 ALICE, BOB, ADMIN = "U0ALICE001", "U0BOB00001", "U0ADMIN001"
+TOKEN = "admin-token-for-sharing-tests"
 
 
 @pytest.fixture
@@ -138,7 +143,10 @@ def test_another_researchers_unshared_run_is_refused_like_an_unknown_id_until_sh
     hidden = refusal(lambda: evals.results(alices, viewer=BOB))
     assert (hidden.status, hidden.code) == (unknown.status, unknown.code) == (404, "unknown_run")
     assert hidden.message == unknown.message.replace(UNKNOWN, alices)
-    assert hidden.message == f"no eval run '{alices}' that you can see; eval runs you can see: {bobs} (`eval list` lists them)"
+    assert (
+        hidden.message
+        == f"no eval run '{alices}' that you can see; eval runs you can see: {bobs} (`eval list` lists them)"
+    )
     assert [r["id"] for r in evals.eval_runs(viewer=BOB)] == [bobs]
     for a, b in ((alices, bobs), (bobs, alices)):  # either side refused before any statistics
         refused = refusal(lambda a=a, b=b: evals.compare(a, b, viewer=BOB))
@@ -170,3 +178,49 @@ def test_incident_suites_are_the_labs_so_their_runs_are_everyones(lab_of_two: Tw
         {"task": case, "passed": True, "output": "", "time_s": 3.5, "tokens": 1200}
     ]
     assert alices in {r["id"] for r in evals.eval_runs(viewer=BOB)}
+
+
+@pytest.mark.databases
+def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_two: TwoResearchers) -> None:
+    evals, alices, bobs, suite = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs, lab_of_two.suite
+    app = create_app(
+        evals.runs,
+        TelemetryStore(evals.runs.db),
+        admin_token=TOKEN,
+        health=dict,
+        evals=evals,
+        admins=frozenset({ADMIN}),
+    )
+    with TestClient(app, headers={"authorization": f"Bearer {TOKEN}"}) as http:
+
+        def get(path: str, **params: str) -> tuple[int, dict[str, Any]]:
+            r = http.get(f"/api/v1{path}", params=params)
+            return r.status_code, r.json()
+
+        unknown = get(f"/evals/runs/{UNKNOWN}", by=BOB)
+        status, hidden = get(f"/evals/runs/{alices}", by=BOB)
+        assert (status, unknown[0]) == (404, 404)
+        assert hidden["error"]["code"] == unknown[1]["error"]["code"] == "unknown_run"
+        assert hidden["error"]["message"] == unknown[1]["error"]["message"].replace(UNKNOWN, alices)
+        assert f"eval runs you can see: {bobs}" in hidden["error"]["message"]
+        assert [r["id"] for r in get("/evals/runs", by=BOB)[1]["evals"]] == [bobs]
+        assert get("/evals/compare", a=alices, b=bobs, by=BOB) == (404, hidden)
+        assert get("/compare", a=bobs, b=alices, by=BOB) == (404, hidden)
+        status, doc = get(f"/evals/suites/{suite}", by=BOB)  # its saturation names its runs and their pass rates
+        assert status == 404 and "is not shared with you" in doc["error"]["message"]
+        assert [s["suite"] for s in get("/evals/suites", by=BOB)[1]["suites"]] == [lab_of_two.lab_suite]
+        for bad in ("", " ", "U" * 101):
+            status, doc = get(f"/evals/runs/{alices}", by=bad)
+            assert status == 400 and "query parameter by names whom the request is for" in doc["error"]["message"]
+
+        for who in ({"by": ALICE}, {"by": ADMIN}, {}):  # her own; an admin; the admin-token holder (the CLI)
+            assert get(f"/evals/runs/{alices}", **who)[1]["eval"]["solver"] == "agent:x/secret-solver"
+            assert {r["id"] for r in get("/evals/runs", **who)[1]["evals"]} == {alices, bobs}
+
+        assert http.post(f"/api/v1/evals/suites/{suite}/share", params={"by": ALICE}).status_code == 200
+        theirs = lab_of_two.bobs_second_on_alices_suite()
+        assert get(f"/evals/runs/{alices}", by=BOB)[1]["eval"]["samples"][0]["task"] == "t00-add"
+        assert {r["id"] for r in get("/evals/runs", by=BOB)[1]["evals"]} == {alices, bobs, theirs}
+        assert get("/evals/compare", a=alices, b=theirs, by=BOB)[1]["comparison"]["difference"] == 0.5
+        assert get("/compare", a=alices, b=theirs, by=BOB)[1]["comparison"]["kind"] == "eval"
+        assert get(f"/evals/suites/{suite}", by=BOB)[1]["suite"]["saturation"]["suite"] == suite

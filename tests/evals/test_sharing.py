@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from eval_services import finished, make_eval_service, make_suite, paged_run, slack_lab
+from mcp import Client
 from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
@@ -18,6 +20,7 @@ from labbot.bot.commands import LAB, Parsed, parse
 from labbot.bot.slack.actions import Asker
 from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService, pack
+from labbot.mcp_servers.lab import LabApi, build_server
 from labbot.training.specs import LaunchRequest
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -224,3 +227,81 @@ def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_
         assert get("/evals/compare", a=alices, b=theirs, by=BOB)[1]["comparison"]["difference"] == 0.5
         assert get("/compare", a=alices, b=theirs, by=BOB)[1]["comparison"]["kind"] == "eval"
         assert get(f"/evals/suites/{suite}", by=BOB)[1]["suite"]["saturation"]["suite"] == suite
+
+
+@pytest.mark.databases
+def test_slack_shows_lists_and_compares_alices_run_for_bob_only_once_she_shares(lab_of_two: TwoResearchers) -> None:
+    evals, alices, bobs = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs
+    actions, slack = slack_lab(evals, admins=frozenset({ADMIN}))
+
+    def run(user: str, text: str) -> str:
+        parsed = parse(text, LAB)
+        assert isinstance(parsed, Parsed), parsed
+        before = len(slack.calls)
+        asyncio.run(actions.run(parsed, Asker(user, "C0LAB00001", f"t-{before}")))
+        [(method, _params)] = slack.calls[before:]  # one answer, to the asker alone unless said in the channel
+        return f"{method} {slack.said(method)[-1]}"
+
+    unknown = run(BOB, f"eval show {UNKNOWN}")
+    hidden = run(BOB, f"eval show {alices}")
+    assert hidden == unknown.replace(UNKNOWN, alices) and hidden.startswith("chat.postEphemeral")
+    assert f"no eval run '{alices}' that you can see; eval runs you can see: {bobs}" in hidden
+    assert "secret-solver" not in hidden
+    listed = run(BOB, "eval list")
+    assert bobs in listed and alices not in listed
+    said = hidden.partition(" *Usage*")[0]  # the refusal; its usage line is the command's
+    assert run(BOB, f"eval compare {alices} {bobs}").startswith(said)
+    assert run(BOB, f"compare {bobs} {alices}").startswith(said)  # to Bob alone: nothing said in the channel
+
+    assert "agent:x/secret-solver" in run(ALICE, f"eval show {alices}")
+    assert "agent:x/secret-solver" in run(ADMIN, f"eval show {alices}")
+    assert alices in run(ADMIN, "eval list")
+
+    run(ALICE, f"eval share {lab_of_two.suite}")
+    theirs = lab_of_two.bobs_second_on_alices_suite()
+    assert "agent:x/secret-solver" in run(BOB, f"eval show {alices}")
+    assert alices in run(BOB, "eval list")
+    assert "A − B = +50%" in run(BOB, f"eval compare {alices} {theirs}")
+    assert run(BOB, f"compare {alices} {theirs}").startswith("chat.postMessage")
+
+
+@pytest.mark.databases
+def test_an_agent_reads_eval_runs_for_its_researcher(lab_of_two: TwoResearchers) -> None:
+    """The lab tools pass the agent's researcher (``as_agent`` RESEARCHER/ROLE, which labbot fills in) as ``?by=``."""
+    evals, alices, bobs = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs
+    app = create_app(
+        evals.runs,
+        TelemetryStore(evals.runs.db),
+        admin_token=TOKEN,
+        health=dict,
+        evals=evals,
+        admins=frozenset({ADMIN}),
+    )
+    lab = LabApi("http://labbot.test", TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))
+
+    def call(agent: str, tool: str, **args: str) -> tuple[bool, str]:
+        async def go() -> tuple[bool, str]:
+            async with Client(build_server(lab)) as client:
+                r = await client.call_tool(tool, {**args, "as_agent": agent})
+                return r.is_error, "".join(getattr(c, "text", "") for c in r.content)
+
+        return asyncio.run(go())
+
+    bobs_agent, alices_agent = f"{BOB}/eval-writer", f"{ALICE}/eval-writer"
+    unknown = call(bobs_agent, "get_eval_results", run_id=UNKNOWN)
+    hidden = call(bobs_agent, "get_eval_results", run_id=alices)
+    assert hidden[0] and hidden == (True, unknown[1].replace(UNKNOWN, alices))
+    assert f"no eval run '{alices}' that you can see; eval runs you can see: {bobs}" in hidden[1]
+    compared = call(bobs_agent, "compare_eval_runs", run_a=bobs, run_b=alices)
+    assert compared == (True, hidden[1].replace("get_eval_results", "compare_eval_runs"))
+    refused = call(bobs_agent, "get_eval_suite", suite_id=lab_of_two.suite)
+    assert refused[0] and "is not shared with you" in refused[1]
+    assert lab_of_two.suite not in call(bobs_agent, "list_eval_suites")[1]
+    shown = f"eval {alices} · {lab_of_two.suite} · solver agent:x/secret-solver · succeeded"
+    assert call(alices_agent, "get_eval_results", run_id=alices)[1].startswith(shown)
+    assert call("eval-writer", "get_eval_results", run_id=alices)[1].startswith(shown)  # an outside client: the token's
+    evals.share(lab_of_two.suite, by=ALICE)
+    theirs = lab_of_two.bobs_second_on_alices_suite()
+    assert call(bobs_agent, "get_eval_results", run_id=alices)[1].startswith(shown)
+    compared = call(bobs_agent, "compare_eval_runs", run_a=alices, run_b=theirs)
+    assert not compared[0] and "A − B = +50%" in compared[1]

@@ -27,9 +27,7 @@ from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
 
-def make_eval_service(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | None = None
-) -> EvalService:
+def make_eval_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | None = None) -> EvalService:
     """On a SQLite file in ``tmp_path``, or on ``database_url`` (the ``database_url`` fixture's, for a test marked
     ``databases``)."""
     service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None), database_url=database_url)

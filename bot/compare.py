@@ -2,7 +2,8 @@
 told apart only when the data can.
 
 Two eval runs (jobs ``eval``/``eval-incidents``) go to ``EvalService.compare`` unchanged: paired by task, Newcombe's
-interval. Two training runs are compared on one metric — by default their shared ``headline`` — over their final
+interval, and only for a viewer who may see both (whoever may run their suite; another's is refused like an unknown
+eval run). Two training runs are compared on one metric — by default their shared ``headline`` — over their final
 windows, with a block-bootstrap interval on the difference of the window means (``labbot.training.compare``).
 Anything that cannot be compared is a ``BadRequest`` that names what differs, before any statistics: one eval run and
 one training run, a metric one of them does not report, two headlines that differ, a run with no points yet.
@@ -48,9 +49,13 @@ class RunComparer:
         metric: str | None = None,
         better: str | None = None,
         window: int | None = None,
+        viewer: str | None = None,
+        admin: bool = False,
     ) -> dict[str, Any]:
         """``{"kind": "training"|"eval", ...}``: the comparison as the API returns it."""
-        return self.compare_with_points(run_a, run_b, metric=metric, better=better, window=window)[0]
+        return self.compare_with_points(
+            run_a, run_b, metric=metric, better=better, window=window, viewer=viewer, admin=admin
+        )[0]
 
     def compare_with_points(
         self,
@@ -60,8 +65,11 @@ class RunComparer:
         metric: str | None = None,
         better: str | None = None,
         window: int | None = None,
+        viewer: str | None = None,
+        admin: bool = False,
     ) -> tuple[dict[str, Any], tuple[Points, Points] | None]:
-        """The comparison, and for training runs each run's points of the metric (for the overlay plot)."""
+        """The comparison, and for training runs each run's points of the metric (for the overlay plot). Eval runs
+        are compared only when ``viewer`` may see both (``EvalService.compare``: whoever may run their suite)."""
         if run_a == run_b:
             raise BadRequest(f"both runs are {run_a}: compare two different runs")
         a, b = self.runs.get(run_a), self.runs.get(run_b)  # UnknownRun (404) names the one that is not there
@@ -81,7 +89,7 @@ class RunComparer:
                 )
             if self.evals is None:
                 raise EvalsNotRunning("evals are not enabled in this labbot: eval runs cannot be compared here")
-            return {"kind": "eval", **self.evals.compare(run_a, run_b)}, None
+            return {"kind": "eval", **self.evals.compare(run_a, run_b, viewer=viewer, admin=admin)}, None
         return self._training(a, b, metric, better, window)
 
     def _training(

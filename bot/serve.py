@@ -218,6 +218,7 @@ class ControlPlane:
             ready=self.ready,
             metrics=self.metrics,
             metrics_token=self.settings.metrics_token,
+            admins=(self.slack.settings if self.slack else self.settings.slack).admins,
         )
 
     def health(self) -> dict[str, object]:

@@ -10,6 +10,10 @@ launched as labbot runs, and their results read back.
   watchdog's rules); its job writes ``results.json`` and the inspect ``.eval`` log into the run's folder
   (``RUN_ROOT/RUN_ID/eval/``). The first read of a finished run copies the ``.eval`` log into the artifact store
   (``evals`` / ``RUN_ID.eval``), once.
+- Who sees an eval run's results (``results``, ``eval_runs``, ``compare``, given a ``viewer``): whoever may run its
+  suite (:meth:`EvalService.visible`: its owners, admins, everyone once it is shared). Another's is refused exactly
+  like an unknown id, naming the eval runs the viewer can see. Incident suites (pages' and 👎 feedback's cases) are
+  the lab's, so their runs are everyone's. No ``viewer`` is the admin-token holder (the CLI): every run.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.errors import BadRequest, LabbotError, UnknownRun
 from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
 from labbot.evals.feedback_cases import freeze_feedback
@@ -297,12 +301,25 @@ class EvalService:
         req = LaunchRequest(job=job, owner=owner, params=params, name=name, idempotency_key=idempotency_key)
         return self.runs.launch(req).run
 
-    def results(self, run_id: str) -> dict[str, Any]:
+    def results(self, run_id: str, *, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
         """The run with its eval results: ``suite``, ``solver``, ``pass_rate``, ``samples``, ``isolation``... (the
-        job's ``results.json``), or only the run and ``status`` while it has not written them."""
-        run = self.runs.get(run_id)
-        if run.get("job") not in EVAL_JOBS:
+        job's ``results.json``), or only the run and ``status`` while it has not written them. For ``viewer``, only a
+        run of a suite they may run (:meth:`visible`): another's is refused exactly like an unknown id, naming the
+        eval runs they can see."""
+        try:
+            run = self.runs.get(run_id)
+        except UnknownRun:
+            if viewer is None:
+                raise
+            run = None
+        if run is not None and run.get("job") not in EVAL_JOBS:
             raise NotAnEvalRun(f"run {run_id} is a {run.get('job')} run, not an eval run (`labbot eval list`)")
+        if run is None or not self._run_visible(run, viewer, admin, {}):
+            raise UnknownRun(f"no eval run {run_id[:40]!r} that you can see; {self._known_runs(viewer, admin)}")
+        return self._results(run)
+
+    def _results(self, run: dict[str, Any]) -> dict[str, Any]:
+        run_id = str(run["id"])
         params = run.get("params") or {}
         out: dict[str, Any] = {
             "id": run_id,
@@ -323,15 +340,38 @@ class EvalService:
                 out["log_artifact"] = self._keep_log(run_id, folder / str(doc.get("log") or ""))
         return out
 
-    def eval_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [self.results(r["id"]) for r in self.runs.runs(limit=limit * 4) if r.get("job") in EVAL_JOBS][:limit]
+    def _run_visible(self, run: dict[str, Any], viewer: str | None, admin: bool, seen: dict[str, bool]) -> bool:
+        """Whether ``viewer`` may see an eval run: whoever may run its suite (``seen`` caches that per suite)."""
+        suite = str((run.get("params") or {}).get("suite") or "")
+        if suite not in seen:
+            seen[suite] = self.visible(suite, viewer, admin=admin)
+        return seen[suite]
 
-    def compare(self, run_a: str, run_b: str) -> dict[str, Any]:
+    def _visible_runs(self, limit: int, viewer: str | None, admin: bool) -> list[dict[str, Any]]:
+        """The newest eval runs ``viewer`` may see (among the newest ``4 * limit`` runs of any job)."""
+        seen: dict[str, bool] = {}
+        rows = self.runs.runs(limit=limit * 4)
+        return [r for r in rows if r.get("job") in EVAL_JOBS and self._run_visible(r, viewer, admin, seen)][:limit]
+
+    def _known_runs(self, viewer: str | None, admin: bool) -> str:
+        """The eval runs ``viewer`` can see, as a refusal names them (like :meth:`_known` names suites)."""
+        known = [str(r["id"]) for r in self._visible_runs(50, viewer, admin)]
+        if not known:
+            return "there is no eval run you can see yet (`eval run SUITE` makes one; `eval list` shows the suites)"
+        more = f" and {len(known) - 5} more" if len(known) > 5 else ""
+        return f"eval runs you can see: {', '.join(known[:5])}{more} (`eval list` lists them)"
+
+    def eval_runs(self, *, limit: int = 50, viewer: str | None = None, admin: bool = False) -> list[dict[str, Any]]:
+        """The newest eval runs with their results; for ``viewer``, only those of suites they may run."""
+        return [self._results(r) for r in self._visible_runs(limit, viewer, admin)]
+
+    def compare(self, run_a: str, run_b: str, *, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
         """Two finished eval runs on the same tasks of the same suite, paired by task (:mod:`labbot.evals.stats`);
-        BadRequest says what differs when they cannot be compared."""
+        BadRequest says what differs when they cannot be compared. For ``viewer``, a run they may not see is refused
+        as :meth:`results` refuses it."""
         if run_a == run_b:
             raise BadRequest(f"both runs are {run_a}: compare two different eval runs of one suite")
-        a, b = self.results(run_a), self.results(run_b)
+        a, b = self.results(run_a, viewer=viewer, admin=admin), self.results(run_b, viewer=viewer, admin=admin)
         for doc in (a, b):
             if doc.get("eval_status") is None or not doc.get("samples"):
                 raise BadRequest(
@@ -377,7 +417,8 @@ class EvalService:
 
     def saturation(self, suite_id_: str, *, limit: int = 200) -> dict[str, Any]:
         """Each solver's latest finished, sealed run of the suite, and whether they all pass ≥ 90 % of it (gold and
-        none, which check the suite itself, do not count)."""
+        none, which check the suite itself, do not count). Every run of the suite counts: whoever may see the suite
+        may see its runs, so a caller shows this only to them (as ``GET /api/v1/evals/suites/ID?by=`` does)."""
         latest: dict[str, dict[str, Any]] = {}
         for doc in self.eval_runs(limit=limit):
             if doc.get("suite") != suite_id_ or doc.get("eval_status") != "succeeded" or doc.get("untrusted"):

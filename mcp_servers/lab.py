@@ -1,7 +1,8 @@
 """The ``lab`` MCP server: labbot itself as tools — runs, their metrics and logs, pages — and the actions on them
 (launch, stop, restart, acknowledge), which are ``destructiveHint`` and so run only after a human approves; the
 agent's own artifact store (list, put, get, share: ``/api/v1/artifacts``); and evals (``/api/v1/evals``: suites,
-results; generating a suite and running one start labbot runs, so they need approval like a launch). Putting and
+results; generating a suite and running one start labbot runs, so they need approval like a launch). The eval reads
+are for the agent's researcher (``?by=``): only the suites they may run and those suites' runs. Putting and
 sharing only add to the agent's own store, so they are not destructive. The agent is ``LabApi(agent=...)``, else
 ``LABBOT_AGENT``, else ``agent``: one server process speaks for one agent's store.
 
@@ -96,6 +97,14 @@ def launcher_of(agent: str) -> str:
     the run's approvals and thread follow them; ``agent`` for an outside client, which has no researcher."""
     researcher, slash, _role = agent.partition("/")
     return researcher if slash and researcher else DEFAULT_AGENT
+
+
+def viewer_params(agent: str) -> dict[str, str]:
+    """Whom an agent reads evals for: its researcher (``RESEARCHER/ROLE``) as ``?by=``, so it sees only the suites
+    and eval runs they may (the API's rule); an outside client, which has no researcher, reads as the admin-token
+    holder it was given the token by."""
+    researcher, slash, _role = agent.partition("/")
+    return {"by": researcher} if slash and researcher else {}
 
 
 def run_line(r: dict[str, Any]) -> str:
@@ -208,6 +217,9 @@ def build_server(api: LabApi | None = None) -> MCPServer:
 
     def launcher(as_agent: str | None) -> str:
         return launcher_of(as_agent or lab.agent)
+
+    def viewer(as_agent: str | None) -> dict[str, str]:
+        return viewer_params(as_agent or lab.agent)
 
     @server.tool(annotations=READ, structured_output=False)
     async def list_runs(
@@ -415,9 +427,13 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     # -- evals: suites generated from the codebase, eval runs (both are labbot runs, so both need approval) --------
 
     @server.tool(annotations=READ, structured_output=False)
-    async def list_eval_suites() -> str:
-        """The eval suites labbot keeps: id, source repository and commit, number of tasks, flaky tests dropped."""
-        suites = (await lab.json("GET", "/evals/suites"))["suites"]
+    async def list_eval_suites(
+        as_agent: Annotated[
+            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
+        ] = None,
+    ) -> str:
+        """The eval suites you may run: id, source repository and commit, number of tasks, flaky tests dropped."""
+        suites = (await lab.json("GET", "/evals/suites", params=viewer(as_agent)))["suites"]
         return (
             "\n".join(
                 f"{s['suite']} · {s['source']} @ {s['commit'][:10]} · {s['tasks']} tasks"
@@ -428,9 +444,15 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         )
 
     @server.tool(annotations=READ, structured_output=False)
-    async def get_eval_suite(suite_id: Annotated[str, Field(description="an id from list_eval_suites")]) -> str:
+    async def get_eval_suite(
+        suite_id: Annotated[str, Field(description="an id from list_eval_suites")],
+        as_agent: Annotated[
+            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
+        ] = None,
+    ) -> str:
         """One suite's tasks (JSON): each task's file, symbol, statement, fail_to_pass and pass_to_pass tests."""
-        suite = (await lab.json("GET", _eval_path("suites", "suite", suite_id)))["suite"]
+        path = _eval_path("suites", "suite", suite_id)
+        suite = (await lab.json("GET", path, params=viewer(as_agent)))["suite"]
         for task in suite.get("tasks", []):
             task.pop("canary", None)  # the seal's marker: not for a model's eyes
         return json.dumps(suite, indent=1)
@@ -477,10 +499,15 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
 
     @server.tool(annotations=READ, structured_output=False)
-    async def get_eval_results(run_id: Annotated[str, Field(description="the eval run's id")]) -> str:
+    async def get_eval_results(
+        run_id: Annotated[str, Field(description="the eval run's id")],
+        as_agent: Annotated[
+            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
+        ] = None,
+    ) -> str:
         """An eval run's results: status, pass rate with its 95% interval, each sample's result, time and tokens, and
-        the isolation probes' verdicts."""
-        doc = (await lab.json("GET", _eval_path("runs", "run", run_id)))["eval"]
+        the isolation probes' verdicts (a run of a suite you may run)."""
+        doc = (await lab.json("GET", _eval_path("runs", "run", run_id), params=viewer(as_agent)))["eval"]
         iso = doc.get("isolation") or {}
         rate, ci = doc.get("pass_rate"), doc.get("interval")
         shown = f" · pass rate {rate:.0%}" if isinstance(rate, int | float) else ""
@@ -497,10 +524,13 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def compare_eval_runs(
         run_a: Annotated[str, Field(description="an eval run's id")],
         run_b: Annotated[str, Field(description="another eval run of the same suite and tasks")],
+        as_agent: Annotated[
+            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
+        ] = None,
     ) -> str:
         """Two eval runs of one suite, paired by task: the difference of pass rates with its 95% interval, and
         whether the suite can tell the two solvers apart (only when the interval excludes zero)."""
-        params = {"a": api_client.check_id("run", run_a), "b": api_client.check_id("run", run_b)}
+        params = {"a": api_client.check_id("run", run_a), "b": api_client.check_id("run", run_b), **viewer(as_agent)}
         doc = (await lab.json("GET", "/evals/compare", params=params))["comparison"]
         paired, unpaired = doc["paired"], doc["unpaired"]
         return "\n".join(

@@ -27,8 +27,10 @@ from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
 
-def make_eval_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
-    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+def make_eval_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | None = None) -> EvalService:
+    """On a SQLite file in ``tmp_path``, or on ``database_url`` (the ``database_url`` fixture's, for a test marked
+    ``databases``)."""
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None), database_url=database_url)
     submitted: list[Any] = []
     monkeypatch.setattr(service.launcher, "submit", lambda sub: submitted.append(sub) or sub.submission_id)
     artifacts = ArtifactStore(service.db, str(tmp_path / "artifacts"))
@@ -59,9 +61,11 @@ def task_ids(n: int = 20) -> list[str]:
     return [f"t{i:02d}-add" for i in range(n)]
 
 
-def finished(evals: EvalService, suite: str, solver: str, verdicts: dict[str, bool], **extra: Any) -> str:
+def finished(
+    evals: EvalService, suite: str, solver: str, verdicts: dict[str, bool], *, owner: str = "alice", **extra: Any
+) -> str:
     """An eval run launched through the service, then its job's results.json written and the run ended."""
-    run = evals.launch(suite, solver=solver, owner="alice")
+    run = evals.launch(suite, solver=solver, owner=owner)
     out = evals.runs.checkpoint_root / run["id"] / "eval"
     out.mkdir(parents=True)
     samples = [{"task": t, "passed": p, "output": "", "time_s": 3.5, "tokens": 1200} for t, p in verdicts.items()]

@@ -198,12 +198,14 @@ def create_app(
     ready: Callable[[], Awaitable[tuple[bool, dict[str, Any]]]] | None = None,
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
+    admins: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
     ``post_file(channel, thread_ts, filename, data)`` uploads into Slack (``/api/v1/artifacts/{id}/post``).
     ``max_artifact_bytes`` caps one upload's body (413 over it). ``ready`` answers ``/readyz`` (``(ready, body)``,
-    ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503."""
+    ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503. ``admins``
+    (``[roles] admins``) see every eval suite and run when a read names one of them in ``?by=``."""
 
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
@@ -518,9 +520,9 @@ def create_app(
         Route("/api/v1/artifacts/{artifact_id}", admin(delete_artifact), methods=["DELETE"]),
         Route("/api/v1/artifacts/{artifact_id}/share", admin(share_artifact), methods=["POST"]),
         Route("/api/v1/artifacts/{artifact_id}/post", admin(post_artifact), methods=["POST"]),
-        *eval_routes(evals, admin, FeedbackStore(db).mark_case if db is not None else None),
+        *eval_routes(evals, admin, FeedbackStore(db).mark_case if db is not None else None, admins),
         *feedback_routes(db, ab, admin),
-        *compare_routes(RunComparer(service, telemetry_store, evals), admin),
+        *compare_routes(RunComparer(service, telemetry_store, evals), admin, admins),
     ]
     return Starlette(routes=routes)
 

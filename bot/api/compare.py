@@ -1,6 +1,7 @@
-"""``GET /api/v1/compare?a=RUN&b=RUN[&metric=M][&better=lower|higher][&window=N]`` → ``{"comparison": {...}}``
-with ``kind`` ``training`` or ``eval`` (``labbot.bot.compare.RunComparer``). Admin token; what cannot be compared
-is a 400 naming what differs."""
+"""``GET /api/v1/compare?a=RUN&b=RUN[&metric=M][&better=lower|higher][&window=N][&by=WHO]`` →
+``{"comparison": {...}}`` with ``kind`` ``training`` or ``eval`` (``labbot.bot.compare.RunComparer``). Admin token;
+what cannot be compared is a 400 naming what differs. Eval runs are compared for ``by`` only when WHO may see both
+(as ``/api/v1/evals/compare``: ``labbot.bot.api.evals.viewer_of``); else a 404 like an unknown eval run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from anyio import to_thread
 from starlette.requests import Request
 from starlette.routing import Route
 
+from labbot.bot.api.evals import viewer_of
 from labbot.bot.compare import RunComparer
 from labbot.common.errors import BadRequest
 
@@ -18,9 +20,10 @@ Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
 MAX_WINDOW = 1_000_000
 
 
-def compare_routes(comparer: RunComparer, admin: Admin) -> list[Route]:
+def compare_routes(comparer: RunComparer, admin: Admin, admins: frozenset[str] = frozenset()) -> list[Route]:
     async def compare(request: Request) -> Any:
         q = request.query_params
+        viewer, is_admin = viewer_of(request, admins)
         a, b = q.get("a", ""), q.get("b", "")
         if not a or not b:
             raise BadRequest("compare needs two runs: /api/v1/compare?a=RUN_ID&b=RUN_ID[&metric=M][&better=lower]")
@@ -36,7 +39,9 @@ def compare_routes(comparer: RunComparer, admin: Admin) -> list[Route]:
             if not (raw.isascii() and raw.isdigit() and len(raw) <= 7 and 1 <= int(raw) <= MAX_WINDOW):
                 raise BadRequest(f"query parameter window={raw[:40]!r} must be a whole number from 1 to {MAX_WINDOW}")
             window = int(raw)
-        doc = await to_thread.run_sync(lambda: comparer.compare(a, b, metric=metric, better=better, window=window))
+        doc = await to_thread.run_sync(
+            lambda: comparer.compare(a, b, metric=metric, better=better, window=window, viewer=viewer, admin=is_admin)
+        )
         return {"comparison": doc}
 
     return [Route("/api/v1/compare", admin(compare), methods=["GET"])]

@@ -4,18 +4,23 @@ Routes (admin token)::
 
     POST /api/v1/evals/suites[?owner=WHO] a suite folder as .tar.gz (raw body)  {"suite": {...}}   201
     POST /api/v1/evals/suites/{suite}/share?by=WHO   shared with the whole lab  {"suite": {...}}
-    GET  /api/v1/evals/suites                                                   {"suites": [...]}
-    GET  /api/v1/evals/suites/{suite}                                           {"suite": {..., "tasks": [...]}}
+    GET  /api/v1/evals/suites[?by=WHO]                                          {"suites": [...]}
+    GET  /api/v1/evals/suites/{suite}[?by=WHO]                                  {"suite": {..., "tasks": [...]}}
     POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?}
                                                                                 {"eval": {...}}   201
-    GET  /api/v1/evals/runs[?limit=N]                                           {"evals": [...]}
-    GET  /api/v1/evals/runs/{run_id}                                            {"eval": {...}}
-    GET  /api/v1/evals/compare?a=RUN&b=RUN      two runs of one suite, paired   {"comparison": {...}}
+    GET  /api/v1/evals/runs[?limit=N][&by=WHO]                                  {"evals": [...]}
+    GET  /api/v1/evals/runs/{run_id}[?by=WHO]                                   {"eval": {...}}
+    GET  /api/v1/evals/compare?a=RUN&b=RUN[&by=WHO]   two runs of one suite     {"comparison": {...}}
     POST /api/v1/evals/incidents/{page_id}?by=WHO   a resolved page as a case    {"case": {...}, "suite": {...}} 201
     POST /api/v1/evals/feedback/{id}?by=WHO   a 👎 with a comment as a case      {"case": {...}, "suite": {...}} 201
 
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
+
+On the read routes ``?by=WHO`` asks for the person a client acts for (the ``lab`` MCP server passes an agent's
+researcher): only the suites WHO may run and the eval runs of those suites (``EvalService.visible``: their owners,
+admins — ``[roles] admins`` — and everyone once shared); another's run is a 404 exactly like an unknown id, naming
+the runs WHO can see. Without ``by`` the caller is the admin-token holder (the CLI): everything.
 """
 
 from __future__ import annotations
@@ -41,11 +46,26 @@ MAX_BODY = 64 * 1024
 SPOOL_BYTES = 1 << 20
 
 Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
+MAX_BY = 100  # a person's name as labbot keeps it (a run's owner is VARCHAR(100))
 
 
 class EvalsOff(LabbotError):
     status = 503
     code = "not_running"
+
+
+def viewer_of(request: Request, admins: frozenset[str]) -> tuple[str | None, bool]:
+    """Whom a read is for, from ``?by=``, and whether they are an admin; no ``by``: the admin-token holder, who sees
+    everything (``(None, True)``)."""
+    by = request.query_params.get("by")
+    if by is None:
+        return None, True
+    if not by.strip() or len(by) > MAX_BY:
+        raise BadRequest(
+            f"query parameter by names whom the request is for (a Slack user id such as U0123ABCD), 1 to {MAX_BY} "
+            "characters; leave it out to ask as the admin-token holder"
+        )
+    return by, by in admins
 
 
 class EvalRunRequest(BaseModel):
@@ -60,9 +80,13 @@ class EvalRunRequest(BaseModel):
 
 
 def eval_routes(
-    evals: EvalService | None, admin: Admin, mark_case: Callable[[str, str], None] | None = None
+    evals: EvalService | None,
+    admin: Admin,
+    mark_case: Callable[[str, str], None] | None = None,
+    admins: frozenset[str] = frozenset(),
 ) -> list[Route]:
-    """``mark_case(feedback_id, case_id)`` records on the feedback row the case made from it."""
+    """``mark_case(feedback_id, case_id)`` records on the feedback row the case made from it; ``admins`` (``[roles]
+    admins``) see every suite and run when a read names one of them in ``?by=``."""
 
     def service() -> EvalService:
         if evals is None:
@@ -79,11 +103,13 @@ def eval_routes(
         return JSONResponse({"suite": suite}, status_code=201)
 
     async def list_suites(request: Request) -> Any:
-        return {"suites": await to_thread.run_sync(service().suites)}
+        svc, (viewer, is_admin) = service(), viewer_of(request, admins)
+        return {"suites": await to_thread.run_sync(lambda: svc.suites(viewer, admin=is_admin))}
 
     async def get_suite(request: Request) -> Any:
-        svc, suite_id = service(), request.path_params["suite_id"]
-        suite = await to_thread.run_sync(svc.suite, suite_id)
+        svc, suite_id, (viewer, is_admin) = service(), request.path_params["suite_id"], viewer_of(request, admins)
+        suite = await to_thread.run_sync(lambda: svc.suite(suite_id, viewer=viewer, admin=is_admin))
+        # the suite's runs' pass rates: shown to whoever may see the suite, so only after svc.suite let them
         return {"suite": {**suite, "saturation": await to_thread.run_sync(svc.saturation, suite_id)}}
 
     async def launch(request: Request) -> Any:
@@ -116,12 +142,12 @@ def eval_routes(
         raw = request.query_params.get("limit", "50")
         if not (raw.isascii() and raw.isdigit() and 1 <= int(raw[:6]) <= 1000):
             raise BadRequest(f"query parameter limit={raw[:40]!r} must be a whole number from 1 to 1000")
-        svc = service()
-        return {"evals": await to_thread.run_sync(lambda: svc.eval_runs(limit=int(raw)))}
+        svc, (viewer, is_admin) = service(), viewer_of(request, admins)
+        return {"evals": await to_thread.run_sync(lambda: svc.eval_runs(limit=int(raw), viewer=viewer, admin=is_admin))}
 
     async def get_run(request: Request) -> Any:
-        svc, run_id = service(), request.path_params["run_id"]
-        return {"eval": await to_thread.run_sync(svc.results, run_id)}
+        svc, run_id, (viewer, is_admin) = service(), request.path_params["run_id"], viewer_of(request, admins)
+        return {"eval": await to_thread.run_sync(lambda: svc.results(run_id, viewer=viewer, admin=is_admin))}
 
     async def from_incident(request: Request) -> Any:
         svc, page_id = service(), request.path_params["page_id"]
@@ -146,8 +172,8 @@ def eval_routes(
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
         if not a or not b:
             raise BadRequest("compare needs two eval runs: /api/v1/evals/compare?a=RUN_ID&b=RUN_ID")
-        svc = service()
-        return {"comparison": await to_thread.run_sync(svc.compare, a, b)}
+        svc, (viewer, is_admin) = service(), viewer_of(request, admins)
+        return {"comparison": await to_thread.run_sync(lambda: svc.compare(a, b, viewer=viewer, admin=is_admin))}
 
     return [
         Route("/api/v1/evals/compare", admin(compare), methods=["GET"]),

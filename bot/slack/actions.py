@@ -359,7 +359,7 @@ class LabActions:
             await self.tell(who, "eval suites and runs", blocks)
 
     async def _do_eval_show(self, parsed: Parsed, who: Asker) -> None:
-        text = await self._evals().show(parsed.args["run_id"])
+        text = await self._evals().show(parsed.args["run_id"], who.user)
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, f"eval run {parsed.args['run_id']}", blocks)
 
@@ -395,7 +395,7 @@ class LabActions:
             await self.tell(who, "A/B test", blocks)
 
     async def _do_eval_compare(self, parsed: Parsed, who: Asker) -> None:
-        text = await self._evals().compare(parsed.args["run_a"], parsed.args["run_b"])
+        text = await self._evals().compare(parsed.args["run_a"], parsed.args["run_b"], who.user)
         for blocks in text_blocks(text)[:1]:
             await self.tell(who, "eval comparison", blocks)
 
@@ -406,7 +406,13 @@ class LabActions:
         comparer = RunComparer(self.service, self.threads.telemetry, self.evals.evals if self.evals else None)
         doc, points = await to_thread.run_sync(
             lambda: comparer.compare_with_points(
-                run_a, run_b, metric=opts.get("metric"), better=opts.get("better"), window=opts.get("window")
+                run_a,
+                run_b,
+                metric=opts.get("metric"),
+                better=opts.get("better"),
+                window=opts.get("window"),
+                viewer=who.user,
+                admin=self.is_admin(who.user),
             )
         )
         what = f"on {doc['metric']}" if doc["kind"] == "training" else f"on {doc['suite']}"

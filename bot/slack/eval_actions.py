@@ -4,7 +4,9 @@ An eval run (and a suite's generation) is a labbot run: it gets a thread with it
 When an eval run ends, :meth:`EvalActions.finished` adds to its thread the results table (the pass rate with its
 95 % interval, each task with its time and tokens), the isolation score, the ``.eval`` log as a file (it opens in
 ``inspect view``) and, when every solver run on the suite now passes ≥ 90 % of it, that the suite is saturated,
-with the command that generates a harder one. Errors are ephemeral and name what exists; nothing is launched then.
+with the command that generates a harder one (that thread is the run owner's). ``show``, ``list`` and ``compare`` show
+a run only to whoever may run its suite (``EvalService.visible``); another's is refused like an unknown run. Errors
+are ephemeral and name what exists; nothing is launched then.
 ``from-incident`` on a page with no recorded cause reads it from the page's Linear issue when Linear is wired in.
 """
 
@@ -49,7 +51,7 @@ class EvalActions:
         self.service = service
         self.threads = threads
         self.command = command
-        self.admins = admins  # they see and run every suite
+        self.admins = admins  # they see and run every suite, and see every eval run
         # with Linear wired in: the cause written in a page's Linear issue, recorded when the page has none
         self.linear_cause: Callable[[str, str], Awaitable[str | None]] | None = None
         self.record_cause: Callable[[str, str, str], Any] | None = None
@@ -99,12 +101,12 @@ class EvalActions:
 
     async def listing(self, user: str) -> str:
         suites = await to_thread.run_sync(lambda: self.evals.suites(user, admin=user in self.admins))
-        runs = await to_thread.run_sync(lambda: self.evals.eval_runs(limit=20))
+        runs = await to_thread.run_sync(lambda: self.evals.eval_runs(limit=20, viewer=user, admin=user in self.admins))
         text = f"```\n{suites_table(suites)}\n\n{eval_runs_table(runs)}\n```"
         return text.replace("labbot eval", f"{self.command} eval")
 
-    async def show(self, run_id: str) -> str:
-        doc = await to_thread.run_sync(self.evals.results, run_id)
+    async def show(self, run_id: str, user: str) -> str:
+        doc = await to_thread.run_sync(lambda: self.evals.results(run_id, viewer=user, admin=user in self.admins))
         return f"```\n{results_text(doc)}\n```"
 
     async def from_incident(self, page_id: str, user: str) -> str:
@@ -128,8 +130,8 @@ class EvalActions:
         await to_thread.run_sync(store.mark_case, feedback_id, str(made["case"]["id"]))
         return f"```\n{feedback_case_text(made)}\n```".replace("`labbot eval run", f"`{self.command} eval run")
 
-    async def compare(self, run_a: str, run_b: str) -> str:
-        doc = await to_thread.run_sync(self.evals.compare, run_a, run_b)
+    async def compare(self, run_a: str, run_b: str, user: str) -> str:
+        doc = await to_thread.run_sync(lambda: self.evals.compare(run_a, run_b, viewer=user, admin=user in self.admins))
         return f"```\n{comparison_text(doc)}\n```"
 
     # -- the thread, when an eval run ends ----------------------------------------------------------------------

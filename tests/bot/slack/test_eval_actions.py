@@ -69,7 +69,7 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
         ("eval generate --deletion everything", "one of body, function, mixed"),
         ("eval generate --prefer wide", "one of any, deep"),
         ("eval generate --deletions 9", "deletions"),
-        ("eval compare abc123 def456", "unknown run 'abc123'"),
+        ("eval compare abc123 def456", "no eval run 'abc123' that you can see"),
     ],
 )
 def test_refusals_are_ephemeral_say_what_exists_and_launch_nothing(

@@ -6,6 +6,7 @@ that folder and those hosts in place. Real bubblewrap, real inspect runs, over `
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -265,3 +266,46 @@ def test_solver_env_reaches_the_command_only_and_is_shown_nowhere(
     assert all(SECRET not in text for text in shown)
     assert all(SECRET.encode() not in p.read_bytes() for p in (tmp_path / "out").iterdir())
     assert SECRET not in json.dumps(out.results) and out.results_path.name == RESULTS_FILE
+
+
+def test_launch_keeps_the_secret_out_of_the_run_and_refuses_before_creating_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent_dir: Path
+) -> None:
+    from eval_services import make_eval_service
+    from eval_services import make_suite as make_service_suite
+
+    svc = make_eval_service(tmp_path, monkeypatch)
+    svc.access = SolverAccess({"my-agent": agent_dir}, ["api.anthropic.com"])
+    suite = make_service_suite(svc.suites_root / "x").id
+    (svc.suites_root / "x").rename(svc.suites_root / suite)
+    submitted: list = svc.submitted  # type: ignore[attr-defined]
+
+    for kwargs, says in (
+        ({"solver_dir": "nope"}, "configured: my-agent"),
+        ({"solver_dir": str(agent_dir)}, "a name, not a path"),
+        ({"allow_hosts": ["pypi.org"]}, "not allowed by [eval] solver_hosts (api.anthropic.com)"),
+        ({"solver_env": {"KEY": "short"}}, "8 to 16384 characters"),
+    ):
+        with pytest.raises(BadRequest, match=re.escape(says)):
+            svc.launch(suite, solver=AGENT_CMD, owner="alice", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(BadRequest, match="are for a command solver"):
+        svc.launch(suite, solver="gold", owner="alice", solver_dir="my-agent")
+    assert svc.runs.runs() == [] and submitted == []
+
+    run = svc.launch(
+        suite,
+        solver=AGENT_CMD,
+        owner="alice",
+        solver_dir="my-agent",
+        allow_hosts=["api.anthropic.com"],
+        solver_env={"ANTHROPIC_API_KEY": SECRET},
+    )
+    params = svc.runs.get(run["id"])["params"]
+    assert params["solver_dir"] == "my-agent" and params["allow_hosts"] == "api.anthropic.com"
+    assert params["solver_env"] == "ANTHROPIC_API_KEY"
+    shown = [json.dumps(svc.runs.get(run["id"])), json.dumps(svc.results(run["id"])), repr(submitted), repr(run)]
+    assert all(SECRET not in text for text in shown)
+    assert "my-agent" in repr(submitted)
+    # what the job reads, once, by the id the run's params hold
+    kept = read_secrets(svc.suites_root, params["solver_env_file"], ["ANTHROPIC_API_KEY"])
+    assert kept == {"ANTHROPIC_API_KEY": SECRET} and not any((svc.suites_root / SECRETS_DIR).iterdir())

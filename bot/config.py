@@ -253,6 +253,28 @@ class Settings:
         return [h.strip() for h in hosts]
 
     @property
+    def eval_solver_hosts(self) -> list[str]:
+        """``[eval] solver_hosts``: the hosts a run may give its command solver with ``--allow-host`` (none by
+        default); unlike ``allow_hosts``, a run gets only those it names."""
+        hosts = (self.config.get("eval") or {}).get("solver_hosts") or []
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise BadRequest(
+                'labbot.toml: [eval] solver_hosts must be a list of host names, e.g. ["api.anthropic.com"]'
+            )
+        return [h.strip() for h in hosts]
+
+    @property
+    def eval_solver_dirs(self) -> dict[str, Path]:
+        """``[eval] solver_dirs``: the folders (installed agents) a command solver may have at ``/solver``, by name;
+        none may overlap labbot's own files (``evals.solver_access.check_solver_dirs``)."""
+        from labbot.evals.solver_access import check_solver_dirs
+
+        protected = [self.home, self.eval_suites_root, self.checkpoint_root]
+        if self.config_path is not None:
+            protected.append(self.config_path)
+        return check_solver_dirs((self.config.get("eval") or {}).get("solver_dirs"), protected)
+
+    @property
     def ab_test(self) -> AbTest | None:
         """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused)."""
         agents = self.config.get("agents") or {}

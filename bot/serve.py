@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import signal
 import sys
@@ -46,6 +47,7 @@ from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
+from labbot.evals.solver_access import SolverAccess
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced, Lease, holder_id
@@ -98,6 +100,8 @@ class ControlPlane:
                 "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
                 # what the isolation probes check no sandbox can see: labbot's home (database, tokens, Ray's state)
                 "LABBOT_EVAL_PROTECT": str(settings.home),
+                # the folders a command solver may have at /solver, by name (the job checks it exists there)
+                "LABBOT_EVAL_SOLVER_DIRS": json.dumps({k: str(v) for k, v in settings.eval_solver_dirs.items()}),
             },
         )
         registry.set_env(EVAL_INCIDENTS_JOB, {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root)})
@@ -161,7 +165,10 @@ class ControlPlane:
         metrics.is_leader = plane.is_leader
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
-        plane.evals = EvalService(service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact)
+        access = SolverAccess(settings.eval_solver_dirs, settings.eval_solver_hosts, settings.eval_allow_hosts)
+        plane.evals = EvalService(
+            service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact, access=access
+        )
         if runtime is not None:
             runtime.actions.after_page_change = plane.deliver
             plane.agents = build_agents(

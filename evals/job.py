@@ -2,6 +2,7 @@
 
     python -m labbot.evals.job --suite DIR|SUITE_ID --solver S [--out DIR] [--max-samples N] [--venv DIR] [--model M]
         [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
+        [--solver-dir NAME] [--allow-hosts HOST,HOST] [--solver-env NAME,NAME --solver-env-file ID]
 
 It runs :func:`labbot.evals.runner.run_suite` (the isolation probes, then the samples through inspect) and leaves
 in ``--out``: ``results.json`` and the ``.eval`` log. Exit status: 0 when every sample ran to a verdict (whatever
@@ -20,6 +21,12 @@ Environment (all optional, so the job also runs by hand):
   ``--venv`` is not given (default: the generator's cache);
 * ``LABBOT_EVAL_ALLOW_HOSTS``: hosts the samples may reach through the allow-list proxy (none by default);
 * ``LABBOT_EVAL_PROTECT``: paths the isolation probes check no sandbox can see (labbot's home).
+* ``LABBOT_EVAL_SOLVER_DIRS``: ``[eval] solver_dirs`` as JSON; ``--solver-dir NAME`` is one of them, bound read-only
+  at ``/solver`` for a command solver and for the battery (by hand, without it, ``--solver-dir`` is a path);
+  ``--allow-hosts`` are the run's own hosts (checked against ``[eval] solver_hosts`` at launch), added to
+  ``LABBOT_EVAL_ALLOW_HOSTS`` for the solver and the battery; ``--solver-env-file`` the id of the variables the
+  launch kept under ``$LABBOT_EVAL_SUITES/.solver-env/`` (read once, deleted, given to the command solver only):
+  :mod:`labbot.evals.solver_access`.
 
 Before the samples, the isolation battery (``labbot.evals.seal``) runs in a fresh sandbox of the first task, and
 the reward-tampering probes unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look only
@@ -43,6 +50,7 @@ from labbot.evals.isolation import IsolationReport
 from labbot.evals.runner import SAMPLE_LIMITS, Probes, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.seal import allow_hosts_from_env, battery
+from labbot.evals.solver_access import job_solver_dir, read_secrets
 from labbot.evals.solvers import parse_solver
 from labbot.evals.suite import SUITE_ID, Suite, load, wheels_dir
 from labbot.evals.task import SampleDone
@@ -87,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
     p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
     p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
+    p.add_argument("--solver-dir", "--solver_dir", default="", help="a name of [eval] solver_dirs, bound at /solver")
+    p.add_argument("--allow-hosts", "--allow_hosts", default="", help="the run's own hosts, comma-separated")
+    p.add_argument("--solver-env", "--solver_env", default="", help="the names of the solver's variables")
+    p.add_argument("--solver-env-file", "--solver_env_file", default="", help="the id of the file that holds them")
     return p
 
 
@@ -118,10 +130,31 @@ def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
     return ensure_venv(wheels_dir(suite_dir), cache)
 
 
-def sandbox_battery(suite_dir: Path, suite: Suite, venv: Path) -> Probes:
+def sandbox_battery(
+    suite_dir: Path, suite: Suite, venv: Path, *, allow_hosts: Sequence[str] = (), solver_dir: Path | None = None
+) -> Probes:
     """The history, leftovers, network and host probes in a fresh sandbox of the first task (``evals.seal``), with
-    the run's network policy (``LABBOT_EVAL_ALLOW_HOSTS``); the runner adds the tampering probes."""
-    return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts_from_env())
+    the solver's network policy and folder (``/solver``); the runner adds the tampering probes."""
+    return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir)
+
+
+def run_hosts(given: str) -> tuple[str, ...]:
+    """``LABBOT_EVAL_ALLOW_HOSTS`` (every run's) and the run's own ``--allow-hosts``."""
+    own = [h.strip() for h in given.split(",") if h.strip()]
+    return tuple(dict.fromkeys([*allow_hosts_from_env(), *own]))
+
+
+def solver_env(names: str, ident: str) -> dict[str, str]:
+    """The variables the launch kept for this run (read once: the file is deleted), or none."""
+    wanted = [n for n in names.split(",") if n]
+    if not ident and not wanted:
+        return {}
+    if not ident or not wanted:
+        raise BadRequest("--solver-env and --solver-env-file go together (labbot's launch writes both)")
+    root = os.environ.get(ENV_SUITES)
+    if not root:
+        raise BadRequest(f"--solver-env-file needs ${ENV_SUITES}, where labbot keeps the file")
+    return read_secrets(Path(root), ident, wanted)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,12 +162,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ray stops a job with SIGTERM: exit through Python so telemetry's atexit flush sends the last points
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
+        env = solver_env(args.solver_env, args.solver_env_file)  # first: the file is deleted whatever happens next
         spec = parse_solver(args.solver, default_model=args.model or os.environ.get(ENV_MODEL) or None)
+        solver_dir = job_solver_dir(args.solver_dir) if args.solver_dir else None
+        if spec.kind != "cmd" and (solver_dir is not None or env):
+            raise BadRequest(f"--solver-dir and --solver-env are for a command solver, not {spec.label}")
+        hosts = run_hosts(args.allow_hosts)
         args.suite = resolve_suite(args.suite)
         args.out = resolve_out(args.out)
         suite = load(args.suite)
         venv = resolve_venv(args.suite, Path(args.venv) if args.venv else None)
-        probes = sandbox_battery(args.suite, suite, venv)
+        probes = sandbox_battery(args.suite, suite, venv, allow_hosts=hosts, solver_dir=solver_dir)
         if args.timeout <= 0 or args.test_timeout <= 0 or args.memory_mb <= 0:
             raise BadRequest("--timeout, --test-timeout and --memory-mb must be positive")
     except BadRequest as e:
@@ -183,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             task_ids=[t for t in args.tasks.split(",") if t] or None,
             on_sample=on_sample,
             on_isolation=on_isolation,
-            allow_hosts=allow_hosts_from_env(),
+            allow_hosts=hosts,
+            solver_dir=solver_dir,
+            solver_env=env,
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)

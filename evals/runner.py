@@ -23,7 +23,8 @@ solver's lines, each in ``suspect``); tampered and suspect samples never pass, a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import secrets as tokens
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from inspect_ai.scorer import CORRECT
 from labbot.common.errors import BadRequest
 from labbot.evals.isolation import IsolationReport, ProbeResult
 from labbot.evals.sandbox import Limits
-from labbot.evals.solvers import SolverSpec, parse_solver
+from labbot.evals.solvers import SolverSpec, drop_secrets, parse_solver, register_secrets
 from labbot.evals.suite import load
 from labbot.evals.tamper import tamper_probes
 from labbot.evals.task import SCORER, SampleDone, suite_task
@@ -126,11 +127,15 @@ def run_suite(
     on_sample: Callable[[SampleDone], None] | None = None,
     on_isolation: Callable[[IsolationReport], None] | None = None,
     allow_hosts: Sequence[str] = (),
+    solver_dir: Path | None = None,
+    solver_env: Mapping[str, str] | None = None,
 ) -> RunOutcome:
     """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
     solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
     ``on_isolation`` is called once the probes are done, ``on_sample`` after each sample is scored. ``allow_hosts``:
-    what the solver's sandbox may reach through the allow-list proxy (scoring never has a network)."""
+    what the solver's sandbox may reach through the allow-list proxy (scoring never has a network). ``solver_dir``
+    (bound read-only at ``/solver``) and ``solver_env`` (its variables) are a command solver's only
+    (:mod:`labbot.evals.solver_access`); the ``probes`` are the caller's to run with the same folder and hosts."""
     spec = parse_solver(solver) if isinstance(solver, str) else solver
     if spec.kind == "agent" and spec.model is None and model is None:
         raise BadRequest("--solver agent needs a model: agent:PROVIDER/MODEL, or a default model in labbot.toml")
@@ -147,6 +152,7 @@ def run_suite(
     if on_isolation is not None:
         on_isolation(isolation)
 
+    key = tokens.token_hex(8) if solver_env else None
     task = suite_task(
         suite_dir,
         spec,
@@ -156,23 +162,31 @@ def run_suite(
         task_ids=task_ids,
         on_sample=on_sample,
         allow_hosts=allow_hosts,
+        solver_dir=solver_dir,
+        secrets=key,
     )
     use_model: str | Model = (spec.model or model or NO_MODEL) if spec.kind == "agent" else NO_MODEL
     # a backstop over the solver's own limit: scoring runs after it, bounded by the test run's timeout
     backstop = int(limits.timeout_s + 2 * test_timeout_s + 120)
-    [log] = inspect_eval(
-        task,
-        model=use_model,
-        log_dir=str(out_dir),
-        log_format="eval",
-        max_samples=max_samples,
-        max_sandboxes=max_samples,
-        time_limit=backstop,
-        fail_on_error=False,
-        score_on_error=True,
-        display="none",
-        log_samples=True,
-    )
+    if key is not None and solver_env:
+        register_secrets(key, solver_env)
+    try:
+        [log] = inspect_eval(
+            task,
+            model=use_model,
+            log_dir=str(out_dir),
+            log_format="eval",
+            max_samples=max_samples,
+            max_sandboxes=max_samples,
+            time_limit=backstop,
+            fail_on_error=False,
+            score_on_error=True,
+            display="none",
+            log_samples=True,
+        )
+    finally:
+        if key is not None:
+            drop_secrets(key)
     log = read_eval_log(log.location)
     results = results_from_log(log, spec.label, isolation)
     results["suite"] = suite.id

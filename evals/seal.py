@@ -23,6 +23,7 @@ from labbot.evals.isolation import IsolationReport
 from labbot.evals.probes import HostSurface, NetworkTargets, run_probes, task_needles
 from labbot.evals.proxy import AllowList
 from labbot.evals.sandbox import Limits, SandboxSpec
+from labbot.evals.solver_access import SOLVER_DIR
 from labbot.evals.suite import EvalTask, load, original_dir, task_repo
 from labbot.evals.tamper import TAMPER_LIMITS, tamper_probes
 
@@ -49,8 +50,16 @@ def outside_url(allow_hosts: Sequence[str]) -> str:
     raise BadRequest("every probe target is on [eval] allow_hosts: the allow-list cannot be that wide")
 
 
-def battery(suite_dir: Path, task: EvalTask, venv: Path | None, *, allow_hosts: Sequence[str] = ()) -> IsolationReport:
-    """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's."""
+def battery(
+    suite_dir: Path,
+    task: EvalTask,
+    venv: Path | None,
+    *,
+    allow_hosts: Sequence[str] = (),
+    solver_dir: Path | None = None,
+) -> IsolationReport:
+    """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's:
+    with the run's command solver's folder at ``/solver`` too (so an agent folder holding the answer is seen)."""
     with tempfile.TemporaryDirectory(prefix="labbot-probe-") as tmp:
         workspace = Path(tmp) / "work"
         shutil.copytree(task_repo(suite_dir, task.id), workspace, symlinks=True)
@@ -59,6 +68,7 @@ def battery(suite_dir: Path, task: EvalTask, venv: Path | None, *, allow_hosts: 
             venv=venv,
             network="proxy" if allow_hosts else "none",
             allow_hosts=tuple(allow_hosts),
+            ro_binds={SOLVER_DIR: solver_dir} if solver_dir is not None else {},
         )
         return run_probes(
             spec,

@@ -33,6 +33,7 @@ from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
 from labbot.evals.feedback_cases import freeze_feedback
 from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
+from labbot.evals.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, Suite, suite_id
 from labbot.storage.artifacts import ArtifactStore
@@ -88,8 +89,11 @@ class EvalService:
         suites_root: Path,
         *,
         redactor: Redactor | None = None,
+        access: SolverAccess | None = None,
     ) -> None:
         self.runs = runs
+        # what a run may give its command solver: [eval] solver_dirs and solver_hosts
+        self.access = access or SolverAccess()
         self.artifacts = artifacts
         self.suites_root = suites_root
         # what a frozen incident case is redacted with: the credential shapes and labbot's own secrets
@@ -279,9 +283,15 @@ class EvalService:
         judge: str | None = None,
         viewer: str | None = None,
         admin: bool = False,
+        solver_dir: str | None = None,
+        allow_hosts: list[str] | None = None,
+        solver_env: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """An eval run of a suite as a labbot run. With ``viewer`` (a researcher asking from Slack), only a suite they
-        may see: a suite another researcher has not shared is refused like an unknown one."""
+        may see: a suite another researcher has not shared is refused like an unknown one. ``solver_dir`` (a name of
+        ``[eval] solver_dirs``), ``allow_hosts`` (each allowed by ``[eval] solver_hosts``) and ``solver_env`` (the
+        caller's variables: kept in a file for the job, never in the run's params) are a command solver's
+        (:mod:`labbot.evals.solver_access`)."""
         self.suite(suite_id_, viewer=viewer, admin=admin)  # 404 before anything is created
         job = EVAL_JOB
         params: dict[str, Any] = {"suite": suite_id_, "solver": solver}
@@ -295,11 +305,35 @@ class EvalService:
         else:
             from labbot.evals.solvers import parse_solver  # inspect is a heavy import; only launches need it here
 
-            parse_solver(solver)  # BadRequest naming the accepted forms, before anything is created
+            spec = parse_solver(solver)  # BadRequest naming the accepted forms, before anything is created
+            if spec.kind != "cmd" and (solver_dir or allow_hosts or solver_env):
+                raise BadRequest(
+                    "--solver-dir, --allow-host and --solver-env are for a command solver (e.g. --solver "
+                    f"'/solver/bin/my-agent --task \"$LABBOT_TASK_FILE\"'), not {spec.label}"
+                )
+            if solver_dir:
+                params["solver_dir"] = self.access.solver_dir(solver_dir)
+            if allow_hosts:
+                params["allow_hosts"] = ",".join(self.access.hosts(allow_hosts))
+        if job != EVAL_JOB and (solver_dir or allow_hosts or solver_env):
+            raise BadRequest("--solver-dir, --allow-host and --solver-env are for a command solver of a code suite")
         if max_samples is not None and job == EVAL_JOB:
             params["max_samples"] = max_samples
+        env = check_secret_env(solver_env or {})
+        ident = None
+        if env:
+            ident = write_secrets(self.suites_root, env)
+            params.update(solver_env=",".join(env), solver_env_file=ident)
         req = LaunchRequest(job=job, owner=owner, params=params, name=name, idempotency_key=idempotency_key)
-        return self.runs.launch(req).run
+        try:
+            run = self.runs.launch(req).run
+        except BaseException:
+            if ident is not None:
+                drop_secrets(self.suites_root, ident)
+            raise
+        if ident is not None and (run.get("params") or {}).get("solver_env_file") != ident:
+            drop_secrets(self.suites_root, ident)  # the idempotency key named a run launched before: not this file
+        return run
 
     def results(self, run_id: str, *, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
         """The run with its eval results: ``suite``, ``solver``, ``pass_rate``, ``samples``, ``isolation``... (the

@@ -7,8 +7,11 @@
   the sample's sandbox, on ``MODEL`` (``provider/name``, e.g. ``anthropic/claude-...``) or the configured default.
 - ``CMD`` (anything with a space or a shell character, or ``cmd:CMD``): ``sh -c CMD`` run inside the sandbox in
   ``/workspace`` (the task repository), the statement in the file ``$LABBOT_TASK_FILE`` names (``/labbot-task/...``,
-  read-only, outside the repository), so an external coding agent can be evaluated as it is. Note the sandbox has
-  no network: such an agent must bring everything it needs (the venv is at ``/venv``).
+  read-only, outside the repository), so an external coding agent can be evaluated as it is. An installed agent
+  (a venv, a binary) comes in a folder of ``[eval] solver_dirs``, bound read-only at ``/solver``
+  (``--solver-dir NAME``), with the hosts it may reach (``--allow-host``) and secrets of its own (``--solver-env``):
+  :mod:`labbot.evals.solver_access`. Without hosts the sandbox has no network (the task's venv is at ``/venv``).
+  The command is at most :data:`MAX_COMMAND` characters: a longer invocation belongs in a script in the solver dir.
 
 Every solver runs under the sample's time limit (:func:`bounded`). A solver that ran past it did not finish: its
 sample fails without being scored, and every process it started was killed with its sandbox command. The solver's
@@ -17,8 +20,11 @@ output tail (what the command printed, the agent's transcript) is kept in the sa
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -32,6 +38,7 @@ from inspect_ai.util import LimitExceededError, sandbox, time_limit
 from labbot.common.errors import BadRequest
 from labbot.evals.inspect_env import LabbotSandbox
 from labbot.evals.sandbox import WORKDIR, Sandbox
+from labbot.evals.solver_access import SOLVER_DIR, redact_values
 from labbot.evals.suite import original_dir
 
 SolverKind = Literal["gold", "none", "agent", "cmd"]
@@ -42,6 +49,8 @@ OUTPUT_TAIL = 4000
 CMD_GRACE_S = 10.0
 TASK_DIR = "/labbot-task"  # where the cmd solver finds the statement (read-only, outside /workspace)
 TASK_FILE = f"{TASK_DIR}/statement.md"
+SECRETS_FILE = f"{TASK_DIR}/solver.env"  # the run's --solver-env, sourced before the command
+MAX_COMMAND = 2000  # characters of a command solver
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(:\S*)?")
 MODEL = re.compile(r"[A-Za-z0-9_.-]+/\S+")
 AGENT_SYSTEM = """\
@@ -77,6 +86,12 @@ def parse_solver(text: str, *, default_model: str | None = None) -> SolverSpec:
     )
     if not text:
         raise BadRequest(f"--solver is empty; {accepted}")
+    if len(text) > MAX_COMMAND:
+        raise BadRequest(
+            f"--solver is {len(text)} characters, over the {MAX_COMMAND} a command may have: put a long agent "
+            f"invocation in a script in the agent's folder and run that (--solver-dir NAME --solver "
+            f"'{SOLVER_DIR}/run.sh')"
+        )
     if text.startswith("cmd:"):
         command = text[4:].strip()
         if not command:
@@ -152,25 +167,54 @@ def none_solver() -> Solver:
     return solve
 
 
+_SECRETS: dict[
+    str, Mapping[str, str]
+] = {}  # a run's --solver-env by key: never a solver's argument (inspect logs those)
+
+
+def register_secrets(key: str, env: Mapping[str, str]) -> None:
+    """Make ``env`` the environment of the command solvers built with ``secrets=key`` (until :func:`drop_secrets`)."""
+    _SECRETS[key] = dict(env)
+
+
+def drop_secrets(key: str) -> None:
+    _SECRETS.pop(key, None)
+
+
+def _secrets_file(env: Mapping[str, str]) -> str:
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+
+
 @solver
-def cmd_solver(command: str, timeout_s: float) -> Solver:
+def cmd_solver(command: str, timeout_s: float, solver_dir: str | None = None, secrets: str | None = None) -> Solver:
+    """``sh -c command`` in the sample's sandbox; ``solver_dir`` bound read-only at ``/solver``; ``secrets`` the key
+    of the variables :func:`register_secrets` holds for it (sourced from a file, never on bwrap's command line)."""
+
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         box = _box()
+        env = _SECRETS.get(secrets, {}) if secrets else {}
+        if secrets and not env:
+            raise RuntimeError("the run's solver variables are not registered: the run cannot give them")
+        binds = {SOLVER_DIR: Path(solver_dir)} if solver_dir else {}
+        argv = ["sh", "-c", command]
         with tempfile.TemporaryDirectory(prefix="task-", dir=box.root) as folder:
             Path(folder, Path(TASK_FILE).name).write_text(state.input_text)
+            if env:
+                fd = os.open(Path(folder, Path(SECRETS_FILE).name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(_secrets_file(env))
+                argv = ["sh", "-c", f'. {SECRETS_FILE} && exec sh -c "$1"', "sh", command]
             spec = replace(
                 box.sandbox.spec,
-                ro_binds={**box.sandbox.spec.ro_binds, TASK_DIR: Path(folder)},
+                ro_binds={**box.sandbox.spec.ro_binds, TASK_DIR: Path(folder), **binds},
                 env={**box.sandbox.spec.env, "LABBOT_TASK_FILE": TASK_FILE, "LABBOT_TASK_ID": box.task_id},
             )
             with Sandbox(spec) as run:
                 # Sandbox.exec in a thread, not aexec: aexec drops what was printed when it kills at the timeout,
                 # and the tail of a hung command's output is what tells why it hung. An interrupted eval is not
                 # left waiting: sample_cleanup kills every process working in the workspace, which ends it.
-                result = await anyio.to_thread.run_sync(
-                    lambda: run.exec(["sh", "-c", command], cwd=WORKDIR, timeout_s=timeout_s)
-                )
-        printed = result.stdout + (f"\n{result.stderr}" if result.stderr else "")
+                result = await anyio.to_thread.run_sync(lambda: run.exec(argv, cwd=WORKDIR, timeout_s=timeout_s))
+        printed = redact_values(result.stdout + (f"\n{result.stderr}" if result.stderr else ""), list(env.values()))
         status = "killed at the limit" if result.timed_out else f"exit {result.returncode}"
         state.store.set(OUTPUT_KEY, _tail(f"{printed.rstrip()}\n[{status}]".lstrip()))
         if result.timed_out:
@@ -251,15 +295,24 @@ def agent_solver(*, bash_timeout_s: int = 180, message_limit: int = 100) -> Solv
     )
 
 
-def build_solver(spec: SolverSpec, *, suite_dir: Path, timeout_s: float) -> Solver:
-    """The inspect solver for ``spec``, bounded by the per-sample ``timeout_s``."""
+def build_solver(
+    spec: SolverSpec, *, suite_dir: Path, timeout_s: float, solver_dir: Path | None = None, secrets: str | None = None
+) -> Solver:
+    """The inspect solver for ``spec``, bounded by the per-sample ``timeout_s``; ``solver_dir`` and ``secrets`` (the
+    key of :func:`register_secrets`) only for a command solver."""
+    if spec.kind != "cmd" and (solver_dir is not None or secrets):
+        raise BadRequest(
+            f"--solver-dir and --solver-env are for a command solver (e.g. --solver '{SOLVER_DIR}/bin/my-agent'), "
+            f"not {spec.label}"
+        )
     if spec.kind == "gold":
         inner = gold_solver(str(suite_dir))
     elif spec.kind == "none":
         inner = none_solver()
     elif spec.kind == "cmd":
         assert spec.command is not None
-        return bounded(cmd_solver(spec.command, timeout_s), timeout_s, grace_s=CMD_GRACE_S)
+        inner = cmd_solver(spec.command, timeout_s, str(solver_dir) if solver_dir else None, secrets)
+        return bounded(inner, timeout_s, grace_s=CMD_GRACE_S)
     else:
         inner = agent_solver(bash_timeout_s=max(1, min(180, int(timeout_s))))
     return bounded(inner, timeout_s)

@@ -110,9 +110,12 @@ def suite_task(
     task_ids: Sequence[str] | None = None,
     on_sample: Callable[[SampleDone], None] | None = None,
     allow_hosts: Sequence[str] = (),
+    solver_dir: Path | None = None,
+    secrets: str | None = None,
 ) -> Task:
     """The inspect task for a suite (or the tasks ``task_ids`` of it). ``limits`` are per sample: the solver's wall
-    clock and the memory and file size of every command it runs."""
+    clock and the memory and file size of every command it runs. ``solver_dir``, ``secrets``: a command solver's
+    folder and the key of its variables (:func:`~labbot.evals.solvers.build_solver`)."""
     assert inspect_env.PROVIDER == "labbot"
     suite = load(suite_dir)
     tasks = [suite.task(t) for t in task_ids] if task_ids else list(suite.tasks)
@@ -136,7 +139,9 @@ def suite_task(
     )
     return Task(
         dataset=MemoryDataset(samples, name=suite.id),
-        solver=build_solver(solver, suite_dir=suite_dir, timeout_s=limits.timeout_s),
+        solver=build_solver(
+            solver, suite_dir=suite_dir, timeout_s=limits.timeout_s, solver_dir=solver_dir, secrets=secrets
+        ),
         scorer=suite_scorer(
             str(suite_dir), str(venv), test_timeout_s, limits.memory_mb, limits.file_mb, progress.record
         ),

@@ -6,13 +6,17 @@ Routes (admin token)::
     POST /api/v1/evals/suites/{suite}/share?by=WHO   shared with the whole lab  {"suite": {...}}
     GET  /api/v1/evals/suites[?by=WHO]                                          {"suites": [...]}
     GET  /api/v1/evals/suites/{suite}[?by=WHO]                                  {"suite": {..., "tasks": [...]}}
-    POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?}
-                                                                                {"eval": {...}}   201
+    POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?,
+                                          "solver_dir"?, "allow_hosts"?, "solver_env"?}   {"eval": {...}}   201
     GET  /api/v1/evals/runs[?limit=N][&by=WHO]                                  {"evals": [...]}
     GET  /api/v1/evals/runs/{run_id}[?by=WHO]                                   {"eval": {...}}
     GET  /api/v1/evals/compare?a=RUN&b=RUN[&by=WHO]   two runs of one suite     {"comparison": {...}}
     POST /api/v1/evals/incidents/{page_id}?by=WHO   a resolved page as a case    {"case": {...}, "suite": {...}} 201
     POST /api/v1/evals/feedback/{id}?by=WHO   a 👎 with a comment as a case      {"case": {...}, "suite": {...}} 201
+
+``solver_dir`` is a name of ``[eval] solver_dirs`` (never a path), ``allow_hosts`` a list of hosts each allowed by
+``[eval] solver_hosts``, ``solver_env`` ``{NAME: value}``: the caller's own secrets for its command solver, kept out
+of the run's params and of every answer (:mod:`labbot.evals.solver_access`).
 
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
@@ -72,11 +76,14 @@ class EvalRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     suite: str
-    solver: str = Field(default="gold", min_length=1, max_length=2000)
+    solver: str = Field(default="gold", min_length=1, max_length=20_000)  # parse_solver says the cap and why
     owner: str = Field(default="api", min_length=1, max_length=200)
     max_samples: int | None = Field(default=None, ge=1, le=64)
     name: str | None = Field(default=None, max_length=200)
     idempotency_key: str | None = Field(default=None, max_length=200)
+    solver_dir: str | None = Field(default=None, min_length=1, max_length=200)
+    allow_hosts: list[str] = Field(default_factory=list, max_length=32)
+    solver_env: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
 def eval_routes(
@@ -134,6 +141,9 @@ def eval_routes(
                 max_samples=req.max_samples,
                 name=req.name,
                 idempotency_key=req.idempotency_key,
+                solver_dir=req.solver_dir,
+                allow_hosts=req.allow_hosts,
+                solver_env=req.solver_env,
             )
         )
         return JSONResponse({"eval": await to_thread.run_sync(svc.results, run["id"])}, status_code=201)

@@ -63,6 +63,25 @@ def add_parser(sub: Any) -> None:
         default="gold",
         help="gold | none | agent[:MODEL] | a shell command run in the task repository (default: gold)",
     )
+    s.add_argument(
+        "--solver-dir",
+        metavar="NAME",
+        help="an installed agent's folder, by its name in [eval] solver_dirs, read-only at /solver",
+    )
+    s.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host the command may reach through the proxy (one of [eval] solver_hosts; repeatable)",
+    )
+    s.add_argument(
+        "--solver-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a variable of YOUR environment (e.g. an API key) given to the command only (repeatable)",
+    )
     s.add_argument("--max-samples", type=int, metavar="N", help="samples run at once (default: the job's)")
     s.add_argument("--name", help="a name for the run")
     s.add_argument("--no-wait", action="store_true", help="return once submitted")
@@ -202,6 +221,15 @@ def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> 
         body["max_samples"] = a.max_samples
     if a.name:
         body["name"] = a.name
+    if a.solver_dir:
+        body["solver_dir"] = a.solver_dir
+    if a.allow_host:
+        body["allow_hosts"] = a.allow_host
+    if a.solver_env:
+        missing = [n for n in a.solver_env if not os.environ.get(n)]
+        if missing:
+            raise error(f"--solver-env {', '.join(missing)}: not set in your environment (export it first)", 2)
+        body["solver_env"] = {n: os.environ[n] for n in a.solver_env}  # this shell's, sent with the launch only
     doc = api.json("POST", "/evals/runs", json=body)["eval"]
     run_id = doc["id"]
     say = (lambda _text: None) if a.json else (lambda text: print(text, file=sys.stderr, flush=True))

@@ -165,6 +165,15 @@ EVAL_RUN = Command(
             "--solver", "str", "gold, none, agent, agent:PROVIDER/MODEL or cmd:COMMAND", default="gold", metavar="S"
         ),
         Option("--max-samples", "int", "samples run at once (default: the job's)", minimum=1),
+        Option(
+            "--solver-dir",
+            "str",
+            "an installed agent's folder, a name of [eval] solver_dirs, at /solver",
+            metavar="NAME",
+        ),
+        Option(
+            "--allow-host", "str", "hosts the command may reach, comma-separated ([eval] solver_hosts)", metavar="HOSTS"
+        ),
         Option("--judge", "str", "an incident suite's judge model, PROVIDER/MODEL (default: configured)", metavar="M"),
     ),
     examples=("eval run suite-3f9a0c1d2e4b --solver agent", "eval run suite-3f9a0c1d2e4b --solver gold"),

@@ -86,6 +86,8 @@ class EvalActions:
                 max_samples=parsed.options.get("max_samples"),
                 judge=parsed.options.get("judge"),
                 idempotency_key=f"slack-{trigger_id}" if trigger_id else None,
+                solver_dir=parsed.options.get("solver_dir"),
+                allow_hosts=[h for h in str(parsed.options.get("allow_host") or "").split(",") if h.strip()],
                 viewer=user,
                 admin=user in self.admins,
             )

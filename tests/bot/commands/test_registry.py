@@ -181,7 +181,9 @@ def test_usage_lines() -> None:
         "artifacts": "/lab artifacts [ARTIFACT]",
         "report": "/lab report RUN_ID",
         "eval-generate": "/lab eval generate [--count N] [--seed N] [--deletion D] [--deletions N] [--prefer P]",
-        "eval-run": "/lab eval run SUITE [--solver S] [--max-samples N] [--judge M]",
+        "eval-run": (
+            "/lab eval run SUITE [--solver S] [--max-samples N] [--solver-dir NAME] [--allow-host HOSTS] [--judge M]"
+        ),
         "eval-list": "/lab eval list",
         "eval-show": "/lab eval show RUN_ID",
         "eval-compare": "/lab eval compare RUN_A RUN_B",

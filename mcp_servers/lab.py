@@ -495,7 +495,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     ) -> str:
         """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it."""
         body = {"suite": _checked("suite", suite_id), "solver": solver, "owner": launcher(as_agent)}
-        doc = (await lab.json("POST", "/evals/runs", json=body))["eval"]
+        doc = (await lab.json("POST", "/evals/runs", json=body, params=viewer(as_agent)))["eval"]
         return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
 
     @server.tool(annotations=READ, structured_output=False)

@@ -6,7 +6,7 @@ Routes (admin token)::
     POST /api/v1/evals/suites/{suite}/share?by=WHO   shared with the whole lab  {"suite": {...}}
     GET  /api/v1/evals/suites[?by=WHO]                                          {"suites": [...]}
     GET  /api/v1/evals/suites/{suite}[?by=WHO]                                  {"suite": {..., "tasks": [...]}}
-    POST /api/v1/evals/runs              {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?,
+    POST /api/v1/evals/runs[?by=WHO]     {"suite", "solver", "owner", "max_samples"?, "name"?, "idempotency_key"?,
                                           "solver_dir"?, "allow_hosts"?, "solver_env"?}   {"eval": {...}}   201
     GET  /api/v1/evals/runs[?limit=N][&by=WHO]                                  {"evals": [...]}
     GET  /api/v1/evals/runs/{run_id}[?by=WHO]                                   {"eval": {...}}
@@ -21,7 +21,7 @@ of the run's params and of every answer (:mod:`labbot.evals.solver_access`).
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
 
-On the read routes ``?by=WHO`` asks for the person a client acts for (the ``lab`` MCP server passes an agent's
+On the read routes and the launch, ``?by=WHO`` asks for the person a client acts for (the ``lab`` MCP server passes an agent's
 researcher): only the suites WHO may run and the eval runs of those suites (``EvalService.visible``: their owners,
 admins — ``[roles] admins`` — and everyone once shared); another's run is a 404 exactly like an unknown id, naming
 the runs WHO can see. Without ``by`` the caller is the admin-token holder (the CLI): everything.
@@ -120,7 +120,7 @@ def eval_routes(
         return {"suite": {**suite, "saturation": await to_thread.run_sync(svc.saturation, suite_id)}}
 
     async def launch(request: Request) -> Any:
-        svc = service()
+        svc, (viewer, is_admin) = service(), viewer_of(request, admins)
         body = await read_limited(request, MAX_BODY)
         try:
             doc = loads_json(body or b"{}")
@@ -144,6 +144,8 @@ def eval_routes(
                 solver_dir=req.solver_dir,
                 allow_hosts=req.allow_hosts,
                 solver_env=req.solver_env,
+                viewer=viewer,
+                admin=is_admin,
             )
         )
         return JSONResponse({"eval": await to_thread.run_sync(svc.results, run["id"])}, status_code=201)

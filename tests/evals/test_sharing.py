@@ -296,6 +296,8 @@ def test_an_agent_reads_eval_runs_for_its_researcher(lab_of_two: TwoResearchers)
     assert compared == (True, hidden[1].replace("get_eval_results", "compare_eval_runs"))
     refused = call(bobs_agent, "get_eval_suite", suite_id=lab_of_two.suite)
     assert refused[0] and "is not shared with you" in refused[1]
+    launched = call(bobs_agent, "run_eval", suite_id=lab_of_two.suite, solver="gold")  # nor run on Bob's behalf
+    assert launched[0] and "is not shared with you" in launched[1], launched
     assert lab_of_two.suite not in call(bobs_agent, "list_eval_suites")[1]
     shown = f"eval {alices} · {lab_of_two.suite} · solver agent:x/secret-solver · succeeded"
     assert call(alices_agent, "get_eval_results", run_id=alices)[1].startswith(shown)

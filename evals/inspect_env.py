@@ -3,7 +3,8 @@
 Each sample gets a fresh workspace, a copy of its task tree (``tasks/ID/repo``, git repository included) named by
 the sample's ``task_id`` metadata, mounted read-write at ``/workspace`` in a :class:`~labbot.evals.sandbox.Sandbox`:
 every :meth:`LabbotSandbox.exec` is a new sealed process tree (no network, the suite's venv read-only at
-``/venv``, limits by prlimit, everything it started killed when it ends), so nothing a solver starts lives on
+``/venv``, the sample's limits: its processes and memory together in one cgroup, everything it started killed when
+it ends), so nothing a solver starts lives on
 between two tool calls or into scoring. ``read_file``/``write_file`` work on the workspace from the host, opening
 each path component without following symlinks, so a link planted in the workspace cannot reach a host file.
 Only ``/workspace`` persists: paths elsewhere are refused. Commands run as the sandbox user (uid 1000); ``root`` is
@@ -53,11 +54,15 @@ class LabbotSandboxConfig(BaseModel):
     timeout_s: float = 600.0  # one command's wall clock (a tool call's own timeout can only lower it)
     memory_mb: int = 4096
     file_mb: int = 1024
+    pids: int = 1024  # processes (and threads) of the whole sample
+    tmp_mb: int = 512  # each of /tmp and home
     allow_hosts: tuple[str, ...] = ()  # reachable through the allow-list proxy; none: no network at all
 
     @property
     def limits(self) -> Limits:
-        return Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb, file_mb=self.file_mb)
+        return Limits(
+            timeout_s=self.timeout_s, memory_mb=self.memory_mb, file_mb=self.file_mb, pids=self.pids, tmp_mb=self.tmp_mb
+        )
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> LabbotSandboxConfig:
@@ -218,7 +223,10 @@ class LabbotSandbox(SandboxEnvironment):
         )
         if result.timed_out:
             raise TimeoutError(f"the command ran past its {timeout_s:g} s limit and was killed with all it started")
-        return ExecResult(result.success, result.returncode, result.stdout, result.stderr)
+        stderr = result.stderr
+        if result.limit is not None:  # the agent reads why, in the tool call's output
+            stderr = f"{stderr.rstrip()}\n[labbot] the command hit {result.limit_note}".lstrip()
+        return ExecResult(result.success, result.returncode, result.stdout, stderr)
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
         data = contents.encode() if isinstance(contents, str) else contents

@@ -437,6 +437,8 @@ def score_sample(
         lines.append(f"not passed: {shown}" + (f" and {len(failing) - 5} more" if len(failing) > 5 else ""))
     if run.result.timed_out:
         lines.append(f"the test run was killed at its {limits.timeout_s:g} s limit")
+    elif run.result.limit is not None:
+        lines.append(f"the test run hit {run.result.limit_note}")
     if leftovers:
         lines.append(f"killed {len(leftovers)} process(es) the solver left in its workspace: {leftovers}")
     if task.hidden:

@@ -13,7 +13,9 @@
   :mod:`labbot.evals.solver_access`. Without hosts the sandbox has no network (the task's venv is at ``/venv``).
   The command is at most :data:`MAX_COMMAND` characters: a longer invocation belongs in a script in the solver dir.
 
-Every solver runs under the sample's time limit (:func:`bounded`). A solver that ran past it did not finish: its
+Every solver runs under the sample's time limit (:func:`bounded`); a command solver's processes and memory count in
+the sample's cgroup, and a command that reached one of the sample's limits (processes, memory, ``/tmp``...) fails the
+sample with that limit named. A solver that ran past it did not finish: its
 sample fails without being scored, and every process it started was killed with its sandbox command. The solver's
 output tail (what the command printed, the agent's transcript) is kept in the sample's store for the results.
 """
@@ -209,7 +211,7 @@ def cmd_solver(command: str, timeout_s: float, solver_dir: str | None = None, se
                 ro_binds={**box.sandbox.spec.ro_binds, TASK_DIR: Path(folder), **binds},
                 env={**box.sandbox.spec.env, "LABBOT_TASK_FILE": TASK_FILE, "LABBOT_TASK_ID": box.task_id},
             )
-            with Sandbox(spec) as run:
+            with Sandbox(spec, within=box.sandbox) as run:  # the sample's group: its processes and memory
                 # Sandbox.exec in a thread, not aexec: aexec drops what was printed when it kills at the timeout,
                 # and the tail of a hung command's output is what tells why it hung. An interrupted eval is not
                 # left waiting: sample_cleanup kills every process working in the workspace, which ends it.
@@ -221,6 +223,8 @@ def cmd_solver(command: str, timeout_s: float, solver_dir: str | None = None, se
             state.store.set(
                 REASON_KEY, f"the command ran past its {timeout_s:g} s limit and was killed with all it started"
             )
+        elif result.limit is not None:
+            state.store.set(REASON_KEY, f"the solver hit {result.limit_note}")
         return state
 
     return solve

@@ -135,6 +135,8 @@ def suite_task(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
         file_mb=limits.file_mb,
+        pids=limits.pids,
+        tmp_mb=limits.tmp_mb,
         allow_hosts=tuple(allow_hosts),
     )
     return Task(

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from labbot.common.errors import BadRequest
 from labbot.common.redact import secret_env_values
+from labbot.evals import contamination
 from labbot.evals.isolation import IsolationReport
 from labbot.evals.probes import HostSurface, NetworkTargets, run_probes, task_needles
 from labbot.evals.proxy import AllowList
@@ -50,7 +51,8 @@ def outside_url(allow_hosts: Sequence[str]) -> str:
 
 
 def battery(suite_dir: Path, task: EvalTask, venv: Path | None, *, allow_hosts: Sequence[str] = ()) -> IsolationReport:
-    """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's."""
+    """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's, and
+    the contamination walk (:mod:`labbot.evals.contamination`) in another."""
     with tempfile.TemporaryDirectory(prefix="labbot-probe-") as tmp:
         workspace = Path(tmp) / "work"
         shutil.copytree(task_repo(suite_dir, task.id), workspace, symlinks=True)
@@ -60,12 +62,16 @@ def battery(suite_dir: Path, task: EvalTask, venv: Path | None, *, allow_hosts: 
             network="proxy" if allow_hosts else "none",
             allow_hosts=tuple(allow_hosts),
         )
-        return run_probes(
+        report = run_probes(
             spec,
             task_needles(suite_dir, task, workspace),
             host=host_surface(suite_dir),
             network=NetworkTargets(outside_url=outside_url(allow_hosts)),
         )
+        original = original_dir(suite_dir) / task.path
+        sources = contamination.definitions(original.read_text(), task.symbols, f"the original {task.path}")
+        found = contamination.task_needles(sources, workspace, [task.canary])
+        return IsolationReport([*report.probes, contamination.probe(spec, found)])
 
 
 def probe_suite(

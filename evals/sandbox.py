@@ -7,8 +7,16 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   with ``network="proxy"`` the same namespace, plus HTTP(S) through the host's allow-list proxy
   (:mod:`labbot.evals.proxy`: ``allow_hosts``, its socket bound at ``/run/labbot-proxy``, a forwarder on the
   sandbox's ``127.0.0.1:3128`` started before the command, ``HTTP(S)_PROXY`` set) — raw TCP and DNS still go nowhere;
-- ``/usr`` (and the interpreter's prefix when it lives elsewhere) read-only; ``/bin``, ``/lib`` the usual links;
-  an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
+- of the host's system only what tests need, read-only (:func:`host_view`): ``/usr/bin`` (sh, coreutils, git,
+  python), the folders of the shared libraries those tools and the interpreter load (``ldd``: ``/usr/lib/<arch>``,
+  ``/usr/lib64``), ``/usr/lib/git-core`` and ``/usr/share/git-core``, the standard library of ``/usr/bin/python3``
+  and the interpreter's prefix when it lives elsewhere (pyenv); ``/bin``, ``/lib`` the usual links; the root itself
+  read-only. Not shown: the rest of ``/usr`` (``/usr/share``, ``/usr/local``, SDKs under ``/usr/lib`` that vendor
+  other libraries), and an empty read-only tmpfs over every ``site-packages``/``dist-packages`` of those
+  interpreters and over ensurepip's bundled wheels — copies of other projects a solver could read the deleted code
+  from (:mod:`labbot.evals.contamination` looks for what is left). In the task venv, pip's, setuptools' and wheel's
+  vendored trees (``pip/_vendor``…) are masked the same way; only the venv build (``SandboxSpec.vendored``) sees them;
+- an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
   namespace, a minimal ``/dev``;
 - an empty ``/tmp`` and home (``/home/sandbox``), gone when the command ends;
 - the workspace read-write at ``/workspace`` (the only host folder it can write), the task's venv read-only at

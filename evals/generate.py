@@ -47,11 +47,11 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
-from labbot.evals import venvs
+from labbot.evals import contamination, venvs
 from labbot.evals.coverage_map import Covered, map_functions, run_with_coverage
 from labbot.evals.delete import Deletion, delete, plant_canary
 from labbot.evals.sandbox import ExecResult, Limits, SandboxSpec
@@ -480,6 +480,23 @@ class _Attempt:
     reason: str  # why not, when task is None
 
 
+def _contamination(spec: SandboxSpec, original: str, task: EvalTask) -> dict[str, Any] | None:
+    """The contamination walk (:mod:`labbot.evals.contamination`) in a sandbox of the new task: ``None`` when its
+    deleted code is readable nowhere, else what ``suite.json``'s ``contaminated`` says of it."""
+    sources = contamination.definitions(original, task.symbols, task.path)
+    found = contamination.scan(spec, contamination.task_needles(sources, spec.workspace))
+    if found.error:
+        raise BadRequest(f"the contamination walk failed in the sandbox of task {task.id}: {found.error}")
+    if not found.matches:
+        return None
+    return {
+        "task": task.id,
+        "symbols": task.symbols,
+        "paths": [m.path for m in found.matches],
+        "kinds": [", ".join(m.kinds) for m in found.matches],
+    }
+
+
 def _validate(
     group: Sequence[Covered],
     deletion: Deletion,
@@ -679,6 +696,7 @@ def _generate(
         tasks: list[EvalTask] = []
         texts: dict[str, str] = {}
         rejected: list[str] = []
+        contaminated: list[dict[str, Any]] = []
         ranked = rank(candidates, seed, shape.prefer)
         for covered_fn in ranked:
             if len(tasks) == count:
@@ -711,10 +729,16 @@ def _generate(
                 rejected.append(f"{where}: {attempt.reason}")
                 say(f"skipped {where} ({attempt.reason})")
                 continue
+            materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
+            found = _contamination(replace(spec, workspace=task_repo(staging, tid)), original, attempt.task)
+            if found:
+                contaminated.append(found)
+                shutil.rmtree(task_repo(staging, tid).parent)
+                say(f"skipped {where} (contaminated: its deleted code is readable in the sandbox at {found['paths']})")
+                continue
             hidden = hidden_tests(attempt.task.fail_to_pass, seed, tid)
             text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass, hidden=hidden)
             task = replace(attempt.task, statement=_rewritten(text, rewrite, say), hidden=hidden)
-            materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
             tasks.append(task)
             say(
                 f"task {len(tasks)}/{count}: {tid} ({len(task.fail_to_pass)} fail to pass, "
@@ -745,6 +769,7 @@ def _generate(
             flaky=sorted(base.flaky),
             python=platform.python_version(),
             test_roots=test_roots,
+            contaminated=contaminated,
         )
         suite = replace(draft, id=suite_id(draft.to_json()))
         save(suite, staging)

@@ -7,8 +7,16 @@ What a command inside sees (:func:`bwrap_argv` builds it, and the probe battery 
   with ``network="proxy"`` the same namespace, plus HTTP(S) through the host's allow-list proxy
   (:mod:`labbot.evals.proxy`: ``allow_hosts``, its socket bound at ``/run/labbot-proxy``, a forwarder on the
   sandbox's ``127.0.0.1:3128`` started before the command, ``HTTP(S)_PROXY`` set) — raw TCP and DNS still go nowhere;
-- ``/usr`` (and the interpreter's prefix when it lives elsewhere) read-only; ``/bin``, ``/lib`` the usual links;
-  an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
+- of the host's system only what tests need, read-only (:func:`host_view`): ``/usr/bin`` (sh, coreutils, git,
+  python), the folders of the shared libraries those tools and the interpreter load (``ldd``: ``/usr/lib/<arch>``,
+  ``/usr/lib64``), ``/usr/lib/git-core`` and ``/usr/share/git-core``, the standard library of ``/usr/bin/python3``
+  and the interpreter's prefix when it lives elsewhere (pyenv); ``/bin``, ``/lib`` the usual links; the root itself
+  read-only. Not shown: the rest of ``/usr`` (``/usr/share``, ``/usr/local``, SDKs under ``/usr/lib`` that vendor
+  other libraries), and an empty read-only tmpfs over every ``site-packages``/``dist-packages`` of those
+  interpreters and over ensurepip's bundled wheels — copies of other projects a solver could read the deleted code
+  from (:mod:`labbot.evals.contamination` looks for what is left). In the task venv, pip's, setuptools' and wheel's
+  vendored trees (``pip/_vendor``…) are masked the same way; only the venv build (``SandboxSpec.vendored``) sees them;
+- an ``/etc`` of its own (``passwd``, ``group``, ``hosts``: the host's is not shown); ``/proc`` of its own PID
   namespace, a minimal ``/dev``;
 - an empty ``/tmp`` and home (``/home/sandbox``), gone when the command ends;
 - the workspace read-write at ``/workspace`` (the only host folder it can write), the task's venv read-only at
@@ -58,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import select
@@ -141,6 +150,7 @@ class SandboxSpec:
     rw_binds: Mapping[str, Path] = field(default_factory=dict)  # path inside -> host path (results, a venv build)
     env: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = Limits()
+    vendored: bool = False  # pip's, setuptools' and ensurepip's bundled trees shown: only the venv build needs them
 
 
 def bwrap() -> str:
@@ -157,6 +167,100 @@ def interpreter_prefixes() -> list[str]:
         if prefix and not prefix.startswith("/usr/") and prefix != "/usr" and Path(prefix).is_dir():
             out.append(prefix)
     return sorted(out)
+
+
+# the tools a command is promised (and the base interpreter): the folders of their shared libraries are bound
+PROMISED_TOOLS = ("sh", "bash", "env", "ls", "cat", "grep", "sed", "find", "git", "python3")
+# third-party code that pip and setuptools carry inside themselves (copies of packaging, idna, tomli, platformdirs...)
+VENDORED_TREES = ("pip/_vendor", "setuptools/_vendor", "pkg_resources/_vendor", "wheel/vendored")
+
+
+def _site_dirs(lib: Path) -> list[Path]:
+    """Every ``site-packages`` and ``dist-packages`` of the ``pythonX.Y`` folders under ``lib``."""
+    return sorted(p for pattern in ("python3*/site-packages", "python3*/dist-packages") for p in lib.glob(pattern))
+
+
+def _stdlib_masks(stdlib: Path, *, vendored: bool) -> list[Path]:
+    """What of a standard library folder stays hidden: ensurepip's bundled pip and setuptools wheels (the vendored
+    trees, zipped) unless ``vendored``."""
+    bundled = stdlib / "ensurepip" / "_bundled"
+    return [bundled] if bundled.is_dir() and not vendored else []
+
+
+@functools.lru_cache(maxsize=1)
+def library_dirs() -> tuple[str, ...]:
+    """The folders of the shared libraries the promised tools and the base interpreter load (``ldd``), and the
+    dynamic loader's: bound whole, read-only (``/usr/lib/x86_64-linux-gnu``, ``/usr/lib64`` here)."""
+    exes = [shutil.which(t, path=LAUNCH_ENV["PATH"]) for t in PROMISED_TOOLS] + [os.path.realpath(sys.executable)]
+    dirs: set[str] = set()
+    for exe in filter(None, exes):
+        try:
+            out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30, env=LAUNCH_ENV).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        for word in out.split():
+            if word.startswith("/") and os.path.exists(word):
+                dirs |= {os.path.realpath(os.path.dirname(word)), os.path.dirname(os.path.realpath(word))}
+    prefixes = interpreter_prefixes()
+    return tuple(sorted(d for d in dirs if not any(d == p or d.startswith(p + "/") for p in prefixes)))
+
+
+def _system_pythons() -> list[Path]:
+    """The standard library folders of the system's own ``/usr/bin/python3*`` (``/usr/lib/python3.11``)."""
+    out = set()
+    for exe in Path("/usr/bin").glob("python3*"):
+        name = Path(os.path.realpath(exe)).name
+        if name.startswith("python3.") and (stdlib := Path("/usr/lib") / name.removesuffix("m")).is_dir():
+            out.add(stdlib)
+    return sorted(out)
+
+
+def host_view(spec: SandboxSpec) -> list[str]:
+    """The bwrap arguments that show the host's system inside a sandbox (see the module docstring): the promised
+    tools and their libraries, the interpreters' standard libraries — and no ``site-packages`` or ``dist-packages``
+    of the host, no ``/usr/share``, ``/usr/local`` or vendored SDK trees."""
+    binds = ["/usr/bin", *library_dirs(), "/usr/lib/git-core", "/usr/share/git-core"]
+    masks: list[Path] = []
+    for stdlib in _system_pythons():
+        binds.append(str(stdlib))
+        masks += [p for p in (stdlib / "site-packages", stdlib / "dist-packages") if p.is_dir()]
+        masks += _stdlib_masks(stdlib, vendored=spec.vendored)
+    argv: list[str] = []
+    for path in dict.fromkeys(binds):
+        if Path(path).is_dir():
+            argv += ["--ro-bind", path, path]
+    argv += [
+        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/sbin", "/sbin",
+        "--symlink", "usr/lib", "/lib",
+    ]  # fmt: skip
+    if Path("/usr/lib64").is_dir():
+        argv += ["--symlink", "usr/lib64", "/lib64"]
+    for prefix in interpreter_prefixes():
+        argv += ["--ro-bind", prefix, prefix]
+        lib = Path(prefix) / "lib"
+        masks += _site_dirs(lib)
+        for stdlib in lib.glob("python3*"):
+            masks += _stdlib_masks(stdlib, vendored=spec.vendored)
+    return argv + _masked(masks)
+
+
+def venv_masks(venv: Path) -> list[Path]:
+    """The vendored trees of a task venv's toolchain, as paths inside the sandbox (under ``/venv``)."""
+    out = []
+    for site in _site_dirs(venv / "lib"):
+        for tree in VENDORED_TREES:
+            if (site / tree).is_dir():
+                out.append(Path(VENV) / (site / tree).relative_to(venv))
+    return out
+
+
+def _masked(paths: Sequence[Path]) -> list[str]:
+    """An empty read-only tmpfs over each of ``paths``: the folder is there, and holds nothing."""
+    argv: list[str] = []
+    for path in dict.fromkeys(str(p) for p in paths):
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    return argv
 
 
 def _etc(root: Path) -> Path:
@@ -222,17 +326,8 @@ def bwrap_argv(
         "--uid", "1000",
         "--gid", "1000",
         "--hostname", "sandbox",
-        "--ro-bind", "/usr", "/usr",
-        "--symlink", "usr/bin", "/bin",
-        "--symlink", "usr/sbin", "/sbin",
-        "--symlink", "usr/lib", "/lib",
     ]  # fmt: skip
-    if Path("/usr/lib64").is_dir():
-        argv += ["--symlink", "usr/lib64", "/lib64"]
-    if Path("/usr/lib32").is_dir():
-        argv += ["--symlink", "usr/lib32", "/lib32"]
-    for prefix in interpreter_prefixes():
-        argv += ["--ro-bind", prefix, prefix]
+    argv += host_view(spec)
     argv += [
         "--ro-bind", str(etc), "/etc",
         "--proc", "/proc",
@@ -244,6 +339,7 @@ def bwrap_argv(
     ]  # fmt: skip
     if spec.venv is not None:
         argv += ["--ro-bind", str(spec.venv), VENV]
+        argv += _masked(venv_masks(spec.venv) if not spec.vendored else [])
     for inside, host in spec.ro_binds.items():
         argv += ["--ro-bind", str(host), inside]
     for inside, host in spec.rw_binds.items():
@@ -253,6 +349,7 @@ def bwrap_argv(
         argv += ["--ro-bind", str(proxy), PROXY_INSIDE]
         env = {**env, **proxy_env()}
         cmd = forwarder_argv(_base_interpreter(), cmd)
+    argv += ["--remount-ro", "/"]  # the root bwrap built (/usr, /lib... as folders of its own): nothing new there
     argv += ["--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from labbot.common.errors import BadRequest
 from labbot.common.redact import secret_env_values
+from labbot.evals import contamination
 from labbot.evals.isolation import IsolationReport
 from labbot.evals.probes import HostSurface, NetworkTargets, run_probes, task_needles
 from labbot.evals.proxy import AllowList
@@ -59,7 +60,8 @@ def battery(
     solver_dir: Path | None = None,
 ) -> IsolationReport:
     """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's:
-    with the run's command solver's folder at ``/solver`` too (so an agent folder holding the answer is seen)."""
+    with the run's command solver's folder at ``/solver`` too (so an agent folder holding the answer is seen); and
+    the contamination walk (:mod:`labbot.evals.contamination`) in another."""
     with tempfile.TemporaryDirectory(prefix="labbot-probe-") as tmp:
         workspace = Path(tmp) / "work"
         shutil.copytree(task_repo(suite_dir, task.id), workspace, symlinks=True)
@@ -70,12 +72,16 @@ def battery(
             allow_hosts=tuple(allow_hosts),
             ro_binds={SOLVER_DIR: solver_dir} if solver_dir is not None else {},
         )
-        return run_probes(
+        report = run_probes(
             spec,
             task_needles(suite_dir, task, workspace),
             host=host_surface(suite_dir),
             network=NetworkTargets(outside_url=outside_url(allow_hosts)),
         )
+        original = original_dir(suite_dir) / task.path
+        sources = contamination.definitions(original.read_text(), task.symbols, f"the original {task.path}")
+        found = contamination.task_needles(sources, workspace, [task.canary])
+        return IsolationReport([*report.probes, contamination.probe(spec, found)])
 
 
 def probe_suite(

@@ -2,7 +2,8 @@
 
 A suite folder::
 
-    suite.json                  the Suite below (id, source repository and commit, tasks, dropped flaky tests)
+    suite.json                  the Suite below (id, source repository and commit, tasks, dropped flaky tests,
+                                tasks left out as contaminated)
     original/                   the repository's committed files at that commit, canaries planted in every deleted
                                 feature: what scoring restores tests from and the gold solver copies; never bound
                                 into a sandbox
@@ -75,6 +76,9 @@ class Suite:
     flaky: list[str] = field(default_factory=list)  # tests dropped from both lists: their outcome changed on a rerun
     python: str = ""  # the interpreter version the suite was validated with
     test_roots: list[str] = field(default_factory=list)  # import roots put first on sys.path (``src`` layouts)
+    # tasks left out because their deleted code is readable in the sandbox (evals.contamination): each
+    # {"task", "symbols", "paths" (as the sandbox shows them), "kinds" (what matched, per path)}
+    contaminated: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "tasks": [t.to_json() for t in self.tasks]}

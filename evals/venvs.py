@@ -323,6 +323,7 @@ def ensure_venv(wheels: Path, cache_root: Path, *, progress: Progress = _quiet) 
                 ro_binds={"/wheels": wheels},
                 rw_binds={VENV: build},
                 limits=BUILD_LIMITS,
+                vendored=True,  # python -m venv runs ensurepip, and pip its vendored libraries
             )
             with Sandbox(spec) as box:
                 made = box.exec([str(base_python()), "-m", "venv", VENV])

@@ -192,6 +192,7 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
                 "symbol": t.symbol,
                 "also": t.also,
                 "fail_to_pass": t.fail_to_pass,
+                "hidden": t.hidden,
                 "pass_to_pass": t.pass_to_pass,
             }
             for t in suite.tasks

@@ -28,7 +28,7 @@ from gen_support import (
 from labbot.common.errors import BadRequest
 from labbot.evals import venvs
 from labbot.evals.delete import delete_body, symbols
-from labbot.evals.generate import generate_suite
+from labbot.evals.generate import STATEMENT_TESTS, generate_suite, hidden_tests
 from labbot.evals.generate_job import TASK_MADE
 from labbot.evals.suite import is_test_file, load, original_dir, suite_id, task_repo, wheels_dir
 
@@ -120,8 +120,24 @@ def test_the_statement_names_the_symbol_its_signature_docstring_and_failing_test
     assert "method `scale` of class `Rect` in `shapes/geometry.py`" in scale.statement
     assert "def scale(self, k)" in scale.statement
     assert "k times as large along each side" in scale.statement
-    assert "- tests/test_geometry.py::TestRect::test_scale" in scale.statement
     assert "width = self.w * k" not in scale.statement
+    for task in suite.tasks:  # the statement names some failing tests, never the hidden ones; scoring runs them all
+        assert task.named and set(task.hidden) < set(task.fail_to_pass)
+        assert all(f"- {t}\n" in task.statement for t in task.named)
+        assert not any(t in task.statement for t in task.hidden)
+        assert len(task.hidden) == len(task.fail_to_pass) // 2
+        if task.hidden:
+            assert f"- … and {len(task.hidden)} more, not named here" in task.statement
+
+
+def test_hidden_tests_are_about_half_drawn_by_seed_and_task() -> None:
+    failing = [f"tests/test_x.py::test_{i}" for i in range(7)]
+    hidden = hidden_tests(failing, 0, "a")
+    assert len(hidden) == 3 and set(hidden) < set(failing)
+    assert hidden == hidden_tests(failing, 0, "a") and hidden == [t for t in failing if t in hidden]  # stable, in order
+    assert {tuple(hidden_tests(failing, seed, "a")) for seed in range(20)} != {tuple(hidden)}  # the seed draws them
+    assert hidden_tests(failing[:1], 0, "a") == [] and hidden_tests([], 0, "a") == []
+    assert len(hidden_tests([f"t::{i}" for i in range(100)], 0, "a")) == 100 - STATEMENT_TESTS
 
 
 def test_task_trees_differ_from_the_original_only_in_the_deleted_body(generated):

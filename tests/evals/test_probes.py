@@ -59,8 +59,9 @@ class _EditedSandbox(Sandbox, abc.ABC):
         cwd: str = WORKDIR,
         env: Mapping[str, str] | None = None,
         status_fd: int | None = None,
+        block_fd: int | None = None,
     ) -> list[str]:
-        return self.edit(super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd))
+        return self.edit(super().argv(cmd, cwd=cwd, env=env, status_fd=status_fd, block_fd=block_fd))
 
 
 class HostNetSandbox(_EditedSandbox):

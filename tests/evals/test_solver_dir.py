@@ -18,6 +18,7 @@ from seal_repo import HOST_BODY
 
 from labbot.common.errors import BadRequest
 from labbot.evals import job
+from labbot.evals.contamination import PROBE_NAME as CONTENT_PROBE
 from labbot.evals.runner import RESULTS_FILE, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.seal import battery
@@ -185,9 +186,9 @@ def test_battery_measures_the_solver_dir(tmp_path: Path, pytest_venv: Path, agen
     leaky.mkdir()
     (leaky / "notes.py").write_text(f"def mul(a, b):\n    # {CANARY}\n    return a * b\n")  # the original, carried
     report = battery(suite_dir, task, pytest_venv, solver_dir=leaky)
-    [failed] = report.failed()
-    assert failed.name == "canaries and deleted code on any readable mount"
-    assert "/solver/notes.py" in failed.evidence and not report.sealed
+    failed = {p.name: p for p in report.failed()}  # the canary probe, and the content walk (the body by its AST)
+    assert set(failed) == {"canaries and deleted code on any readable mount", CONTENT_PROBE}, list(failed)
+    assert all("/solver/notes.py" in p.evidence for p in failed.values()) and not report.sealed
 
 
 FETCH = (

@@ -66,6 +66,7 @@ MAX_DELETIONS = 5  # features deleted in one task, at most
 PREFERRED_MAX_TESTS = 25  # a feature most of the suite runs through makes a vague task
 NON_TRIVIAL_SIZE = 10  # AST nodes in the body below which there is little to restore (``return self._x``)
 STATEMENT_TESTS = 20  # failing tests named in a statement
+CONTAMINATION_BUDGET_S = 300.0  # the contamination walk of one task at generation (a sample's view: ~20k files)
 TAIL = 3000  # characters of pytest's output shown in an error
 TASK_AUTHOR = "labbot"
 TASK_EMAIL = "labbot@localhost"
@@ -484,16 +485,20 @@ def _contamination(spec: SandboxSpec, original: str, task: EvalTask) -> dict[str
     """The contamination walk (:mod:`labbot.evals.contamination`) in a sandbox of the new task: ``None`` when its
     deleted code is readable nowhere, else what ``suite.json``'s ``contaminated`` says of it."""
     sources = contamination.definitions(original, task.symbols, task.path)
-    found = contamination.scan(spec, contamination.task_needles(sources, spec.workspace))
+    found = contamination.scan(
+        spec, contamination.task_needles(sources, spec.workspace), budget_s=CONTAMINATION_BUDGET_S
+    )
     if found.error:
         raise BadRequest(f"the contamination walk failed in the sandbox of task {task.id}: {found.error}")
-    if not found.matches:
+    if found.clean:
         return None
+    # a walk cut short by its budget has not shown the rest is clean: the task is left out, unverified
+    unread = [f"{p} (not read: the walk's {CONTAMINATION_BUDGET_S:g} s budget ran out)" for p in found.not_reached]
     return {
         "task": task.id,
         "symbols": task.symbols,
-        "paths": [m.path for m in found.matches],
-        "kinds": [", ".join(m.kinds) for m in found.matches],
+        "paths": [m.path for m in found.matches] + [p.split(" (", 1)[0] for p in unread],
+        "kinds": [", ".join(m.kinds) for m in found.matches] + ["not verified"] * len(unread),
     }
 
 

@@ -98,6 +98,15 @@ def test_a_host_copy_is_found_by_its_ast_and_the_vendored_one_is_hidden(fixture:
     assert [(m.path, m.kinds) for m in scan.matches] == [("/opt/sdk/third_party/mathpkg/stats.py", ["body"])]
 
 
+def test_a_walk_cut_by_its_budget_is_not_clean_and_fails_the_probe(fixture: tuple[SealRepo, Path, Path]) -> None:
+    repo, venv, _ = fixture
+    cut = contamination.scan(_spec(repo, venv), _needles(repo), budget_s=0.0)
+    assert cut.not_reached and not cut.matches and not cut.error
+    assert not cut.clean and "NOT REACHED" in cut.summary()
+    result = contamination.probe(_spec(repo, venv), _needles(repo), budget_s=0.0)
+    assert not result.passed and "NOT REACHED" in result.evidence
+
+
 def test_the_old_wide_view_shows_the_vendored_copy(fixture: tuple[SealRepo, Path, Path]) -> None:
     repo, venv, _ = fixture
     assert contamination.scan(_spec(repo, venv), _needles(repo)).clean

@@ -2,6 +2,7 @@
 
     python -m labbot.evals.job --suite DIR|SUITE_ID --solver S [--out DIR] [--max-samples N] [--venv DIR] [--model M]
         [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
+        [--battery alongside|first]
         [--solver-dir NAME] [--allow-hosts HOST,HOST] [--solver-env NAME,NAME --solver-env-file ID]
 
 It runs :func:`labbot.evals.runner.run_suite` (the isolation probes alongside the samples through inspect) and leaves
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-timeout", "--test_timeout", type=float, default=600.0, help="the test run's limit, s")
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
     p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
+    p.add_argument(
+        "--battery",
+        choices=("alongside", "first"),
+        default="alongside",
+        help="run the isolation battery alongside the samples (default) or before them",
+    )
     p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
     p.add_argument("--solver-dir", "--solver_dir", default="", help="a name of [eval] solver_dirs, bound at /solver")
     p.add_argument("--allow-hosts", "--allow_hosts", default="", help="the run's own hosts, comma-separated")
@@ -231,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             allow_hosts=hosts,
             solver_dir=solver_dir,
             solver_env=env,
+            battery=args.battery,
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)
@@ -241,11 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     passed = sum(s["passed"] for s in r["samples"])
     total = time.monotonic() - started
     battery_s = phases.get("battery", 0.0)
-    print(
-        f"timing: isolation battery {battery_s:.1f} s alongside the samples, samples {total:.1f} s "
-        f"({len(r['samples'])} samples, {args.max_samples} at once; the run waits for both)",
-        flush=True,
-    )
+    if args.battery == "first":
+        timing = f"isolation battery {battery_s:.1f} s before the samples, samples {total - battery_s:.1f} s"
+    else:
+        timing = f"isolation battery {battery_s:.1f} s alongside the samples, samples {total:.1f} s"
+    print(f"timing: {timing} ({len(r['samples'])} samples, {args.max_samples} at once)", flush=True)
     print(
         f"{r['suite']} with {r['solver']}: {r['status']}, pass rate {r['pass_rate']:.1%} "
         f"({passed}/{len(r['samples'])}){' UNTRUSTED (seal failed)' if r['untrusted'] else ''}; "

@@ -31,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "evals"), str(ROOT / "benchmarks")]
 
 from eval_throughput import bare  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
@@ -44,6 +45,10 @@ from labbot.evals.generate import default_cache  # noqa: E402
 
 CLAIM_S = 8.0
 CLAIM_RATIO = 0.7
+
+
+def _when(stamp: object) -> datetime:
+    return stamp if isinstance(stamp, datetime) else datetime.fromisoformat(str(stamp))
 
 
 def one_run(mode: str, suite: Path, venv: Path, out: Path, cache_home: Path, max_samples: int) -> dict[str, float]:
@@ -67,9 +72,9 @@ def one_run(mode: str, suite: Path, venv: Path, out: Path, cache_home: Path, max
     log = read_eval_log(str(out / results["log"]))
     starts = [s.started_at for s in log.samples or []]
     ends = [s.completed_at for s in log.samples or []]
-    if not starts or None in starts or None in ends:
+    if not starts or not all(starts) or not all(ends):
         raise SystemExit("the .eval log has no sample start/end times: cannot tell the samples phase")
-    span = (max(ends) - min(starts)).total_seconds()  # type: ignore[type-var, operator]
+    span = (max(map(_when, ends)) - min(map(_when, starts))).total_seconds()
     ran = [p["ran"] for p in results["isolation"]["probes"]]
     return {
         "wall": wall,

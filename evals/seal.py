@@ -6,6 +6,10 @@ its database, tokens and Ray's state — which the control plane sets for its ev
 the values of every secret in this process's environment (the run's telemetry token among them), and every TCP port
 listening on the host (Ray's included). The sandbox is built as a sample's is: a fresh copy of the first task's
 repository, the suite's venv, the run's network policy (``allow_hosts`` through the proxy, or none).
+
+The eval job runs it alongside the samples (:func:`labbot.evals.runner.run_suite`) and gives :func:`battery` the
+seal's cache (:mod:`labbot.evals.seal_cache`): the passing verdicts of the probes that do not depend on the suite
+are reused while the sandbox's configuration, the host surface and labbot's code are the same; the rest run.
 """
 
 from __future__ import annotations
@@ -89,8 +93,8 @@ def battery(
         # the ports and addresses resolved once: what the probes try is what the cache's key says
         host = replace(host_surface(suite_dir), ports=host_listening_ports(), addresses=host_addresses())
         network = NetworkTargets(outside_url=outside_url(allow_hosts))
-        key = cache_key(spec, host, network) if cache is not None else ""
-        cached = cache.lookup(key) if cache is not None else {}
+        key = cache_key(spec, network) if cache is not None else ""
+        cached = cache.lookup(key, host) if cache is not None else {}
         fresh = run_probes(
             spec,
             task_needles(suite_dir, task, workspace),
@@ -99,7 +103,7 @@ def battery(
             only=[k for k, _, _ in PROBES if k not in cached] if cached else None,
         )
     if cache is not None:
-        cache.store(key, fresh.probes)
+        cache.store(key, host, fresh.probes)
     by_name = {p.name: p for p in fresh.probes}
     return IsolationReport([cached[k] if k in cached else by_name[name] for k, name, _ in PROBES])
 

@@ -5,8 +5,11 @@ rather than at the task (Ray's sockets and ports, the environment's secrets, ``/
 run whose sandbox is built the same way on the same host by the same labbot: their verdicts depend on the sandbox's
 configuration (every bind but the workspace, the network policy and its allow-list, the limits, the environment),
 the host's surface (its listening ports and addresses, Ray's sockets and ports, the secrets' values) and labbot's
-code. :func:`cache_key` is a sha256 of all of it — the secrets as their own sha256s, never the values; labbot's as
-its version and a sha256 of every source file of ``labbot.evals`` (a code change between commits invalidates it).
+code. :func:`cache_key` (an entry's file) is a sha256 of the configuration and labbot's — its version and a sha256
+of every source file of ``labbot.evals`` (a code change between commits invalidates it); each verdict also keeps
+:func:`surface_digest`, a sha256 of the part of the host surface its probe looks at (the port probe: the listening
+ports; Ray's; the secrets, as their own sha256s, never the values), so a port that opens runs only the port probe
+again.
 The probes that read the task (history, leftovers, labbot's files with the suite's ``original/``, the needles on
 any readable mount) and the tampering probes (which score the suite's task) always run.
 
@@ -69,11 +72,17 @@ def _hashed(values: Iterable[str]) -> list[str]:
     return sorted(hashlib.sha256(v.encode()).hexdigest() for v in values if v)
 
 
-def cache_key(spec: SandboxSpec, host: HostSurface, network: NetworkTargets) -> str:
-    """The sha256 a cached verdict is kept under (see the module docstring). ``host`` must have its ``ports`` and
-    ``addresses`` resolved (not None): the key is of what the probes are given."""
-    if host.ports is None or host.addresses is None:
-        raise ValueError("cache_key needs the host's ports and addresses resolved")
+# what of the host surface each probe looks at (the others: only the sandbox's configuration and labbot)
+SURFACE: dict[str, tuple[str, ...]] = {
+    "tcp_host": ("ports", "ray_ports", "addresses"),
+    "ray": ("ray_sockets", "ray_ports"),
+    "env_secrets": ("secrets",),
+}
+
+
+def cache_key(spec: SandboxSpec, network: NetworkTargets) -> str:
+    """The sha256 an entry is kept under: the sandbox's configuration without its workspace, the probes' network
+    targets, labbot's code, bubblewrap and the interpreter's prefix (see the module docstring)."""
     doc = {
         "labbot": source_digest(),
         "bwrap": _bwrap_identity(),
@@ -87,16 +96,26 @@ def cache_key(spec: SandboxSpec, host: HostSurface, network: NetworkTargets) -> 
             "env": sorted((k, hashlib.sha256(v.encode()).hexdigest()) for k, v in spec.env.items()),
             "limits": asdict(spec.limits),
         },
-        "host": {
-            "ray_sockets": sorted(str(p) for p in host.ray_sockets),
-            "ray_ports": sorted(host.ray_ports),
-            "ports": sorted(host.ports),
-            "addresses": sorted(host.addresses),
-            "secrets": _hashed(host.secrets),
-        },
         "network": asdict(network),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def surface_digest(probe: str, host: HostSurface) -> str:
+    """A sha256 of the part of the host surface ``probe`` looks at (:data:`SURFACE`; the secrets as their own
+    sha256s): a verdict is reused only while it is the same. ``host``'s ports and addresses must be resolved, so the
+    digest is of what the probe was given: a port opened since runs the port probe again."""
+    if host.ports is None or host.addresses is None:
+        raise ValueError("surface_digest needs the host's ports and addresses resolved")
+    doc = {
+        "ports": sorted(host.ports),
+        "ray_ports": sorted(host.ray_ports),
+        "addresses": sorted(host.addresses),
+        "ray_sockets": sorted(str(p) for p in host.ray_sockets),
+        "secrets": _hashed(host.secrets),
+    }
+    wanted = {k: doc[k] for k in SURFACE.get(probe, ())}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
 
 
 class SealCache:
@@ -116,14 +135,16 @@ class SealCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
 
-    def lookup(self, key: str, *, now: float | None = None) -> dict[str, ProbeResult]:
-        """The fresh passing verdicts kept under ``key``, by probe key, each ``ran`` ``cached <ISO time>``."""
+    def lookup(self, key: str, host: HostSurface, *, now: float | None = None) -> dict[str, ProbeResult]:
+        """The fresh passing verdicts kept under ``key`` for this ``host``, by probe key, each ``ran``
+        ``cached <ISO time>``."""
         now = time.time() if now is None else now
         found = {}
         for probe, row in self._read(key).items():
             try:
                 fresh = 0 <= now - float(row["at"]) <= self.max_age_s
-                if probe in CACHEABLE and fresh and row["passed"] is True:
+                same = row["surface"] == surface_digest(probe, host)
+                if probe in CACHEABLE and fresh and same and row["passed"] is True:
                     seen = datetime.fromtimestamp(float(row["at"]), UTC).isoformat(timespec="seconds")
                     found[probe] = ProbeResult(
                         str(row["name"]), row["category"], True, str(row["evidence"]), ran=f"{CACHED} {seen}"
@@ -132,7 +153,7 @@ class SealCache:
                 continue
         return found
 
-    def store(self, key: str, results: Iterable[ProbeResult], *, now: float | None = None) -> None:
+    def store(self, key: str, host: HostSurface, results: Iterable[ProbeResult], *, now: float | None = None) -> None:
         """Keep the passing verdicts of ``results`` that may be cached; drop any kept one that failed now."""
         now = time.time() if now is None else now
         kept = self._read(key)
@@ -142,6 +163,7 @@ class SealCache:
                 continue
             if p.passed:
                 row = {"name": p.name, "category": p.category, "passed": True, "evidence": p.evidence, "at": now}
+                row["surface"] = surface_digest(probe, host)
                 kept[probe] = row
             else:
                 kept.pop(probe, None)

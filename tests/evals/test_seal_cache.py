@@ -4,6 +4,7 @@ configuration, the host and labbot are the same and the entry is under its max a
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,23 +24,35 @@ HOST = HostSurface(secrets=["s3cret-value"], ports=[22, 8265], addresses=["127.0
 
 
 def _key(**changes: Any) -> str:
-    spec = SandboxSpec(Path("/tmp/work-a"), venv=Path("/venv"))
-    host = replace(HOST, **{k: v for k, v in changes.items() if k in ("secrets", "ports", "addresses")})
-    spec = replace(spec, **{k: v for k, v in changes.items() if k in ("workspace", "network", "allow_hosts", "venv")})
-    return cache_key(spec, host, NetworkTargets())
+    spec = replace(SandboxSpec(Path("/tmp/work-a"), venv=Path("/venv")), **changes)
+    return cache_key(spec, NetworkTargets())
 
 
-def test_the_key_is_of_the_configuration_and_host_not_the_workspace() -> None:
+def test_the_key_is_of_the_configuration_not_the_workspace() -> None:
     base = _key()
     assert _key(workspace=Path("/tmp/another-workspace")) == base
     for change in (
         {"network": "proxy", "allow_hosts": ("pypi.org",)},
         {"venv": Path("/other-venv")},
-        {"ports": [22]},
-        {"secrets": ["another-secret"]},
+        {"ro_binds": {"/solver": Path("/agents/a")}},
     ):
         assert _key(**change) != base, change
     assert _key(network="proxy", allow_hosts=("pypi.org",)) != _key(network="proxy", allow_hosts=("example.com",))
+
+
+def test_a_verdict_is_reused_only_while_the_host_surface_it_looked_at_is_the_same(tmp_path: Path) -> None:
+    cache = SealCache(tmp_path / "seal")
+    now = time.time()
+    results = [ProbeResult(NAME[k], "network", True, "closed") for k in ("tcp_host", "dns", "env_secrets")]
+    cache.store("k", HOST, results, now=now)
+    assert set(cache.lookup("k", HOST, now=now)) == {"tcp_host", "dns", "env_secrets"}
+    # a port opened since: only the port probe runs again
+    assert set(cache.lookup("k", replace(HOST, ports=[22, 8265, 9999]), now=now)) == {"dns", "env_secrets"}
+    # another secret in the environment: only the secrets probe
+    assert set(cache.lookup("k", replace(HOST, secrets=["s3cret-value", "another-one"]), now=now)) == {
+        "tcp_host",
+        "dns",
+    }
 
 
 def test_only_passing_verdicts_are_kept_for_their_max_age_and_never_a_secret(tmp_path: Path) -> None:
@@ -48,6 +61,7 @@ def test_only_passing_verdicts_are_kept_for_their_max_age_and_never_a_secret(tmp
     dns, proc, log = NAME["dns"], NAME["proc"], NAME["git_log_all"]
     cache.store(
         "k",
+        HOST,
         [
             ProbeResult(dns, "network", True, "refused"),
             ProbeResult(proc, "host", False, "saw pid 1 of the host"),
@@ -55,13 +69,13 @@ def test_only_passing_verdicts_are_kept_for_their_max_age_and_never_a_secret(tmp
         ],
         now=now,
     )
-    got = cache.lookup("k", now=now + 60)
+    got = cache.lookup("k", HOST, now=now + 60)
     assert list(got) == ["dns"] and got["dns"].passed and got["dns"].ran == "cached 2027-01-15T08:00:00+00:00"
-    assert cache.lookup("other", now=now + 60) == {}
-    assert cache.lookup("k", now=now + 3601) == {}  # expired
+    assert cache.lookup("other", HOST, now=now + 60) == {}
+    assert cache.lookup("k", HOST, now=now + 3601) == {}  # expired
     # a verdict that fails later is dropped, not kept as it was
-    cache.store("k", [ProbeResult(dns, "network", False, "resolved pypi.org")], now=now + 120)
-    assert cache.lookup("k", now=now + 121) == {}
+    cache.store("k", HOST, [ProbeResult(dns, "network", False, "resolved pypi.org")], now=now + 120)
+    assert cache.lookup("k", HOST, now=now + 121) == {}
     text = (tmp_path / "seal" / "k.json").read_text()
     assert "s3cret" not in text and (tmp_path / "seal").stat().st_mode & 0o777 == 0o700
 

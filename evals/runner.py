@@ -234,8 +234,8 @@ def run_suite(
     finally:
         if key is not None:
             drop_secrets(key)
-        if seal is not None:  # the run waits for its battery whatever became of the samples
-            isolation = seal.result()
+    if seal is not None:  # the results wait for the battery (a run stopped meanwhile does not: no results then)
+        isolation = seal.result()
     log = read_eval_log(log.location)
     results = results_from_log(log, spec.label, isolation)
     results["suite"] = suite.id

@@ -115,12 +115,12 @@ def main() -> None:
     print(f"isolation: {results['isolation']['score']:.0%} of {len(results['isolation']['probes'])} probes")
     timing = next((ln for ln in logs.splitlines() if ln.startswith("timing:")), "")
     print(timing)
-    # the samples alone (the job's own clock: every sample's sandbox, solver and sealed scoring, inspect's start), i.e.
-    # without the run's fixed costs (Ray's job start, the isolation battery)
+    # the samples alone (the job's own clock: every sample's sandbox, solver and sealed scoring, inspect's start, the
+    # isolation battery alongside them), i.e. without Ray's job start and the job's imports
     match = re.search(r"samples ([0-9.]+) s", timing)
     samples_s = float(match.group(1)) if match else float("nan")
     print(f"samples phase vs bare: {bare_s / samples_s:.2f}  ({samples_s:.1f} s for {n} samples; fixed costs "
-          f"{ray_s - samples_s:.1f} s: Ray's job start, imports, the isolation battery)")  # fmt: skip
+          f"{ray_s - samples_s:.1f} s: Ray's job start, imports; the battery runs alongside the samples)")  # fmt: skip
     result = {
         "repo": a.repo,
         "tasks": n,

@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 Category = Literal["history", "leftovers", "network", "host", "tampering"]
 MAX_EVIDENCE = 2000
+BEFORE = "before the samples"
+ALONGSIDE = "alongside the samples"
+CACHED = "cached"  # "cached <ISO time of the run that saw it pass>"
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,9 @@ class ProbeResult:
     category: Category
     passed: bool  # True: the way is closed
     evidence: str  # what the probe saw (cut to MAX_EVIDENCE characters): the command's output, the file it found
+    # when it ran, in the run's report: "before the samples", "alongside the samples" or "cached <ISO time>" (a
+    # passing verdict reused from that time: see evals.seal_cache); "" until the runner says
+    ran: str = ""
 
     def __post_init__(self) -> None:
         if len(self.evidence) > MAX_EVIDENCE:
@@ -59,4 +65,5 @@ class IsolationReport:
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> IsolationReport:
-        return IsolationReport([ProbeResult(**p) for p in doc.get("probes", [])])
+        """Results written before ``ran`` existed load too: those runs had their battery before the samples."""
+        return IsolationReport([ProbeResult(**{"ran": BEFORE, **p}) for p in doc.get("probes", [])])

@@ -2,9 +2,10 @@
 
     python -m labbot.evals.job --suite DIR|SUITE_ID --solver S [--out DIR] [--max-samples N] [--venv DIR] [--model M]
         [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
+        [--battery alongside|first]
         [--solver-dir NAME] [--allow-hosts HOST,HOST] [--solver-env NAME,NAME --solver-env-file ID]
 
-It runs :func:`labbot.evals.runner.run_suite` (the isolation probes, then the samples through inspect) and leaves
+It runs :func:`labbot.evals.runner.run_suite` (the isolation probes alongside the samples through inspect) and leaves
 in ``--out``: ``results.json`` and the ``.eval`` log. Exit status: 0 when every sample ran to a verdict (whatever
 the pass rate, and also when the seal failed: ``results.json`` then says ``untrusted``), 1 when the run failed,
 2 on bad arguments (with the reason on stderr).
@@ -21,6 +22,8 @@ Environment (all optional, so the job also runs by hand):
   ``--venv`` is not given (default: the generator's cache);
 * ``LABBOT_EVAL_ALLOW_HOSTS``: hosts the samples may reach through the allow-list proxy (none by default);
 * ``LABBOT_EVAL_PROTECT``: paths the isolation probes check no sandbox can see (labbot's home).
+* ``LABBOT_EVAL_SEAL_CACHE``: ``0`` runs every probe (default: passing verdicts of the probes that do not depend on
+  the suite are reused for a day, :mod:`labbot.evals.seal_cache`).
 * ``LABBOT_EVAL_SOLVER_DIRS``: ``[eval] solver_dirs`` as JSON; ``--solver-dir NAME`` is one of them, bound read-only
   at ``/solver`` for a command solver and for the battery (by hand, without it, ``--solver-dir`` is a path);
   ``--allow-hosts`` are the run's own hosts (checked against ``[eval] solver_hosts`` at launch), added to
@@ -28,7 +31,7 @@ Environment (all optional, so the job also runs by hand):
   launch kept under ``$LABBOT_EVAL_SUITES/.solver-env/`` (read once, deleted, given to the command solver only):
   :mod:`labbot.evals.solver_access`.
 
-Before the samples, the isolation battery (``labbot.evals.seal``) runs in a fresh sandbox of the first task, and
+Alongside the samples, the isolation battery (``labbot.evals.seal``) runs in a fresh sandbox of the first task, and
 the reward-tampering probes unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look only
 (its isolation report then lacks them).
 """
@@ -50,6 +53,7 @@ from labbot.evals.isolation import IsolationReport
 from labbot.evals.runner import SAMPLE_LIMITS, Probes, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.seal import allow_hosts_from_env, battery
+from labbot.evals.seal_cache import SealCache
 from labbot.evals.solver_access import job_solver_dir, read_secrets
 from labbot.evals.solvers import parse_solver
 from labbot.evals.suite import SUITE_ID, Suite, load, wheels_dir
@@ -60,6 +64,7 @@ from labbot_client import telemetry
 ENV_MODEL = "LABBOT_EVAL_MODEL"
 ENV_SUITES = "LABBOT_EVAL_SUITES"
 ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
+ENV_SEAL_CACHE = "LABBOT_EVAL_SEAL_CACHE"
 
 
 def _bool(text: str) -> bool:
@@ -94,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-timeout", "--test_timeout", type=float, default=600.0, help="the test run's limit, s")
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
     p.add_argument("--tamper", type=_bool, default=True, help="run the reward-tampering probes (true|false)")
+    p.add_argument(
+        "--battery",
+        choices=("alongside", "first"),
+        default="alongside",
+        help="run the isolation battery alongside the samples (default) or before them",
+    )
     p.add_argument("--no-tamper", dest="tamper", action="store_false", help="the same as --tamper false")
     p.add_argument("--solver-dir", "--solver_dir", default="", help="a name of [eval] solver_dirs, bound at /solver")
     p.add_argument("--allow-hosts", "--allow_hosts", default="", help="the run's own hosts, comma-separated")
@@ -134,8 +145,11 @@ def sandbox_battery(
     suite_dir: Path, suite: Suite, venv: Path, *, allow_hosts: Sequence[str] = (), solver_dir: Path | None = None
 ) -> Probes:
     """The history, leftovers, network and host probes in a fresh sandbox of the first task (``evals.seal``), with
-    the solver's network policy and folder (``/solver``); the runner adds the tampering probes."""
-    return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir)
+    the solver's network policy and folder (``/solver``); the runner adds the tampering probes. The passing verdicts
+    of the probes that do not depend on the suite are reused for a day (``evals.seal_cache``; off with
+    ``LABBOT_EVAL_SEAL_CACHE=0``)."""
+    cache = SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None
+    return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir, cache=cache)
 
 
 def run_hosts(given: str) -> tuple[str, ...]:
@@ -224,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             allow_hosts=hosts,
             solver_dir=solver_dir,
             solver_env=env,
+            battery=args.battery,
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)
@@ -234,11 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     passed = sum(s["passed"] for s in r["samples"])
     total = time.monotonic() - started
     battery_s = phases.get("battery", 0.0)
-    print(
-        f"timing: isolation battery {battery_s:.1f} s, samples {total - battery_s:.1f} s "
-        f"({len(r['samples'])} samples, {args.max_samples} at once)",
-        flush=True,
-    )
+    if args.battery == "first":
+        timing = f"isolation battery {battery_s:.1f} s before the samples, samples {total - battery_s:.1f} s"
+    else:
+        timing = f"isolation battery {battery_s:.1f} s alongside the samples, samples {total:.1f} s"
+    print(f"timing: {timing} ({len(r['samples'])} samples, {args.max_samples} at once)", flush=True)
     print(
         f"{r['suite']} with {r['solver']}: {r['status']}, pass rate {r['pass_rate']:.1%} "
         f"({passed}/{len(r['samples'])}){' UNTRUSTED (seal failed)' if r['untrusted'] else ''}; "

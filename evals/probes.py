@@ -186,7 +186,9 @@ def _config(
 
 
 def battery(runner: Runner, python: str, config: Mapping[str, Any], *, timeout_s: float = 60.0) -> IsolationReport:
-    """Run the probe script with ``python`` through ``runner``; a battery that did not finish fails every probe."""
+    """Run the probe script with ``python`` through ``runner``; a battery that did not finish fails every probe.
+    ``config["only"]``, when set, is the probes (keys of :data:`PROBES`) to run: the others are not reported."""
+    wanted = [p for p in PROBES if not config.get("only") or p[0] in config["only"]]
     result = runner.exec([python, "-I", "-B", "-c", SCRIPT], input=json.dumps(config), timeout_s=timeout_s)
     try:
         doc = json.loads(result.stdout)
@@ -194,9 +196,9 @@ def battery(runner: Runner, python: str, config: Mapping[str, Any], *, timeout_s
     except (ValueError, KeyError, TypeError):
         why = "timed out" if result.timed_out else f"exit {result.returncode}"
         evidence = f"the probe battery did not finish ({why}): {(result.stderr or result.stdout)[-1500:]}"
-        return IsolationReport([ProbeResult(name, cat, False, evidence) for _, name, cat in PROBES])
+        return IsolationReport([ProbeResult(name, cat, False, evidence) for _, name, cat in wanted])
     probes = []
-    for key, name, cat in PROBES:
+    for key, name, cat in wanted:
         row = rows.get(key)
         if row is None:
             probes.append(ProbeResult(name, cat, False, "the probe did not report"))
@@ -231,16 +233,20 @@ def run_probes(
     network: NetworkTargets = NetworkTargets(),
     timeout_s: float = 60.0,
     sandbox: type[Sandbox] = Sandbox,
+    only: Sequence[str] | None = None,
 ) -> IsolationReport:
     """The battery inside a real sandbox built from ``spec`` — a sample's: the task repo as workspace, the task's
     venv, the run's network policy (with ``network="proxy"``, the sandbox's own allow-list proxy; the forwarder's
     port is left out of the host-port probe, since inside it is the sandbox's own). ``sandbox`` is for tests: a
-    variant that opens a leak, to show the probe that sees it fail."""
+    variant that opens a leak, to show the probe that sees it fail. ``only``: the keys of the probes to run (default
+    all; the seal leaves out those whose passing verdicts it has cached)."""
     if not needles:
         raise BadRequest("run_probes needs the task's canary (and the deleted code's lines): see probes.needles")
     _check_outside(spec, network)
     skip = [PROXY_PORT] if spec.network == "proxy" else []
     config = {**_config(needles, host, network, skip_ports=skip), "skip_mounts": interpreter_prefixes()}
+    if only is not None:
+        config["only"] = list(only)
     with sandbox(spec) as box:
         return battery(box, sandbox_python(spec), config, timeout_s=timeout_s)
 

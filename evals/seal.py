@@ -6,6 +6,10 @@ its database, tokens and Ray's state — which the control plane sets for its ev
 the values of every secret in this process's environment (the run's telemetry token among them), and every TCP port
 listening on the host (Ray's included). The sandbox is built as a sample's is: a fresh copy of the first task's
 repository, the suite's venv, the run's network policy (``allow_hosts`` through the proxy, or none).
+
+The eval job runs it alongside the samples (:func:`labbot.evals.runner.run_suite`) and gives :func:`battery` the
+seal's cache (:mod:`labbot.evals.seal_cache`): the passing verdicts of the probes that do not depend on the suite
+are reused while the sandbox's configuration, the host surface and labbot's code are the same; the rest run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,9 +26,18 @@ from labbot.common.errors import BadRequest
 from labbot.common.redact import secret_env_values
 from labbot.evals import contamination
 from labbot.evals.isolation import IsolationReport
-from labbot.evals.probes import HostSurface, NetworkTargets, run_probes, task_needles
+from labbot.evals.probes import (
+    PROBES,
+    HostSurface,
+    NetworkTargets,
+    host_addresses,
+    host_listening_ports,
+    run_probes,
+    task_needles,
+)
 from labbot.evals.proxy import AllowList
 from labbot.evals.sandbox import Limits, SandboxSpec
+from labbot.evals.seal_cache import SealCache, cache_key
 from labbot.evals.solver_access import SOLVER_DIR
 from labbot.evals.suite import EvalTask, load, original_dir, task_repo
 from labbot.evals.tamper import TAMPER_LIMITS, tamper_probes
@@ -58,10 +72,16 @@ def battery(
     *,
     allow_hosts: Sequence[str] = (),
     solver_dir: Path | None = None,
+    cache: SealCache | None = None,
 ) -> IsolationReport:
     """The history, leftovers, network and host probes inside a fresh sandbox of ``task``, built as its sample's:
     with the run's command solver's folder at ``/solver`` too (so an agent folder holding the answer is seen); and
-    the contamination walk (:mod:`labbot.evals.contamination`) in another."""
+    the contamination walk (:mod:`labbot.evals.contamination`) in another, which always runs (it reads the suite).
+
+    With a ``cache`` (:mod:`labbot.evals.seal_cache`), the probes that do not depend on the suite and passed in a
+    run with the same sandbox configuration, host surface and labbot within its max age are not run again: their
+    verdicts come back with ``ran`` ``cached <ISO time>``; the others run in one exec, and their passing verdicts
+    are stored (a failed one never)."""
     with tempfile.TemporaryDirectory(prefix="labbot-probe-") as tmp:
         workspace = Path(tmp) / "work"
         shutil.copytree(task_repo(suite_dir, task.id), workspace, symlinks=True)
@@ -72,16 +92,25 @@ def battery(
             allow_hosts=tuple(allow_hosts),
             ro_binds={SOLVER_DIR: solver_dir} if solver_dir is not None else {},
         )
-        report = run_probes(
+        # the ports and addresses resolved once: what the probes try is what the cache's key says
+        host = replace(host_surface(suite_dir), ports=host_listening_ports(), addresses=host_addresses())
+        network = NetworkTargets(outside_url=outside_url(allow_hosts))
+        key = cache_key(spec, network) if cache is not None else ""
+        cached = cache.lookup(key, host) if cache is not None else {}
+        fresh = run_probes(
             spec,
             task_needles(suite_dir, task, workspace),
-            host=host_surface(suite_dir),
-            network=NetworkTargets(outside_url=outside_url(allow_hosts)),
+            host=host,
+            network=network,
+            only=[k for k, _, _ in PROBES if k not in cached] if cached else None,
         )
         original = original_dir(suite_dir) / task.path
         sources = contamination.definitions(original.read_text(), task.symbols, f"the original {task.path}")
-        found = contamination.task_needles(sources, workspace, [task.canary])
-        return IsolationReport([*report.probes, contamination.probe(spec, found)])
+        walked = contamination.probe(spec, contamination.task_needles(sources, workspace, [task.canary]))
+    if cache is not None:
+        cache.store(key, host, fresh.probes)
+    by_name = {p.name: p for p in fresh.probes}
+    return IsolationReport([*(cached[k] if k in cached else by_name[name] for k, name, _ in PROBES), walked])
 
 
 def probe_suite(

@@ -331,6 +331,21 @@ def _result(sample: dict[str, Any]) -> str:
     return "pass" if sample.get("passed") else "fail"
 
 
+def ran_text(probes: list[dict[str, Any]]) -> str:
+    """When a run's probes ran: "9 cached from 2026-…, 18 alongside the samples" (results from before ``ran``
+    existed had their battery before the samples)."""
+    cached = sorted(
+        str(p["ran"]).removeprefix("cached ") for p in probes if str(p.get("ran", "")).startswith("cached ")
+    )
+    counts: dict[str, int] = {}
+    for p in probes:
+        ran = str(p.get("ran") or "before the samples")
+        if not ran.startswith("cached "):
+            counts[ran] = counts.get(ran, 0) + 1
+    parts = [f"{len(cached)} cached from {cached[0]}"] if cached else []
+    return ", ".join([*parts, *(f"{n} {ran}" for ran, n in counts.items())])
+
+
 def results_text(doc: dict[str, Any]) -> str:
     iso = doc.get("isolation") or {}
     lines = []
@@ -346,7 +361,8 @@ def results_text(doc: dict[str, Any]) -> str:
     )
     if iso.get("probes"):
         passed = sum(1 for p in iso["probes"] if p["passed"])
-        lines.append(f"isolation {passed}/{len(iso['probes'])} probes passed (score {iso.get('score')})")
+        when = f"; {ran_text(iso['probes'])}"
+        lines.append(f"isolation {passed}/{len(iso['probes'])} probes passed (score {iso.get('score')}{when})")
     samples = doc.get("samples") or []
     if samples:
         rows = []

@@ -11,9 +11,11 @@ import asyncio
 import json
 import shutil
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inspect_ai.log import read_eval_log
@@ -26,6 +28,7 @@ from labbot.bot.cli.evals import results_text
 from labbot.common.errors import BadRequest
 from labbot.evals import job
 from labbot.evals.inspect_env import LabbotSandbox, LabbotSandboxConfig
+from labbot.evals.isolation import IsolationReport, ProbeResult
 from labbot.evals.runner import RESULTS_FILE, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.score import score_sample
@@ -92,7 +95,8 @@ def test_gold_scores_100_none_scores_0_with_results_and_a_readable_log(tmp_path:
     assert set(results["isolation"]) == {"score", "sealed", "probes"}
     assert results["isolation"]["sealed"] and results["untrusted"] is False
     assert len(results["isolation"]["probes"]) == len(CHEATS) + 1
-    assert all(set(p) == {"name", "category", "passed", "evidence"} for p in results["isolation"]["probes"])
+    assert all(set(p) == {"name", "category", "passed", "evidence", "ran"} for p in results["isolation"]["probes"])
+    assert {p["ran"] for p in results["isolation"]["probes"]} == {"alongside the samples"}
     # progress: one call per sample, counting up
     assert [(d.done, d.total, d.passed_so_far) for d in seen] == [(1, 2, 1), (2, 2, 2)]
 
@@ -109,6 +113,133 @@ def test_gold_scores_100_none_scores_0_with_results_and_a_readable_log(tmp_path:
     assert score.value == "C"
     assert score.metadata["score"]["fail_to_pass"] == dict.fromkeys(F2P, "passed")
     assert score.metadata["score"]["pass_to_pass"] == dict.fromkeys(P2P, "passed")
+
+
+# ----------------------------------------------------------------------------- the battery alongside the samples
+
+
+def _probe_waiting_for_a_sample(seen: threading.Event, wait_s: float, passed: bool = True) -> tuple[Any, list[str]]:
+    """A probe callable that waits (up to ``wait_s``) for a sample to be scored, and says whether one was."""
+    calls: list[str] = []
+
+    def probes() -> list[ProbeResult]:
+        saw = seen.wait(timeout=wait_s)
+        calls.append(threading.current_thread().name)
+        return [ProbeResult("waits for a sample", "host", passed, f"saw a sample scored: {saw}")]
+
+    return probes, calls
+
+
+@pytest.mark.subprocess
+def test_the_battery_runs_alongside_the_samples_and_the_run_waits_for_it(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path, tasks=2)
+    seen = threading.Event()
+    probes, calls = _probe_waiting_for_a_sample(seen, wait_s=120.0)
+    reports: list[tuple[IsolationReport, int]] = []
+    done: list[float] = []
+
+    def on_sample(_: object) -> None:
+        done.append(time.monotonic())
+        seen.set()
+
+    out = run_suite(
+        suite_dir,
+        "gold",
+        tmp_path / "out",
+        venv=pytest_venv,
+        limits=FAST,
+        probes=probes,
+        tamper=False,
+        on_sample=on_sample,
+        on_isolation=lambda r: reports.append((r, len(done))),
+    )
+    # the probe was still running when a sample was scored: run first, it would have waited its 120 s out
+    [probe] = out.results["isolation"]["probes"]
+    assert probe["evidence"] == "saw a sample scored: True" and probe["ran"] == "alongside the samples"
+    assert calls == ["labbot-seal"] and len(reports) == 1 and reports[0][0].sealed
+    assert out.results["untrusted"] is False and out.results["pass_rate"] == 1.0
+
+
+@pytest.mark.subprocess
+def test_battery_first_runs_before_any_sample(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    seen = threading.Event()
+    probes, calls = _probe_waiting_for_a_sample(seen, wait_s=0.5)
+    out = run_suite(
+        suite_dir,
+        "gold",
+        tmp_path / "out",
+        venv=pytest_venv,
+        limits=FAST,
+        probes=probes,
+        tamper=False,
+        on_sample=lambda _: seen.set(),
+        battery="first",
+    )
+    [probe] = out.results["isolation"]["probes"]
+    assert probe["evidence"] == "saw a sample scored: False" and probe["ran"] == "before the samples"
+    assert calls == ["MainThread"]
+
+
+@pytest.mark.subprocess
+def test_a_probe_failing_alongside_the_samples_makes_the_run_untrusted(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    seen = threading.Event()
+    probes, _ = _probe_waiting_for_a_sample(seen, wait_s=120.0, passed=False)
+    out = run_suite(
+        suite_dir,
+        "gold",
+        tmp_path / "out",
+        venv=pytest_venv,
+        limits=FAST,
+        probes=probes,
+        tamper=False,
+        on_sample=lambda _: seen.set(),
+    )
+    results = json.loads(out.results_path.read_text())
+    assert results["untrusted"] is True and results["isolation"]["sealed"] is False
+    assert results["isolation"]["probes"][0]["ran"] == "alongside the samples"
+    assert results["pass_rate"] == 1.0  # the samples passed; the seal says the rate is not evidence
+    assert "SEAL FAILED (waits for a sample)" in results_text({**results, "id": "e1"})
+
+
+@pytest.mark.subprocess
+def test_a_battery_that_raises_alongside_fails_the_run(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+
+    def probes() -> list[ProbeResult]:
+        raise BadRequest("the battery broke")
+
+    with pytest.raises(BadRequest, match="the battery broke"):
+        run_suite(suite_dir, "gold", tmp_path / "out", venv=pytest_venv, limits=FAST, probes=probes, tamper=False)
+    assert not (tmp_path / "out" / RESULTS_FILE).exists()
+
+
+def test_results_without_ran_still_load_and_show_when_probes_ran() -> None:
+    old = {
+        "score": 1.0,
+        "sealed": True,
+        "probes": [{"name": "dns", "category": "network", "passed": True, "evidence": ""}],
+    }
+    [probe] = IsolationReport.from_json(old).probes
+    assert probe.ran == "before the samples" and probe.passed
+    probes = [
+        {
+            "name": f"n{i}",
+            "category": "network",
+            "passed": True,
+            "evidence": "",
+            "ran": "cached 2026-12-04T10:00:00+00:00",
+        }
+        for i in range(3)
+    ] + [{"name": "t", "category": "tampering", "passed": True, "evidence": "", "ran": "alongside the samples"}]
+    doc = {"id": "e1", "status": "succeeded", "isolation": {"score": 1.0, "sealed": True, "probes": probes}}
+    assert (
+        "isolation 4/4 probes passed (score 1.0; 3 cached from 2026-12-04T10:00:00+00:00, 1 alongside the samples)"
+        in results_text(doc)
+    )
+    doc["isolation"]["probes"] = old["probes"]
+    assert "isolation 1/1 probes passed (score 1.0; 1 before the samples)" in results_text(doc)
 
 
 # ----------------------------------------------------------------------------- cheats
@@ -447,6 +578,7 @@ def test_job_posts_progress_as_telemetry_and_exits_0(
     tmp_path: Path, pytest_venv: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite_dir = _suite(tmp_path, tasks=2)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with telemetry_receiver(monkeypatch, "run-9", token="secret-token") as bodies:
         argv = ["--suite", str(suite_dir), "--solver", "gold", "--out", str(tmp_path / "out")]
         launcher_style = ["--max_samples", "2", "--tamper", "false", "--timeout", "60", "--model", ""]
@@ -459,7 +591,12 @@ def test_job_posts_progress_as_telemetry_and_exits_0(
     assert all(m["pass_rate"] == 1.0 and m["samples_total"] == 2.0 for m in progress)
     out = capsys.readouterr().out
     assert "sealed: " in out and "pass rate 100.0% (2/2);" in out and "UNTRUSTED" not in out  # the sandbox battery
-    assert json.loads((tmp_path / "out" / RESULTS_FILE).read_text())["pass_rate"] == 1.0
+    results = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
+    assert results["pass_rate"] == 1.0
+    assert {p["ran"] for p in results["isolation"]["probes"]} == {"alongside the samples"}
+    # the suite-independent verdicts kept for the next run, in the eval cache
+    [entry] = (tmp_path / "cache" / "labbot" / "evals" / "seal").glob("*.json")
+    assert entry.stat().st_mode & 0o777 == 0o600 and entry.parent.stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.subprocess

@@ -101,7 +101,7 @@ def test_a_vendored_copy_marks_its_tasks_contaminated_and_the_rest_stays_clean(c
 
     # the kept task: its deleted lines are nowhere a solver's sandbox can read
     task = next(t for t in suite.tasks if t.symbol == "slugify")
-    deleted = ['words = [w for w in text.lower().split() if w]', 'return "-".join(words)']
+    deleted = ["words = [w for w in text.lower().split() if w]", 'return "-".join(words)']
     assert all(line in (original_dir(tmp_path / "suite") / task.path).read_text() for line in deleted)
     venv = venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs")
     (tmp_path / "probe").mkdir()

@@ -657,7 +657,10 @@ def _generate(
         reqs = venvs.with_tools([*venvs.requirements(tree, say), *extra_requirements])
         venvs.collect_wheels(reqs, wheels_dir(staging), cache=cache / "wheels", progress=say)
         venv = venvs.ensure_venv(wheels_dir(staging), cache / "venvs", progress=say)
-        spec = SandboxSpec(workspace=tree, venv=venv, limits=Limits(timeout_s=timeout_s))
+        toolchain = venvs.toolchain_needed(tree)
+        if toolchain:
+            say(f"its code imports setuptools or pkg_resources: the venv's {', '.join(toolchain)} stay visible")
+        spec = SandboxSpec(workspace=tree, venv=venv, limits=Limits(timeout_s=timeout_s), toolchain=tuple(toolchain))
 
         # the original, twice, in one scratch workspace: under coverage, then plain
         work = Path(tmp) / "original-run"
@@ -774,6 +777,7 @@ def _generate(
             flaky=sorted(base.flaky),
             python=platform.python_version(),
             test_roots=test_roots,
+            toolchain=list(spec.toolchain),
             contaminated=contaminated,
         )
         suite = replace(draft, id=suite_id(draft.to_json()))

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from labbot.common.errors import BadRequest
 from labbot.evals.sandbox import WORKDIR, Limits, Sandbox, SandboxSpec, bwrap
-from labbot.evals.suite import task_repo
+from labbot.evals.suite import load, task_repo
 
 PROVIDER = "labbot"
 TASK_ID_KEY = "task_id"  # the sample metadata naming the task whose tree the workspace starts from
@@ -179,6 +179,7 @@ class LabbotSandbox(SandboxEnvironment):
                 limits=cfg.limits,
                 network="proxy" if cfg.allow_hosts else "none",
                 allow_hosts=cfg.allow_hosts,
+                toolchain=tuple(load(Path(cfg.suite_dir)).toolchain),
             )
             return {"default": LabbotSandbox(Sandbox(spec), root, task_id)}
         except BaseException:

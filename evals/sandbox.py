@@ -151,6 +151,9 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = Limits()
     vendored: bool = False  # pip's, setuptools' and ensurepip's bundled trees shown: only the venv build needs them
+    toolchain: tuple[
+        str, ...
+    ] = ()  # vendored trees of the venv left visible: those a suite's tests import (suite.json)
 
 
 def bwrap() -> str:
@@ -245,12 +248,14 @@ def host_view(spec: SandboxSpec) -> list[str]:
     return argv + _masked(masks)
 
 
-def venv_masks(venv: Path) -> list[Path]:
-    """The vendored trees of a task venv's toolchain, as paths inside the sandbox (under ``/venv``)."""
+def venv_masks(venv: Path, keep: Sequence[str] = ()) -> list[Path]:
+    """The vendored trees of a task venv's toolchain, as paths inside the sandbox (under ``/venv``); ``keep``: those
+    a suite's tests need (they import setuptools or pkg_resources), left visible — the contamination walk reads what
+    the sandbox shows, so a copy of the deleted code there is still found."""
     out = []
     for site in _site_dirs(venv / "lib"):
         for tree in VENDORED_TREES:
-            if (site / tree).is_dir():
+            if (site / tree).is_dir() and tree not in keep:
                 out.append(Path(VENV) / (site / tree).relative_to(venv))
     return out
 
@@ -339,7 +344,7 @@ def bwrap_argv(
     ]  # fmt: skip
     if spec.venv is not None:
         argv += ["--ro-bind", str(spec.venv), VENV]
-        argv += _masked(venv_masks(spec.venv) if not spec.vendored else [])
+        argv += _masked(venv_masks(spec.venv, spec.toolchain) if not spec.vendored else [])
     for inside, host in spec.ro_binds.items():
         argv += ["--ro-bind", str(host), inside]
     for inside, host in spec.rw_binds.items():

@@ -398,7 +398,7 @@ def score_sample(
         changes = build_pristine(suite_dir, task, workspace, pristine)
         findings = static_findings(task_repo(suite_dir, task.id), pristine, changes.written)
         sentinels = plant_sentinels(pristine, task)
-        spec = SandboxSpec(workspace=pristine, venv=venv, limits=limits)
+        spec = SandboxSpec(workspace=pristine, venv=venv, limits=limits, toolchain=tuple(suite.toolchain))
         node_ids = [
             *task.fail_to_pass,
             *([] if fail_to_pass_only else task.pass_to_pass),

@@ -39,7 +39,7 @@ from labbot.evals.proxy import AllowList
 from labbot.evals.sandbox import Limits, SandboxSpec
 from labbot.evals.seal_cache import SealCache, cache_key
 from labbot.evals.solver_access import SOLVER_DIR
-from labbot.evals.suite import EvalTask, load, original_dir, task_repo
+from labbot.evals.suite import SUITE_FILE, EvalTask, load, original_dir, task_repo
 from labbot.evals.tamper import TAMPER_LIMITS, tamper_probes
 
 ENV_PROTECT = "LABBOT_EVAL_PROTECT"
@@ -63,6 +63,12 @@ def outside_url(allow_hosts: Sequence[str]) -> str:
         if allowed.refusal(urlsplit(url).hostname or "") is not None:
             return url
     raise BadRequest("every probe target is on [eval] allow_hosts: the allow-list cannot be that wide")
+
+
+def _toolchain(suite_dir: Path) -> tuple[str, ...]:
+    """The vendored trees the suite's sandboxes show (none for a folder laid out like a suite without its
+    ``suite.json``: the seal's own fixtures)."""
+    return tuple(load(suite_dir).toolchain) if (suite_dir / SUITE_FILE).is_file() else ()
 
 
 def battery(
@@ -91,6 +97,7 @@ def battery(
             network="proxy" if allow_hosts else "none",
             allow_hosts=tuple(allow_hosts),
             ro_binds={SOLVER_DIR: solver_dir} if solver_dir is not None else {},
+            toolchain=_toolchain(suite_dir),
         )
         # the ports and addresses resolved once: what the probes try is what the cache's key says
         host = replace(host_surface(suite_dir), ports=host_listening_ports(), addresses=host_addresses())

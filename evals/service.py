@@ -35,7 +35,7 @@ from labbot.evals.feedback_cases import freeze_feedback
 from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
 from labbot.evals.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
-from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, Suite, suite_id
+from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, TOOLCHAIN_IMPORTS, Suite, suite_id
 from labbot.storage.artifacts import ArtifactStore
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
@@ -554,6 +554,9 @@ def _checked(folder: Path) -> Suite:
         raise BadRequest(f"{SUITE_FILE}'s id {suite.id!r} does not match its content: the suite was edited")
     if not suite.tasks:
         raise BadRequest("the suite has no tasks")
+    allowed = sorted(TOOLCHAIN_IMPORTS.values())
+    if not set(suite.toolchain) <= set(allowed):
+        raise BadRequest(f"the suite's toolchain may name only {', '.join(allowed)} (the trees its tests import)")
     for task in suite.tasks:
         if not TASK_ID.fullmatch(task.id):
             raise BadRequest(f"task id {task.id[:60]!r} is not of the format (lowercase letters, digits, - and _)")

@@ -29,6 +29,8 @@ from labbot.common.errors import BadRequest
 SUITE_FILE = "suite.json"
 SUITE_ID = re.compile(r"suite-[0-9a-f]{12}")
 TASK_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,79}")
+# the toolchain packages that load vendored copies at import, and the tree each needs shown (``Suite.toolchain``)
+TOOLCHAIN_IMPORTS = {"setuptools": "setuptools/_vendor", "pkg_resources": "pkg_resources/_vendor"}
 # files of the test suite and its configuration: restored from the original before scoring, never taken from a solver
 TEST_CONFIG_FILES = ("conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "setup.py")
 
@@ -79,9 +81,15 @@ class Suite:
     # tasks left out because their deleted code is readable in the sandbox (evals.contamination): each
     # {"task", "symbols", "paths" (as the sandbox shows them), "kinds" (what matched, per path)}
     contaminated: list[dict[str, Any]] = field(default_factory=list)
+    # vendored trees of the venv's toolchain the tests import (setuptools', pkg_resources'): shown in its sandboxes
+    toolchain: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "tasks": [t.to_json() for t in self.tasks]}
+        doc = {**asdict(self), "tasks": [t.to_json() for t in self.tasks]}
+        for key in ("contaminated", "toolchain"):  # newer fields, left out when empty: an older suite's id holds
+            if not doc[key]:
+                del doc[key]
+        return doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Suite:

@@ -343,6 +343,7 @@ def naive_run(ws: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits
             limits=limits,
             ro_binds={PLUGIN_DIR: Path(plugin)},
             rw_binds={NAIVE_RESULTS: Path(results)},
+            toolchain=tuple(suite.toolchain),
             env={"PYTHONPATH": ":".join([*roots, PLUGIN_DIR])},
         )
         files = sorted({n.split("::", 1)[0] for n in task.fail_to_pass})
@@ -404,7 +405,9 @@ def daemon_probe(suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limi
                 "  printf 'ok' > /workspace/labbot-daemon-was-here\n"
                 "done\n"
             )
-            spec = SandboxSpec(workspace=ws, venv=venv, ro_binds={"/probe": probe_dir}, limits=limits)
+            spec = SandboxSpec(
+                workspace=ws, venv=venv, ro_binds={"/probe": probe_dir}, limits=limits, toolchain=tuple(suite.toolchain)
+            )
             script = f"nohup sh /probe/{token}.sh >/dev/null 2>&1 &\necho started"
             with Sandbox(replace(spec, limits=replace(limits, timeout_s=30.0))) as box:
                 started = box.exec(["sh", "-c", script])

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from labbot.common.errors import BadRequest
 from labbot.evals.sandbox import VENV, Limits, Sandbox, SandboxSpec
+from labbot.evals.suite import TOOLCHAIN_IMPORTS
 
 TEST_GROUPS = ("test", "tests", "testing")
 REQUIREMENT_FILES = (
@@ -228,6 +229,31 @@ def requirements(tree: Path, progress: Progress = _quiet) -> list[str]:
         if text.strip() not in out:
             out.append(text.strip())
     return out
+
+
+def toolchain_needed(tree: Path) -> list[str]:
+    """The vendored trees of the venv's toolchain that the repository's code or tests import (``setuptools``,
+    ``pkg_resources``: they load their ``_vendor`` copies at import), which its sandboxes must then show; every other
+    vendored tree stays hidden (:func:`labbot.evals.sandbox.venv_masks`)."""
+    found: set[str] = set()
+    for path in sorted(tree.rglob("*.py")):
+        if ".git" in path.relative_to(tree).parts or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            parsed = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(parsed):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".", 1)[0]
+                if top in TOOLCHAIN_IMPORTS:
+                    found.add(top)
+    # pkg_resources itself imports setuptools' vendored packages
+    trees = {TOOLCHAIN_IMPORTS[t] for t in found} | ({TOOLCHAIN_IMPORTS["setuptools"]} if found else set())
+    return sorted(trees)
 
 
 def with_tools(reqs: Iterable[str]) -> list[str]:

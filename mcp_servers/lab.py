@@ -489,12 +489,28 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         solver: Annotated[
             str, Field(description="gold (validates the suite), none, agent[:MODEL], or a shell command")
         ] = "gold",
+        solver_dir: Annotated[
+            str | None,
+            Field(
+                description="a command solver's agent folder, bound read-only at /solver: a name of [eval] solver_dirs"
+            ),
+        ] = None,
+        allow_hosts: Annotated[
+            list[str] | None,
+            Field(description="hosts the command solver may reach through labbot's proxy ([eval] solver_hosts)"),
+        ] = None,
         as_agent: Annotated[
             str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
         ] = None,
     ) -> str:
-        """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it."""
-        body = {"suite": _checked("suite", suite_id), "solver": solver, "owner": launcher(as_agent)}
+        """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it.
+        An installed agent is a command solver with its folder (solver_dir) and the hosts it needs (allow_hosts); its
+        own secrets are never an agent's to pass (the researcher's CLI sends them)."""
+        body: dict[str, Any] = {"suite": _checked("suite", suite_id), "solver": solver, "owner": launcher(as_agent)}
+        if solver_dir:
+            body["solver_dir"] = solver_dir
+        if allow_hosts:
+            body["allow_hosts"] = allow_hosts
         doc = (await lab.json("POST", "/evals/runs", json=body, params=viewer(as_agent)))["eval"]
         return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
 

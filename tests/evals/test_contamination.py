@@ -17,6 +17,7 @@ from seal_repo import SealRepo
 from labbot.common.errors import BadRequest
 from labbot.evals import contamination, seal
 from labbot.evals.sandbox import Sandbox, SandboxSpec, interpreter_prefixes
+from labbot.evals.venvs import toolchain_needed
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 ORIGINAL = seal_repo.STATS_V1 + seal_repo.WEIGHTED  # no canary: a copy someone else vendored
@@ -161,6 +162,26 @@ def test_the_sandbox_shows_no_site_packages_nor_vendored_trees(tmp_path: Path, p
     assert shown.stdout.split("\n")[:-1] == [f"{p}: 0" for p in hidden], shown
     assert tools.success and tools.stdout.startswith("HI\n"), tools
     assert tests.success and "1 passed" in tests.stdout, tests
+
+
+def test_a_suite_whose_code_imports_setuptools_sees_its_vendored_tree_and_only_that(
+    tmp_path: Path, pip_venv: Path
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "meta.py").write_text("from pkg_resources import parse_version\n")
+    assert toolchain_needed(tmp_path) == ["pkg_resources/_vendor", "setuptools/_vendor"]
+    (tmp_path / "pkg" / "meta.py").write_text("import json\n")
+    assert toolchain_needed(tmp_path) == []
+    site = f"/venv/lib/{PY}/site-packages"
+    probe = f'ls -A {site}/setuptools/_vendor | wc -l; ls -A {site}/pip/_vendor | wc -l; python -c "import setuptools"'
+    with Sandbox(SandboxSpec(tmp_path, venv=pip_venv)) as box:
+        masked = box.exec(["sh", "-c", probe])
+    shown_spec = SandboxSpec(tmp_path, venv=pip_venv, toolchain=("pkg_resources/_vendor", "setuptools/_vendor"))
+    with Sandbox(shown_spec) as box:
+        shown = box.exec(["sh", "-c", probe])
+    assert masked.stdout.split()[:2] == ["0", "0"] and not masked.success  # setuptools cannot load its vendored code
+    assert int(shown.stdout.split()[0]) > 0 and shown.stdout.split()[1] == "0", shown  # pip's stays hidden
+    assert shown.success, shown
 
 
 def test_the_seal_battery_fails_on_a_copy_in_the_venv(fixture: tuple[SealRepo, Path, Path], tmp_path: Path) -> None:

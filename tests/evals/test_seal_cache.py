@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from run_fixtures import make_suite
 
-from labbot.evals import seal
+from labbot.evals import contamination, seal
 from labbot.evals.isolation import ProbeResult
 from labbot.evals.probes import PROBES, HostSurface, NetworkTargets
 from labbot.evals.sandbox import SandboxSpec
@@ -109,7 +109,9 @@ def test_the_second_battery_reuses_the_suite_independent_verdicts(
     second = seal.battery(suite_dir, task, None, cache=cache)
     assert [p.name for p in second.probes] == [p.name for p in first.probes]
     assert set(asked[-1] or []) == {k for k, _, _ in PROBES} - CACHEABLE  # only the suite's probes ran
-    by_key = {k: p for (k, _, _), p in zip(PROBES, second.probes, strict=True)}
+    *listed, walked = second.probes  # the contamination walk comes last, and reads the suite: never cached
+    assert walked.name == contamination.PROBE_NAME and not walked.ran.startswith("cached"), walked
+    by_key = {k: p for (k, _, _), p in zip(PROBES, listed, strict=True)}
     assert all(by_key[k].ran.startswith("cached 20") for k in CACHEABLE)
     assert all(by_key[k].ran == "" for k in by_key if k not in CACHEABLE)
 

@@ -298,6 +298,9 @@ def test_an_agent_reads_eval_runs_for_its_researcher(lab_of_two: TwoResearchers)
     assert refused[0] and "is not shared with you" in refused[1]
     launched = call(bobs_agent, "run_eval", suite_id=lab_of_two.suite, solver="gold")  # nor run on Bob's behalf
     assert launched[0] and "is not shared with you" in launched[1], launched
+    # an installed agent's folder goes by name through the same checks as at every front door
+    folder = call(alices_agent, "run_eval", suite_id=lab_of_two.suite, solver="cmd:/solver/run.sh", solver_dir="x")
+    assert folder[0] and "--solver-dir 'x' is not one of [eval] solver_dirs" in folder[1], folder
     assert lab_of_two.suite not in call(bobs_agent, "list_eval_suites")[1]
     shown = f"eval {alices} · {lab_of_two.suite} · solver agent:x/secret-solver · succeeded"
     assert call(alices_agent, "get_eval_results", run_id=alices)[1].startswith(shown)

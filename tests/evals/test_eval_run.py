@@ -130,6 +130,23 @@ def _probe_waiting_for_a_sample(seen: threading.Event, wait_s: float, passed: bo
     return probes, calls
 
 
+def _gold_with(
+    suite_dir: Path, tmp_path: Path, venv: Path, probes: Any, on_sample: Any, battery: str = "alongside"
+) -> Any:
+    """The gold solver over the suite with ``probes`` as its battery (no tampering probes)."""
+    return run_suite(
+        suite_dir,
+        "gold",
+        tmp_path / "out",
+        venv=venv,
+        limits=FAST,
+        probes=probes,
+        tamper=False,
+        on_sample=on_sample,
+        battery=battery,  # type: ignore[arg-type]
+    )
+
+
 @pytest.mark.subprocess
 def test_the_battery_runs_alongside_the_samples_and_the_run_waits_for_it(tmp_path: Path, pytest_venv: Path) -> None:
     suite_dir = _suite(tmp_path, tasks=2)
@@ -165,17 +182,7 @@ def test_battery_first_runs_before_any_sample(tmp_path: Path, pytest_venv: Path)
     suite_dir = _suite(tmp_path)
     seen = threading.Event()
     probes, calls = _probe_waiting_for_a_sample(seen, wait_s=0.5)
-    out = run_suite(
-        suite_dir,
-        "gold",
-        tmp_path / "out",
-        venv=pytest_venv,
-        limits=FAST,
-        probes=probes,
-        tamper=False,
-        on_sample=lambda _: seen.set(),
-        battery="first",
-    )
+    out = _gold_with(suite_dir, tmp_path, pytest_venv, probes, lambda _: seen.set(), battery="first")
     [probe] = out.results["isolation"]["probes"]
     assert probe["evidence"] == "saw a sample scored: False" and probe["ran"] == "before the samples"
     assert calls == ["MainThread"]
@@ -186,16 +193,7 @@ def test_a_probe_failing_alongside_the_samples_makes_the_run_untrusted(tmp_path:
     suite_dir = _suite(tmp_path)
     seen = threading.Event()
     probes, _ = _probe_waiting_for_a_sample(seen, wait_s=120.0, passed=False)
-    out = run_suite(
-        suite_dir,
-        "gold",
-        tmp_path / "out",
-        venv=pytest_venv,
-        limits=FAST,
-        probes=probes,
-        tamper=False,
-        on_sample=lambda _: seen.set(),
-    )
+    out = _gold_with(suite_dir, tmp_path, pytest_venv, probes, lambda _: seen.set())
     results = json.loads(out.results_path.read_text())
     assert results["untrusted"] is True and results["isolation"]["sealed"] is False
     assert results["isolation"]["probes"][0]["ran"] == "alongside the samples"

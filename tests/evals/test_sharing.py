@@ -13,6 +13,7 @@ import httpx
 import pytest
 from eval_services import finished, make_eval_service, make_suite, paged_run, slack_lab
 from mcp import Client
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
@@ -183,10 +184,9 @@ def test_incident_suites_are_the_labs_so_their_runs_are_everyones(lab_of_two: Tw
     assert alices in {r["id"] for r in evals.eval_runs(viewer=BOB)}
 
 
-@pytest.mark.databases
-def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_two: TwoResearchers) -> None:
-    evals, alices, bobs, suite = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs, lab_of_two.suite
-    app = create_app(
+def _app(evals: EvalService) -> Starlette:
+    """labbot's API over the two researchers' lab, Carol its admin."""
+    return create_app(
         evals.runs,
         TelemetryStore(evals.runs.db),
         admin_token=TOKEN,
@@ -194,6 +194,12 @@ def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_
         evals=evals,
         admins=frozenset({ADMIN}),
     )
+
+
+@pytest.mark.databases
+def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_two: TwoResearchers) -> None:
+    evals, alices, bobs, suite = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs, lab_of_two.suite
+    app = _app(evals)
     with TestClient(app, headers={"authorization": f"Bearer {TOKEN}"}) as http:
 
         def get(path: str, **params: str) -> tuple[int, dict[str, Any]]:
@@ -269,14 +275,7 @@ def test_slack_shows_lists_and_compares_alices_run_for_bob_only_once_she_shares(
 def test_an_agent_reads_eval_runs_for_its_researcher(lab_of_two: TwoResearchers) -> None:
     """The lab tools pass the agent's researcher (``as_agent`` RESEARCHER/ROLE, which labbot fills in) as ``?by=``."""
     evals, alices, bobs = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs
-    app = create_app(
-        evals.runs,
-        TelemetryStore(evals.runs.db),
-        admin_token=TOKEN,
-        health=dict,
-        evals=evals,
-        admins=frozenset({ADMIN}),
-    )
+    app = _app(evals)
     lab = LabApi("http://labbot.test", TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))
 
     def call(agent: str, tool: str, **args: str) -> tuple[bool, str]:

@@ -10,6 +10,7 @@ narrowed one, and the table gives what it found. Every cell is a real bwrap run.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -58,6 +59,8 @@ def main() -> None:
         root = Path(tmp)
         suites = {"seal fixture (mathpkg)": seal_suite(root), "packaging (vendored by pip)": packaging_suite(root)}
         print(f"{'suite':<30} {'view':<8} {'files':>7} {'matches':>7}  paths (what matched)")
+        counts: dict[str, int] = {}
+        complete = True
         for name, (spec, found) in suites.items():
             for view, box in (("old", WideSandbox), ("narrowed", Sandbox)):
                 scan = contamination.scan(spec, found, sandbox=box)
@@ -65,6 +68,15 @@ def main() -> None:
                 left = f" [not reached: {scan.not_reached}]" if scan.not_reached else ""
                 err = f" [walk failed: {scan.error[:200]}]" if scan.error else ""
                 print(f"{name:<30} {view:<8} {scan.files:>7} {len(scan.matches):>7}  {shown}{left}{err}")
+                counts[f"{name.split()[0]}_{view}"] = len(scan.matches)
+                complete = complete and not scan.not_reached and not scan.error
+    old = sum(v for k, v in counts.items() if k.endswith("_old"))
+    narrowed = sum(v for k, v in counts.items() if k.endswith("_narrowed"))
+    ok = complete and narrowed == 0 and old > 0
+    verdict = "pass" if ok else "FAIL"
+    print(f"matches: {old} with the old view, {narrowed} narrowed (claim: none readable narrowed): {verdict}")
+    claim = "no copy of the deleted code readable in the narrowed view"
+    print(json.dumps({"benchmark": "contamination", **counts, "claim": claim, "ok": ok}))
 
 
 if __name__ == "__main__":

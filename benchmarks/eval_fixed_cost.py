@@ -31,24 +31,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "evals"), str(ROOT / "benchmarks")]
 
-from eval_throughput import bare  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
+from eval_throughput import bare, samples_span  # noqa: E402
 from run_fixtures import build_pytest_venv, make_suite  # noqa: E402
 
 from labbot.evals.generate import default_cache  # noqa: E402
 
 CLAIM_S = 8.0
 CLAIM_RATIO = 0.7
-
-
-def _when(stamp: object) -> datetime:
-    return stamp if isinstance(stamp, datetime) else datetime.fromisoformat(str(stamp))
 
 
 def one_run(mode: str, suite: Path, venv: Path, out: Path, cache_home: Path, max_samples: int) -> dict[str, float]:
@@ -69,12 +63,7 @@ def one_run(mode: str, suite: Path, venv: Path, out: Path, cache_home: Path, max
     results = json.loads((out / "results.json").read_text())
     if results["pass_rate"] != 1.0 or results["untrusted"]:
         raise SystemExit(f"{mode}: gold did not pass sealed: {results['pass_rate']}, untrusted {results['untrusted']}")
-    log = read_eval_log(str(out / results["log"]))
-    starts = [s.started_at for s in log.samples or []]
-    ends = [s.completed_at for s in log.samples or []]
-    if not starts or not all(starts) or not all(ends):
-        raise SystemExit("the .eval log has no sample start/end times: cannot tell the samples phase")
-    span = (max(map(_when, ends)) - min(map(_when, starts))).total_seconds()
+    span = samples_span(out / results["log"])
     ran = [p["ran"] for p in results["isolation"]["probes"]]
     return {
         "wall": wall,

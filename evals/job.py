@@ -141,6 +141,11 @@ def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
     return ensure_venv(wheels_dir(suite_dir), cache)
 
 
+def seal_cache() -> SealCache | None:
+    """The seal's cache (``evals.seal_cache``), or None with ``LABBOT_EVAL_SEAL_CACHE=0``."""
+    return SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None
+
+
 def sandbox_battery(
     suite_dir: Path, suite: Suite, venv: Path, *, allow_hosts: Sequence[str] = (), solver_dir: Path | None = None
 ) -> Probes:
@@ -148,7 +153,7 @@ def sandbox_battery(
     the solver's network policy and folder (``/solver``); the runner adds the tampering probes. The passing verdicts
     of the probes that do not depend on the suite are reused for a day (``evals.seal_cache``; off with
     ``LABBOT_EVAL_SEAL_CACHE=0``)."""
-    cache = SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None
+    cache = seal_cache()
     return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir, cache=cache)
 
 
@@ -239,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             solver_dir=solver_dir,
             solver_env=env,
             battery=args.battery,
+            seal_cache=seal_cache(),
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)

@@ -44,6 +44,7 @@ from inspect_ai.scorer import CORRECT
 from labbot.common.errors import BadRequest
 from labbot.evals.isolation import ALONGSIDE, BEFORE, IsolationReport, ProbeResult
 from labbot.evals.sandbox import Limits
+from labbot.evals.seal_cache import SealCache, tamper_key
 from labbot.evals.solvers import SolverSpec, drop_secrets, parse_solver, register_secrets
 from labbot.evals.suite import load
 from labbot.evals.tamper import tamper_probes
@@ -64,16 +65,30 @@ class RunOutcome:
 
 
 def _probe_report(
-    probes: Probes | None, suite_dir: Path, venv: Path, tamper: bool, limits: Limits, ran: str
+    probes: Probes | None,
+    suite_dir: Path,
+    venv: Path,
+    tamper: bool,
+    limits: Limits,
+    ran: str,
+    cache: SealCache | None = None,
 ) -> IsolationReport:
-    """The caller's probes, then the tampering probes; each verdict not from the seal's cache marked ``ran``."""
+    """The caller's probes, then the tampering probes (without the naive scorer's runs; with a ``cache``, a suite's
+    passing verdicts reused while the suite, its venv, the limits and labbot's code are unchanged); each verdict
+    not from the seal's cache marked ``ran``."""
     found: list[ProbeResult] = []
     if probes is not None:
         got = probes()
         found += got.probes if isinstance(got, IsolationReport) else list(got)
     if tamper:
         suite = load(suite_dir)
-        found += tamper_probes(suite_dir, suite, suite.tasks[0], venv, limits)
+        key = tamper_key(suite.id, suite.tasks[0].id, venv, limits) if cache is not None else ""
+        kept = cache.lookup_tamper(key) if cache is not None else None
+        if kept is None:
+            kept = tamper_probes(suite_dir, suite, suite.tasks[0], venv, limits, naive=False)
+            if cache is not None:
+                cache.store_tamper(key, kept)
+        found += kept
     return IsolationReport([p if p.ran else replace(p, ran=ran) for p in found])
 
 
@@ -168,6 +183,7 @@ def run_suite(
     solver_dir: Path | None = None,
     solver_env: Mapping[str, str] | None = None,
     battery: BatteryWhen = "alongside",
+    seal_cache: SealCache | None = None,
 ) -> RunOutcome:
     """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
     solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
@@ -176,7 +192,9 @@ def run_suite(
     (bound read-only at ``/solver``) and ``solver_env`` (its variables) are a command solver's only
     (:mod:`labbot.evals.solver_access`); the ``probes`` are the caller's to run with the same folder and hosts.
     ``battery``: ``"alongside"`` (the default) runs the probes and the tampering probes in a thread while the
-    samples run, ``"first"`` before them (the way runs were before; the fixed-cost benchmark measures both)."""
+    samples run, ``"first"`` before them (the way runs were before; the fixed-cost benchmark measures both).
+    ``seal_cache``: the tampering probes' passing verdicts of this suite reused (and kept) there
+    (:func:`labbot.evals.seal_cache.tamper_key`)."""
     if battery not in ("alongside", "first"):
         raise BadRequest(f"battery must be 'alongside' or 'first', got {battery!r}")
     spec = parse_solver(solver) if isinstance(solver, str) else solver
@@ -193,11 +211,13 @@ def run_suite(
     scoring = Limits(timeout_s=test_timeout_s, memory_mb=limits.memory_mb, file_mb=limits.file_mb)
     seal: _Alongside | None = None
     if battery == "first":
-        isolation = _probe_report(probes, suite_dir, venv, tamper, scoring, BEFORE)
+        isolation = _probe_report(probes, suite_dir, venv, tamper, scoring, BEFORE, seal_cache)
         if on_isolation is not None:
             on_isolation(isolation)
     else:
-        seal = _Alongside(lambda: _probe_report(probes, suite_dir, venv, tamper, scoring, ALONGSIDE), on_isolation)
+        seal = _Alongside(
+            lambda: _probe_report(probes, suite_dir, venv, tamper, scoring, ALONGSIDE, seal_cache), on_isolation
+        )
 
     key = tokens.token_hex(8) if solver_env else None
     task = suite_task(

@@ -11,7 +11,9 @@ of every source file of ``labbot.evals`` (a code change between commits invalida
 ports; Ray's; the secrets, as their own sha256s, never the values), so a port that opens runs only the port probe
 again.
 The probes that read the task (history, leftovers, labbot's files with the suite's ``original/``, the needles on
-any readable mount) and the tampering probes (which score the suite's task) always run.
+any readable mount, the contamination walk) always run. The tampering probes score the suite's own task, so they
+are kept per suite (:func:`tamper_key`: the suite's content id, the task, its venv, the scoring limits, bwrap and
+labbot's code) and reused only when every one of them passed.
 
 A verdict is reused only while it passes: a failed probe is never stored (and one stored is dropped if it ever
 fails), so a run whose seal is open always ran the probe that found it. Entries live as ``<key>.json`` in
@@ -36,7 +38,7 @@ from typing import Any
 import labbot
 from labbot.evals.isolation import CACHED, ProbeResult
 from labbot.evals.probes import PROBES, HostSurface, NetworkTargets
-from labbot.evals.sandbox import SandboxSpec, interpreter_prefixes
+from labbot.evals.sandbox import Limits, SandboxSpec, interpreter_prefixes
 
 MAX_AGE_S = 24 * 3600.0
 # the probes whose verdicts depend only on the sandbox's configuration, the host and labbot (keys of PROBES)
@@ -118,6 +120,22 @@ def surface_digest(probe: str, host: HostSurface) -> str:
     return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
 
 
+def tamper_key(suite_id: str, task_id: str, venv: Path, limits: Limits) -> str:
+    """An entry for one suite's tampering probes: the suite (its id is a sha256 of its content), the task, the venv
+    (content-addressed by its wheels), the scoring limits, bwrap and labbot's code — everything that decides how the
+    cheats are scored."""
+    doc = [
+        "tamper",
+        suite_id,
+        task_id,
+        os.path.realpath(venv),
+        [limits.timeout_s, limits.memory_mb, limits.file_mb, limits.pids, limits.tmp_mb],
+        _bwrap_identity(),
+        source_digest(),
+    ]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
 class SealCache:
     """Passing verdicts of the :data:`CACHEABLE` probes by :func:`cache_key`, each with the time it was seen."""
 
@@ -168,6 +186,43 @@ class SealCache:
             else:
                 kept.pop(probe, None)
         self._write(key, kept)
+
+    def lookup_tamper(self, key: str, *, now: float | None = None) -> list[ProbeResult] | None:
+        """The suite's tampering verdicts kept under ``key`` (:func:`tamper_key`), all of them passing and fresh, each
+        ``ran`` ``cached <ISO time>``; None when there are none to reuse."""
+        now = time.time() if now is None else now
+        rows = self._read(key)
+        try:
+            ordered = sorted(rows.values(), key=lambda r: int(r["order"]))
+            if not ordered or not all(
+                r["passed"] is True and 0 <= now - float(r["at"]) <= self.max_age_s for r in ordered
+            ):
+                return None
+            return [
+                ProbeResult(
+                    str(r["name"]),
+                    "tampering",
+                    True,
+                    str(r["evidence"]),
+                    ran=f"{CACHED} {datetime.fromtimestamp(float(r['at']), UTC).isoformat(timespec='seconds')}",
+                )
+                for r in ordered
+            ]
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def store_tamper(self, key: str, results: list[ProbeResult], *, now: float | None = None) -> None:
+        """Keep a suite's tampering verdicts when every one passed; otherwise drop what was kept (a cheat that scored
+        runs again next time)."""
+        now = time.time() if now is None else now
+        if results and all(p.passed for p in results):
+            rows = {
+                p.name: {"name": p.name, "passed": True, "evidence": p.evidence, "at": now, "order": i}
+                for i, p in enumerate(results)
+            }
+            self._write(key, rows)
+        else:
+            self._path(key).unlink(missing_ok=True)
 
     def _write(self, key: str, probes: Mapping[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -369,12 +369,17 @@ def _fresh_workspace(suite_dir: Path, task: EvalTask, tmp: Path) -> Path:
     return ws
 
 
-def run_cheat(cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits) -> ProbeResult:
+NAIVE_SKIPPED = "not run in an eval run (`labbot eval probe` and benchmarks/tamper_table.py run it)"
+
+
+def run_cheat(
+    cheat: Cheat, suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits, *, naive: bool = True
+) -> ProbeResult:
     try:
         with tempfile.TemporaryDirectory(prefix="labbot-tamper-") as tmp:
             ws = _fresh_workspace(suite_dir, task, Path(tmp))
             cheat.plant(ws, task, suite_dir)
-            unsealed = _unsealed(ws, suite, task, venv, limits)
+            unsealed = _unsealed(ws, suite, task, venv, limits) if naive else NAIVE_SKIPPED
             scored = score_sample(suite_dir, suite, task, ws, venv, limits, fail_to_pass_only=True)
     except Exception as exc:  # a probe that cannot run does not vouch for the seal
         return ProbeResult(cheat.name, "tampering", False, f"the probe could not run: {type(exc).__name__}: {exc}")
@@ -441,13 +446,21 @@ def _pids_with(token: str) -> list[int]:
 
 
 def tamper_probes(
-    suite_dir: Path, suite: Suite, task: EvalTask, venv: Path, limits: Limits = TAMPER_LIMITS
+    suite_dir: Path,
+    suite: Suite,
+    task: EvalTask,
+    venv: Path,
+    limits: Limits = TAMPER_LIMITS,
+    *,
+    naive: bool = True,
 ) -> list[ProbeResult]:
     """Every cheat above against ``task``, each a :class:`ProbeResult` of category ``tampering``, in the order of
     :data:`CHEATS` then the daemon. The cheats are independent (each in its own workspace and sandboxes) and spend
-    their time in subprocesses, so they run side by side, one per core."""
+    their time in subprocesses, so they run side by side, one per core. ``naive``: also run each cheat through the
+    naive in-process scorer (the evidence that it is a real cheat; an eval run leaves it out: it doubles the cost and
+    decides nothing)."""
     workers = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tamper") as pool:
-        futures = [pool.submit(run_cheat, cheat, suite_dir, suite, task, venv, limits) for cheat in CHEATS]
+        futures = [pool.submit(run_cheat, cheat, suite_dir, suite, task, venv, limits, naive=naive) for cheat in CHEATS]
         futures.append(pool.submit(daemon_probe, suite_dir, suite, task, venv, limits))
         return [f.result() for f in futures]

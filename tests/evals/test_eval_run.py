@@ -32,6 +32,7 @@ from labbot.evals.isolation import IsolationReport, ProbeResult
 from labbot.evals.runner import RESULTS_FILE, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.score import score_sample
+from labbot.evals.seal_cache import SealCache
 from labbot.evals.solvers import SolverSpec, parse_solver
 from labbot.evals.suite import load
 from labbot.evals.tamper import AT_EXIT, CHEATS, REPORT_PATCHED, STORE_REPLACED, tamper_probes
@@ -612,3 +613,17 @@ def test_job_refuses_bad_arguments_with_a_reason(
     assert "needs a model" in capsys.readouterr().err
     assert job.main([*base, "--solver", "gold", "--timeout", "0"]) == 2
     assert "must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+def test_a_suites_tampering_verdicts_are_reused_from_the_seal_cache(tmp_path: Path, pytest_venv: Path) -> None:
+    suite_dir = _suite(tmp_path)
+    cache = SealCache(tmp_path / "seal")
+    first = run_suite(suite_dir, "none", tmp_path / "a", venv=pytest_venv, limits=FAST, seal_cache=cache)
+    second = run_suite(suite_dir, "none", tmp_path / "b", venv=pytest_venv, limits=FAST, seal_cache=cache)
+    ran = [[p["ran"] for p in r.results["isolation"]["probes"]] for r in (first, second)]
+    assert len(ran[0]) == len(CHEATS) + 1 and set(ran[0]) == {"alongside the samples"}
+    assert len(ran[1]) == len(CHEATS) + 1 and all(r.startswith("cached ") for r in ran[1])
+    assert second.results["isolation"]["sealed"] and not second.results["untrusted"]
+    # an eval run leaves out the naive scorer's runs: they show the cheat is real, and decide nothing
+    assert all("unsealed: not run in an eval run" in p["evidence"] for p in first.results["isolation"]["probes"][:-1])

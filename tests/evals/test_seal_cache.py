@@ -15,8 +15,8 @@ from run_fixtures import make_suite
 from labbot.evals import contamination, seal
 from labbot.evals.isolation import ProbeResult
 from labbot.evals.probes import PROBES, HostSurface, NetworkTargets
-from labbot.evals.sandbox import SandboxSpec
-from labbot.evals.seal_cache import CACHEABLE, SealCache, cache_key
+from labbot.evals.sandbox import Limits, SandboxSpec
+from labbot.evals.seal_cache import CACHEABLE, SealCache, cache_key, tamper_key
 from labbot.evals.suite import load
 
 NAME = {key: name for key, name, _ in PROBES}
@@ -137,3 +137,22 @@ def test_the_second_battery_reuses_the_suite_independent_verdicts(
     again = seal.battery(suite_dir, task, None, cache=cache)
     assert "dns" in (asked[-1] or []) and again.sealed
     assert next(p for p in again.probes if p.name == NAME["dns"]).ran == ""
+
+
+def test_a_suites_tampering_verdicts_are_kept_only_all_passing_and_fresh(tmp_path: Path) -> None:
+    cache = SealCache(tmp_path / "seal", max_age_s=60)
+    limits = Limits(timeout_s=60.0)
+    key = tamper_key("suite-aaaaaaaaaaaa", "mul", tmp_path / "venv", limits)
+    assert key != tamper_key("suite-bbbbbbbbbbbb", "mul", tmp_path / "venv", limits)  # another suite
+    assert key != tamper_key("suite-aaaaaaaaaaaa", "mul", tmp_path / "other-venv", limits)
+    assert key != tamper_key("suite-aaaaaaaaaaaa", "mul", tmp_path / "venv", Limits(timeout_s=30.0))
+    verdicts = [ProbeResult(f"cheat {i}", "tampering", True, f"scored 0 ({i})") for i in range(3)]
+    assert cache.lookup_tamper(key) is None
+    cache.store_tamper(key, verdicts, now=1000.0)
+    kept = cache.lookup_tamper(key, now=1030.0)
+    assert kept is not None and [p.name for p in kept] == ["cheat 0", "cheat 1", "cheat 2"]
+    assert all(p.passed and p.ran.startswith("cached ") for p in kept)
+    assert cache.lookup_tamper(key, now=1061.0) is None  # past its max age
+    cache.store_tamper(key, [*verdicts[:2], ProbeResult("cheat 2", "tampering", False, "SCORED A PASS")], now=1040.0)
+    assert cache.lookup_tamper(key, now=1041.0) is None  # a cheat that scored drops the entry
+    assert not list((tmp_path / "seal").glob("*.json"))

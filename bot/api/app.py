@@ -34,6 +34,7 @@ from urllib.parse import quote
 from anyio import to_thread
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -44,6 +45,7 @@ from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
 from labbot.bot.api.body import read_limited, receive_into
 from labbot.bot.api.compare import compare_routes
+from labbot.bot.api.edge import RefuseUnstorable
 from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.feedback import feedback_routes
@@ -524,7 +526,8 @@ def create_app(
         *feedback_routes(db, ab, admin),
         *compare_routes(RunComparer(service, telemetry_store, evals), admin, admins),
     ]
-    return Starlette(routes=routes)
+    # ids and query values no database can hold are a 400 here, once for every route (labbot.bot.api.edge)
+    return Starlette(routes=routes, middleware=[Middleware(RefuseUnstorable)])
 
 
 def _first_error(e: Exception) -> str:

@@ -1,0 +1,83 @@
+"""The API's edge (``labbot.bot.api.edge``): an id or query value no database can hold — NUL, text that is not
+UTF-8 — is a 400 for every route before any route reads it, on SQLite and on PostgreSQL (where a NUL in a query
+was a driver error, a 500); ordinary ids still reach their routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+from support import SLEEPER, free_port, make_service
+
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
+from labbot.bot.api import create_app
+from labbot.bot.api.edge import refusal, unstorable
+from labbot.training.ray_cluster import RayConnection
+from labbot.training.telemetry_store import TelemetryStore
+
+ADMIN = "edge-admin-token"
+UNSTORABLE = [
+    ("POST", "/api/v1/runs/%00/telemetry"),  # no admin token needed there
+    ("GET", "/api/v1/runs/%00"),
+    ("GET", "/api/v1/runs/r%00x/logs"),
+    ("GET", "/api/v1/pages/%00"),
+    ("GET", "/api/v1/feedback/%00"),
+    ("GET", "/api/v1/evals/runs/%00"),
+    ("GET", "/api/v1/feedback?run=%00"),
+    ("GET", "/api/v1/runs?status=%00"),
+    ("GET", "/api/v1/audit?by=%ff"),
+]
+
+
+@pytest.fixture
+def client(tmp_path: Path, database_url: str) -> Iterator[TestClient]:
+    nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
+    service = make_service(tmp_path, nowhere, SLEEPER, database_url=database_url)
+    app = create_app(
+        service,
+        TelemetryStore(service.db),
+        admin_token=ADMIN,
+        health=dict,
+        pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
+        db=service.db,
+    )
+    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}, raise_server_exceptions=False) as c:
+        yield c
+    service.launcher.close()
+    service.db.dispose()
+
+
+@pytest.mark.databases
+@pytest.mark.parametrize(("method", "path"), UNSTORABLE)
+def test_an_unstorable_id_or_query_is_a_400_before_any_route(
+    client: TestClient, method: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        answer = client.request(method, path, content=b"{}")
+    assert answer.status_code == 400, (path, answer.status_code, answer.text)
+    error = answer.json()["error"]
+    assert error["code"] == "bad_request" and ("NUL" in error["message"] or "UTF-8" in error["message"])
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.databases
+def test_ordinary_ids_still_reach_their_routes(client: TestClient) -> None:
+    assert client.get("/api/v1/runs/r-1").status_code == 404
+    assert client.get("/api/v1/runs?limit=5").status_code == 200
+    assert client.get("/api/v1/runs/%C3%A9t%C3%A9").status_code == 404  # UTF-8 that is not an id: the route says so
+    # bytes that are not UTF-8 in a path arrive as U+FFFD (the server decodes with replacement): an unknown id
+    assert client.get("/api/v1/runs/%ED%A0%80").status_code == 404
+
+
+def test_the_rule_is_pure() -> None:
+    assert unstorable("r-1") is None and unstorable("été") is None
+    assert unstorable("a\x00b") == "holds a NUL character (%00)"
+    assert unstorable("\udca0") == "is not valid UTF-8"
+    assert refusal("/api/v1/runs/r1", b"limit=5&by=ada") is None
+    assert "query parameter 'run'" in (refusal("/api/v1/feedback", b"run=%00") or "")
+    assert "not valid UTF-8" in (refusal("/x", b"by=%ff") or "")
+    assert refusal("/api/v1/runs/a\x00", b"") is not None

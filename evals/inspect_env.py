@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from labbot.common.errors import BadRequest
 from labbot.evals.sandbox import WORKDIR, Limits, Sandbox, SandboxSpec, bwrap
-from labbot.evals.suite import load, task_repo
+from labbot.evals.suite import task_repo
 
 PROVIDER = "labbot"
 TASK_ID_KEY = "task_id"  # the sample metadata naming the task whose tree the workspace starts from
@@ -57,6 +57,7 @@ class LabbotSandboxConfig(BaseModel):
     pids: int = 1024  # processes (and threads) of the whole sample
     tmp_mb: int = 512  # each of /tmp and home
     allow_hosts: tuple[str, ...] = ()  # reachable through the allow-list proxy; none: no network at all
+    toolchain: tuple[str, ...] = ()  # the venv's vendored trees the suite's tests import (suite.json's toolchain)
 
     @property
     def limits(self) -> Limits:
@@ -179,7 +180,7 @@ class LabbotSandbox(SandboxEnvironment):
                 limits=cfg.limits,
                 network="proxy" if cfg.allow_hosts else "none",
                 allow_hosts=cfg.allow_hosts,
-                toolchain=tuple(load(Path(cfg.suite_dir)).toolchain),
+                toolchain=cfg.toolchain,
             )
             return {"default": LabbotSandbox(Sandbox(spec), root, task_id)}
         except BaseException:

@@ -138,6 +138,7 @@ def suite_task(
         pids=limits.pids,
         tmp_mb=limits.tmp_mb,
         allow_hosts=tuple(allow_hosts),
+        toolchain=tuple(suite.toolchain),
     )
     return Task(
         dataset=MemoryDataset(samples, name=suite.id),

@@ -29,7 +29,7 @@ from labbot.common.errors import BadRequest
 from labbot.evals import job
 from labbot.evals.inspect_env import LabbotSandbox, LabbotSandboxConfig
 from labbot.evals.isolation import IsolationReport, ProbeResult
-from labbot.evals.runner import RESULTS_FILE, run_suite
+from labbot.evals.runner import RESULTS_FILE, BatteryWhen, run_suite
 from labbot.evals.sandbox import Limits
 from labbot.evals.score import score_sample
 from labbot.evals.seal_cache import SealCache
@@ -132,7 +132,13 @@ def _probe_waiting_for_a_sample(seen: threading.Event, wait_s: float, passed: bo
 
 
 def _gold_with(
-    suite_dir: Path, tmp_path: Path, venv: Path, probes: Any, on_sample: Any, battery: str = "alongside"
+    suite_dir: Path,
+    tmp_path: Path,
+    venv: Path,
+    probes: Any,
+    on_sample: Any,
+    battery: BatteryWhen = "alongside",
+    on_isolation: Any = None,
 ) -> Any:
     """The gold solver over the suite with ``probes`` as its battery (no tampering probes)."""
     return run_suite(
@@ -144,7 +150,8 @@ def _gold_with(
         probes=probes,
         tamper=False,
         on_sample=on_sample,
-        battery=battery,  # type: ignore[arg-type]
+        on_isolation=on_isolation,
+        battery=battery,
     )
 
 
@@ -160,16 +167,8 @@ def test_the_battery_runs_alongside_the_samples_and_the_run_waits_for_it(tmp_pat
         done.append(time.monotonic())
         seen.set()
 
-    out = run_suite(
-        suite_dir,
-        "gold",
-        tmp_path / "out",
-        venv=pytest_venv,
-        limits=FAST,
-        probes=probes,
-        tamper=False,
-        on_sample=on_sample,
-        on_isolation=lambda r: reports.append((r, len(done))),
+    out = _gold_with(
+        suite_dir, tmp_path, pytest_venv, probes, on_sample, on_isolation=lambda r: reports.append((r, len(done)))
     )
     # the probe was still running when a sample was scored: run first, it would have waited its 120 s out
     [probe] = out.results["isolation"]["probes"]

@@ -41,24 +41,24 @@ log = logging.getLogger(__name__)
 
 
 def builtin_servers(
-    public_url: str, admin_token: str, integrations: Integrations | None = None, *, observer: Observer = NO_OBSERVER
+    control_url: str, admin_token: str, integrations: Integrations | None = None, *, observer: Observer = NO_OBSERVER
 ) -> dict[str, Callable[[], Any]]:
     """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``),
-    ``lab`` talking to this control plane's ``/api/v1``, and ``notion``, ``linear`` and ``datadog`` for the
-    integrations whose credentials are set (datadog keeps full payloads in the agents' stores, through ``lab``'s
-    API). Their configuration comes from the environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them. The
-    vendors' errors go to ``observer`` (``/metrics``)."""
+    ``lab`` talking to this control plane's ``/api/v1`` at ``control_url`` (LABBOT_INTERNAL_URL), and ``notion``,
+    ``linear`` and ``datadog`` for the integrations whose credentials are set (datadog keeps full payloads in the
+    agents' stores, through ``lab``'s API). Their configuration comes from the environment; labbot.toml's
+    ``[mcp.servers.NAME]`` tunes them. The vendors' errors go to ``observer`` (``/metrics``)."""
     from labbot.mcp_servers import BUILTINS
     from labbot.mcp_servers.codebase import build_server as codebase
     from labbot.mcp_servers.lab import build_server as lab
 
-    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(public_url, admin_token))}
+    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(control_url, admin_token))}
     for name in (integrations or Integrations()).servers:
         if name == "datadog":
             from labbot.mcp_servers.datadog import DatadogApi
             from labbot.mcp_servers.datadog import build_server as datadog
 
-            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=LabApi(public_url, admin_token))
+            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=LabApi(control_url, admin_token))
         elif name == "notion":
             from labbot.mcp_servers.notion import NotionApi
             from labbot.mcp_servers.notion import build_server as notion
@@ -148,14 +148,14 @@ def build_agents(
     db: Database,
     service: RunService,
     slack: SlackRuntime,
-    public_url: str,
+    control_url: str,
     admin_token: str,
     model: ModelSettings,
     integrations: Integrations | None = None,
     ab: AbTest | None = None,
     observer: Observer = NO_OBSERVER,
 ) -> AgentsStack:
-    builtins = builtin_servers(public_url, admin_token, integrations, observer=observer)
+    builtins = builtin_servers(control_url, admin_token, integrations, observer=observer)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
     prompter = SlackApprovalPrompter(slack.client, db)
 

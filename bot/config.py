@@ -42,6 +42,12 @@ STORAGE_ENV = frozenset(
         "AWS_RETRY_MODE",
     }
 )
+# the key pair labbot hands jobs instead of its own, when given (docs/deploy.md: one an IAM policy limits to the runs'
+# prefix of the bucket); both or neither
+JOB_KEY_ID_ENV = "LABBOT_JOB_AWS_ACCESS_KEY_ID"
+JOB_SECRET_ENV = "LABBOT_JOB_AWS_SECRET_ACCESS_KEY"
+# labbot's own credentials among STORAGE_ENV: what the job key pair replaces
+OWN_STORAGE_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 SLACK_API_URL = "https://slack.com/api/"
 
 
@@ -147,7 +153,16 @@ class Settings:
     admin_token_env: str | None = field(default=None, repr=False)
     # the AWS variables labbot was given (credentials among them): what a job needs to write to an object store
     storage_env: dict[str, str] = field(default_factory=dict, repr=False)
+    # LABBOT_JOB_AWS_*: the key pair jobs get instead of labbot's own (as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
+    job_storage_keys: dict[str, str] = field(default_factory=dict, repr=False)
     leader: LeaderSettings = field(default_factory=LeaderSettings)  # [leader] and LABBOT_REPLICA
+    # LABBOT_INTERNAL_URL: where jobs (telemetry) and labbot's own MCP servers reach the control plane; "" is
+    # public_url (plot links always use public_url: Slack fetches them from outside)
+    internal_url: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.internal_url:
+            object.__setattr__(self, "internal_url", self.public_url)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -167,6 +182,13 @@ class Settings:
             )
         config_path = _config_path(env)
         config = load_toml(config_path) if config_path else {}
+        public_url = (env.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/")
+        internal_url = (env.get("LABBOT_INTERNAL_URL") or "").strip().rstrip("/")
+        if internal_url and urlparse(internal_url).scheme not in ("http", "https"):
+            raise BadRequest(
+                f"LABBOT_INTERNAL_URL={internal_url[:80]!r} is not an http(s) URL: the address jobs and labbot's own "
+                "MCP servers reach the control plane at, e.g. http://labbot.labbot.svc"
+            )
         artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
         _check_store_url(artifacts_url, "LABBOT_ARTIFACTS_URL")
         artifacts_root = _local_root(artifacts_url)
@@ -184,7 +206,8 @@ class Settings:
             artifacts_root=artifacts_root,
             port=port,
             host=env.get("LABBOT_HOST") or "127.0.0.1",
-            public_url=(env.get("LABBOT_PUBLIC_URL") or f"http://127.0.0.1:{port}").rstrip("/"),
+            public_url=public_url,
+            internal_url=internal_url or public_url,
             config_path=config_path,
             config=config,
             ray_address=env.get("RAY_ADDRESS") or None,
@@ -204,6 +227,7 @@ class Settings:
             metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
             admin_token_env=_admin_token(env),
             storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
+            job_storage_keys=_job_storage_keys(env),
             leader=LeaderSettings.from_config(config, env),
         )
 
@@ -232,9 +256,20 @@ class Settings:
 
     @property
     def job_storage_env(self) -> dict[str, str]:
-        """What a job is given to reach the object store its checkpoints go to: the AWS variables labbot has
-        (``STORAGE_ENV``), only when checkpoints are in an object store; nothing of labbot's own secrets."""
-        return dict(self.storage_env) if self.checkpoint_remote else {}
+        """What a job is given to reach the object store its checkpoints go to, only when checkpoints are in one:
+        the AWS variables labbot has (``STORAGE_ENV``), its own credentials among them replaced by the job key pair
+        (``LABBOT_JOB_AWS_*``) when that is given; nothing of labbot's other secrets."""
+        if not self.checkpoint_remote:
+            return {}
+        if not self.job_storage_keys:
+            return dict(self.storage_env)
+        kept = {k: v for k, v in self.storage_env.items() if k not in OWN_STORAGE_CREDENTIALS}
+        return kept | self.job_storage_keys
+
+    @property
+    def jobs_get_labbots_own_keys(self) -> bool:
+        """Jobs are handed labbot's own object-store key pair (no ``LABBOT_JOB_AWS_*`` given): worth a warning."""
+        return self.checkpoint_remote and not self.job_storage_keys and "AWS_ACCESS_KEY_ID" in self.storage_env
 
     @property
     def eval_suites_root(self) -> Path:
@@ -309,6 +344,19 @@ class Settings:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
+
+
+def _job_storage_keys(env: Mapping[str, str]) -> dict[str, str]:
+    """``LABBOT_JOB_AWS_*`` as the AWS variables a job reads; both or neither."""
+    key_id = (env.get(JOB_KEY_ID_ENV) or "").strip()
+    secret = (env.get(JOB_SECRET_ENV) or "").strip()
+    if bool(key_id) != bool(secret):
+        missing = JOB_SECRET_ENV if key_id else JOB_KEY_ID_ENV
+        raise BadRequest(
+            f"{missing} is not set: {JOB_KEY_ID_ENV} and {JOB_SECRET_ENV} are the key pair jobs write their "
+            "checkpoints with; set both, or neither (jobs then get labbot's own)"
+        )
+    return {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret} if key_id else {}
 
 
 def _admin_token(env: Mapping[str, str]) -> str | None:

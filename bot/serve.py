@@ -118,11 +118,16 @@ class ControlPlane:
         metrics = Metrics(db)
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
         launcher = RayLauncher(ray)
+        if settings.jobs_get_labbots_own_keys:
+            log.warning(
+                "jobs write their checkpoints with labbot's own object-store key pair: give them one limited to the "
+                "runs' prefix (LABBOT_JOB_AWS_ACCESS_KEY_ID / LABBOT_JOB_AWS_SECRET_ACCESS_KEY, docs/deploy.md)"
+            )
         service = RunService(
             db,
             registry,
             launcher,
-            control_url=settings.public_url,
+            control_url=settings.internal_url,  # what jobs post their telemetry to
             checkpoint_root=settings.checkpoint_root,
             compute=settings.compute,
             checkpoint_url=settings.checkpoint_url if settings.checkpoint_remote else None,
@@ -176,7 +181,7 @@ class ControlPlane:
                 db=db,
                 service=service,
                 slack=runtime,
-                public_url=settings.public_url,
+                control_url=settings.internal_url,  # the `lab` MCP server's /api/v1
                 admin_token=token,
                 model=settings.model,
                 integrations=settings.integrations,

@@ -73,6 +73,57 @@ def test_an_s3_artifacts_url_keeps_checkpoints_under_it(tmp_path: Path) -> None:
     assert "very-secret-value" not in repr(s) and "AKIAEXAMPLE" not in repr(s)
 
 
+def test_jobs_get_their_own_key_pair_instead_of_labbots_when_given(tmp_path: Path) -> None:
+    labbots = {
+        "AWS_ACCESS_KEY_ID": "AKIA" + "LABBOTSOWNKEY000",
+        "AWS_SECRET_ACCESS_KEY": "labbots-own-" + "secret-0123456789",
+        "AWS_SESSION_TOKEN": "labbots-own-" + "session-token-0123",
+    }
+    jobs = {
+        "LABBOT_JOB_AWS_ACCESS_KEY_ID": "AKIA" + "JOBSKEYONLYRUNS0",
+        "LABBOT_JOB_AWS_SECRET_ACCESS_KEY": "jobs-" + "s3cr3t",
+    }
+    where = {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}
+    base = {"LABBOT_HOME": str(tmp_path / "h"), "LABBOT_ARTIFACTS_URL": "s3://bucket/prod", **labbots, **where}
+    s = Settings.from_env(base | jobs)
+    # the job pair under the names the AWS SDK reads, the non-secret variables as before, nothing of labbot's own
+    assert s.job_storage_env == {
+        "AWS_ACCESS_KEY_ID": jobs["LABBOT_JOB_AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": jobs["LABBOT_JOB_AWS_SECRET_ACCESS_KEY"],
+        **where,
+    }
+    assert not s.jobs_get_labbots_own_keys
+    assert not any(v in repr(s) for v in [*labbots.values(), *jobs.values()])
+    # without them: labbot's own, which serve warns about
+    s = Settings.from_env(base)
+    assert s.job_storage_env == labbots | where and s.jobs_get_labbots_own_keys
+    # checkpoints in a shared folder: a job gets no key at all
+    cfg = tmp_path / "labbot.toml"
+    cfg.write_text('[training]\ncheckpoint_root = "/shared/ckpt"\n')
+    s = Settings.from_env(base | jobs | {"LABBOT_CONFIG": str(cfg)})
+    assert s.job_storage_env == {} and not s.jobs_get_labbots_own_keys
+
+
+@pytest.mark.parametrize("given", ["LABBOT_JOB_AWS_ACCESS_KEY_ID", "LABBOT_JOB_AWS_SECRET_ACCESS_KEY"])
+def test_the_job_key_pair_is_both_or_neither(tmp_path: Path, given: str) -> None:
+    missing = ({"LABBOT_JOB_AWS_ACCESS_KEY_ID", "LABBOT_JOB_AWS_SECRET_ACCESS_KEY"} - {given}).pop()
+    with pytest.raises(BadRequest, match=f"^{missing} is not set") as e:
+        Settings.from_env({"LABBOT_HOME": str(tmp_path), given: "half-of-a-pair-0123456789"})
+    assert "half-of-a-pair" not in e.value.message
+
+
+def test_the_internal_url_jobs_and_labbots_mcp_servers_use(tmp_path: Path) -> None:
+    home = {"LABBOT_HOME": str(tmp_path)}
+    s = Settings.from_env(home | {"LABBOT_PUBLIC_URL": "https://labbot.example.com/"})
+    assert s.internal_url == s.public_url == "https://labbot.example.com"  # one URL unless told otherwise
+    s = Settings.from_env(
+        home | {"LABBOT_PUBLIC_URL": "https://labbot.example.com", "LABBOT_INTERNAL_URL": "http://labbot.labbot.svc/"}
+    )
+    assert (s.public_url, s.internal_url) == ("https://labbot.example.com", "http://labbot.labbot.svc")
+    with pytest.raises(BadRequest, match=r"LABBOT_INTERNAL_URL='labbot\.labbot\.svc' is not an http\(s\) URL"):
+        Settings.from_env(home | {"LABBOT_INTERNAL_URL": "labbot.labbot.svc"})
+
+
 def test_checkpoint_root_may_be_a_url_or_a_folder(tmp_path: Path) -> None:
     cfg = tmp_path / "labbot.toml"
     cfg.write_text('[training]\ncheckpoint_root = "s3://ckpts/labbot/runs/"\n')

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fetch the vendor API specs the contract tests check against (``make specs``); standard library only.
 
-The published descriptions of the Slack, Notion, Linear and Datadog APIs are not copied into the repository. Each
-is pinned in ``scripts/specs.json`` (file, repository, commit, path, sha256) and fetched into a git-ignored cache,
-``.specs/`` at the repository root (``LABBOT_SPECS_DIR`` or ``--dest`` to put it elsewhere). For each file, in order:
+The published descriptions of the Slack, Notion, Linear and Datadog APIs (and KubeRay's RayCluster CRD) are not
+copied into the repository. Each is pinned in ``scripts/specs.json`` (file, repository, commit, path, sha256) and
+fetched into a git-ignored cache, ``.specs/`` at the repository root (``LABBOT_SPECS_DIR`` or ``--dest`` to put it
+elsewhere). For each file, in order:
 
 1. the cache, if its copy has the pinned sha256 (a copy that does not is fetched again);
 2. a local mirror folder holding the files under their names: ``LABBOT_SPECS_MIRROR`` or ``--mirror``; by default

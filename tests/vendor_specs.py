@@ -1,9 +1,9 @@
 """Where the tests find the vendor specs (make specs), and what happens to a contract test when one is missing.
 
-The published descriptions of the Slack, Notion, Linear and Datadog APIs are pinned in ``scripts/specs.json`` and
-fetched by ``make specs`` (``scripts/specs.py``) into ``.specs/`` at the repository root, or into
-``$LABBOT_SPECS_DIR``. `spec_path(name)` is the one way a fake or a test gets at one: it returns the cached file when
-it is there with its pinned sha256. When it is not:
+The published descriptions of the Slack, Notion, Linear and Datadog APIs (and KubeRay's RayCluster CRD) are pinned
+in ``scripts/specs.json`` and fetched by ``make specs`` (``scripts/specs.py``) into ``.specs/`` at the repository
+root, or into ``$LABBOT_SPECS_DIR``. `spec_path(name)` is the one way a fake or a test gets at one: it returns the
+cached file when it is there with its pinned sha256. When it is not:
 
 * outside CI, the test that needs it is skipped (the reason names ``make specs``), and at the end of the run one loud
   line says how many contract tests were not run and why;

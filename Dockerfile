@@ -47,6 +47,8 @@ COPY --from=builder /wheels /tmp/wheels
 # checkpoint to LABBOT_ARTIFACTS_URL=s3://… (the wheel installed once, with its extra: pip's `wheel[extra]` form)
 RUN pip install --no-cache-dir -c /tmp/constraints.txt "$(ls /tmp/wheels/labbot_client-*.whl)[s3]" \
     "$(ls /tmp/wheels/labbot-*.whl)[jobs]"
+# caches under /tmp: the Ray pods' root filesystem is read-only (deploy/raycluster.yaml), /tmp an emptyDir
+ENV XDG_CACHE_HOME=/tmp/cache MPLCONFIGDIR=/tmp/matplotlib TRITON_CACHE_DIR=/tmp/triton
 
 # ---- control plane: the default target, slim and non-root ------------------------------------------------------------
 FROM python:3.11-slim AS control-plane

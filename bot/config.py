@@ -142,7 +142,10 @@ class Settings:
     codebase_root: Path = field(default_factory=Path.cwd)  # LABBOT_CODEBASE_ROOT: what `codebase` serves, evals use
     compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
     log_format: str = "text"  # LABBOT_LOG_FORMAT: text (for people) or json (one object a line, for a collector)
-    metrics_token: str | None = field(default=None, repr=False)  # LABBOT_METRICS_TOKEN: /metrics needs it when set
+    # LABBOT_METRICS_TOKEN: /metrics needs it when set; it also shows /readyz's detail (labbot.bot.api.probes)
+    metrics_token: str | None = field(default=None, repr=False)
+    # LABBOT_OPEN_PROBES: /readyz and /metrics answer anyone, also on a listener beyond loopback (labbot.bot.api.probes)
+    open_probes: bool = False
     # LABBOT_ADMIN_TOKEN: the API's token given (every replica the same one, from a Secret) instead of the file's
     admin_token_env: str | None = field(default=None, repr=False)
     # the AWS variables labbot was given (credentials among them): what a job needs to write to an object store
@@ -202,6 +205,7 @@ class Settings:
             compute=ComputePolicy.from_config(config.get("compute")),
             log_format=log_format,
             metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
+            open_probes=_switch("LABBOT_OPEN_PROBES", env.get("LABBOT_OPEN_PROBES")),
             admin_token_env=_admin_token(env),
             storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
             leader=LeaderSettings.from_config(config, env),
@@ -309,6 +313,18 @@ class Settings:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
+
+
+def _switch(name: str, given: str | None) -> bool:
+    """The on/off variable ``name`` whose value is ``given``: ``1``, ``true``, ``yes`` or ``on`` is on; unset, empty,
+    ``0``, ``false``, ``no`` or ``off`` is off; anything else is refused, naming it (a typo must not open a door, nor
+    leave one shut unnoticed)."""
+    value = (given or "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise BadRequest(f"{name}={(given or '')[:40]!r} is not on or off: use 1 (on) or 0 (off)")
 
 
 def _admin_token(env: Mapping[str, str]) -> str | None:

@@ -37,6 +37,7 @@ from labbot.agents.fleet.ab import AbTest
 from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_url
+from labbot.bot.api.probes import OPEN_PROBES_ENV, ProbeAccess
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.health import readiness
 from labbot.bot.logs import RedactingFilter, formatter
@@ -210,11 +211,12 @@ class ControlPlane:
         return plane
 
     def app(self) -> Starlette:
+        """The HTTP app. ``/readyz`` and ``/metrics`` follow the rule of the address the server binds
+        (``LABBOT_HOST``; ``labbot.bot.api.probes``)."""
         return create_app(
             self.service,
             self.telemetry,
             admin_token=self.admin_token,
-            health=self.health,
             pager=self.pager,
             db=self.db,
             artifacts=self.artifacts,
@@ -224,15 +226,22 @@ class ControlPlane:
             extra_routes=self.slack.routes() if self.slack else (),
             ready=self.ready,
             metrics=self.metrics,
-            metrics_token=self.settings.metrics_token,
+            probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
         )
 
-    def health(self) -> dict[str, object]:
-        mode = "off"
-        if self.slack is not None:
-            mode = "socket" if self.slack.settings.app_token else "http"
-        return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
+    @property
+    def probes(self) -> ProbeAccess:
+        """Who may read ``/readyz`` and ``/metrics``: decided by the address uvicorn binds (``serve``)."""
+        s = self.settings
+        return ProbeAccess.for_bind(s.host, token=s.metrics_token, open_probes=s.open_probes)
+
+    @property
+    def slack_mode(self) -> str:
+        """``socket``, ``http`` or ``off``: how Slack reaches this plane (``/readyz``'s detail)."""
+        if self.slack is None:
+            return "off"
+        return "socket" if self.slack.settings.app_token else "http"
 
     def is_leader(self) -> bool:
         """Whether this replica runs the singletons now: it holds the lease and its local deadline is ahead."""
@@ -240,12 +249,15 @@ class ControlPlane:
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         """``/readyz``: the database answers ``SELECT 1`` and Ray its version, each within 2 s; the role, this
-        replica's name in the lease and the leader's."""
+        replica's name in the lease and the leader's; whether Ray is the embedded head and how Slack connects (Ray's
+        address is not shown: it is in the log at start-up)."""
         role = "leader" if self.is_leader() else "follower"
         ok, body = await readiness(self.db.ping, self.launcher.ping, role=role)
         if self.lease is not None:
             body["replica"] = self.lease.holder
             body["leader"] = self.lease.holder if role == "leader" else self.lease.last.holder
+        body["embedded_ray"] = self.ray.embedded
+        body["slack"] = self.slack_mode
         return ok, body
 
     # -- leadership ---------------------------------------------------------------------------------------------
@@ -440,8 +452,16 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
                 plane.ray.address,
                 " (embedded)" if plane.ray.embedded else "",
                 plane.db.display_url,
-                plane.health()["slack"],
+                plane.slack_mode,
             )
+            probes = plane.probes
+            if not probes.open and probes.token is None:
+                log.warning(
+                    "labbot listens on %s, beyond localhost, with neither LABBOT_METRICS_TOKEN nor %s set: /readyz "
+                    "and /metrics answer 401 until one is (a token: /readyz still gives probes its status code)",
+                    settings.host,
+                    OPEN_PROBES_ENV,
+                )
             if console is None:
                 log.info("try, in another terminal:  .venv/bin/labbot launch tiny-lm steps=100")
                 await server.serve()

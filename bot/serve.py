@@ -36,6 +36,7 @@ from labbot.agents.babysitter.watchdog import Watchdog
 from labbot.agents.fleet.ab import AbTest
 from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
+from labbot.bot.api.in_process import InProcessApi
 from labbot.bot.api.plots import plot_url
 from labbot.bot.api.probes import OPEN_PROBES_ENV, ProbeAccess
 from labbot.bot.config import Settings, SlackSettings
@@ -84,6 +85,7 @@ class ControlPlane:
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
+    in_process: InProcessApi | None = None  # the agents' door into this plane's app (`app()` puts the app in)
     _leading: bool = False  # the role the last lease check found (its change is what `lead` acts on)
     _jobs: Periodic | None = None
 
@@ -163,6 +165,7 @@ class ControlPlane:
         plane.ab = ab
         plane.metrics = metrics
         plane.lease = lease
+        plane.in_process = InProcessApi(token)
         metrics.is_leader = plane.is_leader
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
@@ -177,8 +180,7 @@ class ControlPlane:
                 db=db,
                 service=service,
                 slack=runtime,
-                public_url=settings.public_url,
-                admin_token=token,
+                lab_api=plane.in_process.lab_api,  # in process: never out through LABBOT_PUBLIC_URL
                 model=settings.model,
                 integrations=settings.integrations,
                 ab=ab,
@@ -211,9 +213,9 @@ class ControlPlane:
         return plane
 
     def app(self) -> Starlette:
-        """The HTTP app. ``/readyz`` and ``/metrics`` follow the rule of the address the server binds
-        (``LABBOT_HOST``; ``labbot.bot.api.probes``)."""
-        return create_app(
+        """The HTTP app, put into the agents' in-process door too. ``/readyz`` and ``/metrics`` follow the rule of
+        the address the server binds (``LABBOT_HOST``; ``labbot.bot.api.probes``)."""
+        app = create_app(
             self.service,
             self.telemetry,
             admin_token=self.admin_token,
@@ -229,6 +231,9 @@ class ControlPlane:
             probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
         )
+        if self.in_process is not None:
+            self.in_process.attach(app)
+        return app
 
     @property
     def probes(self) -> ProbeAccess:

@@ -70,7 +70,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lb-bench-datadog-") as tmp:
         service = make_service(Path(tmp), RayConnection("http://127.0.0.1:9", None))
         store = ArtifactStore(service.db, str(Path(tmp) / "artifacts"))
-        app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {}, artifacts=store)
+        app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", artifacts=store)
         lab = LabApi("http://labbot.test", "t0ken", agent="bench", transport=httpx.ASGITransport(app=app))
         api = DatadogApi(API_KEY, APP_KEY, transport=fake.transport(), clock=lambda: now, env={})
         server = build_server(api, artifacts=lab)

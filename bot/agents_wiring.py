@@ -1,5 +1,6 @@
-"""The agents, wired: model, MCP pool (the built-in ``codebase`` and ``lab`` servers in process, ``notion``,
-``linear`` and ``datadog`` when their credentials are set, plus ``[mcp.servers]``),
+"""The agents, wired: model, MCP pool (the built-in ``codebase`` and ``lab`` servers in process — ``lab`` calling the
+control plane's app in process too, ``labbot.bot.api.in_process`` —, ``notion``, ``linear`` and ``datadog`` when their
+credentials are set, plus ``[mcp.servers]``),
 the approval gate and the audit around each role's tools, the fleet, and Slack's side of them (conversations in
 threads, Approve / Deny prompts), plus the investigator that asks the ``babysitter`` role about every new page.
 
@@ -41,24 +42,25 @@ log = logging.getLogger(__name__)
 
 
 def builtin_servers(
-    control_url: str, admin_token: str, integrations: Integrations | None = None, *, observer: Observer = NO_OBSERVER
+    lab_api: Callable[[], LabApi], integrations: Integrations | None = None, *, observer: Observer = NO_OBSERVER
 ) -> dict[str, Callable[[], Any]]:
     """The built-in MCP servers, in process: ``codebase`` over the current directory (``LABBOT_CODEBASE_ROOT``),
-    ``lab`` talking to this control plane's ``/api/v1`` at ``control_url`` (LABBOT_INTERNAL_URL), and ``notion``,
-    ``linear`` and ``datadog`` for the integrations whose credentials are set (datadog keeps full payloads in the
-    agents' stores, through ``lab``'s API). Their configuration comes from the environment; labbot.toml's
-    ``[mcp.servers.NAME]`` tunes them. The vendors' errors go to ``observer`` (``/metrics``)."""
+    ``lab`` talking to this control plane's ``/api/v1`` through ``lab_api()`` (``labbot serve``: its app, in
+    process), and ``notion``, ``linear`` and ``datadog`` for the integrations whose credentials are set (datadog
+    keeps full payloads in the agents' stores, through ``lab_api()`` too). Their configuration comes from the
+    environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them. The vendors' errors go to ``observer``
+    (``/metrics``)."""
     from labbot.mcp_servers import BUILTINS
     from labbot.mcp_servers.codebase import build_server as codebase
     from labbot.mcp_servers.lab import build_server as lab
 
-    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(LabApi(control_url, admin_token))}
+    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(lab_api())}
     for name in (integrations or Integrations()).servers:
         if name == "datadog":
             from labbot.mcp_servers.datadog import DatadogApi
             from labbot.mcp_servers.datadog import build_server as datadog
 
-            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=LabApi(control_url, admin_token))
+            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=lab_api())
         elif name == "notion":
             from labbot.mcp_servers.notion import NotionApi
             from labbot.mcp_servers.notion import build_server as notion
@@ -148,14 +150,14 @@ def build_agents(
     db: Database,
     service: RunService,
     slack: SlackRuntime,
-    control_url: str,
-    admin_token: str,
+    lab_api: Callable[[], LabApi],
     model: ModelSettings,
     integrations: Integrations | None = None,
     ab: AbTest | None = None,
     observer: Observer = NO_OBSERVER,
 ) -> AgentsStack:
-    builtins = builtin_servers(control_url, admin_token, integrations, observer=observer)
+    """The agents of a control plane whose ``/api/v1`` ``lab_api()`` reaches (``InProcessApi.lab_api``)."""
+    builtins = builtin_servers(lab_api, integrations, observer=observer)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
     prompter = SlackApprovalPrompter(slack.client, db)
 

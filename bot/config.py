@@ -148,7 +148,10 @@ class Settings:
     codebase_root: Path = field(default_factory=Path.cwd)  # LABBOT_CODEBASE_ROOT: what `codebase` serves, evals use
     compute: ComputePolicy = field(default_factory=ComputePolicy)  # [compute]: each purpose's cap of the cluster
     log_format: str = "text"  # LABBOT_LOG_FORMAT: text (for people) or json (one object a line, for a collector)
-    metrics_token: str | None = field(default=None, repr=False)  # LABBOT_METRICS_TOKEN: /metrics needs it when set
+    # LABBOT_METRICS_TOKEN: /metrics needs it when set; it also shows /readyz's detail (labbot.bot.api.probes)
+    metrics_token: str | None = field(default=None, repr=False)
+    # LABBOT_OPEN_PROBES: /readyz and /metrics answer anyone, also on a listener beyond loopback (labbot.bot.api.probes)
+    open_probes: bool = False
     # LABBOT_ADMIN_TOKEN: the API's token given (every replica the same one, from a Secret) instead of the file's
     admin_token_env: str | None = field(default=None, repr=False)
     # the AWS variables labbot was given (credentials among them): what a job needs to write to an object store
@@ -156,7 +159,7 @@ class Settings:
     # LABBOT_JOB_AWS_*: the key pair jobs get instead of labbot's own (as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
     job_storage_keys: dict[str, str] = field(default_factory=dict, repr=False)
     leader: LeaderSettings = field(default_factory=LeaderSettings)  # [leader] and LABBOT_REPLICA
-    # LABBOT_INTERNAL_URL: where jobs (telemetry) and labbot's own MCP servers reach the control plane; "" is
+    # LABBOT_INTERNAL_URL: where jobs (their telemetry) reach the control plane; "" is
     # public_url (plot links always use public_url: Slack fetches them from outside)
     internal_url: str = ""
 
@@ -186,8 +189,8 @@ class Settings:
         internal_url = (env.get("LABBOT_INTERNAL_URL") or "").strip().rstrip("/")
         if internal_url and urlparse(internal_url).scheme not in ("http", "https"):
             raise BadRequest(
-                f"LABBOT_INTERNAL_URL={internal_url[:80]!r} is not an http(s) URL: the address jobs and labbot's own "
-                "MCP servers reach the control plane at, e.g. http://labbot.labbot.svc"
+                f"LABBOT_INTERNAL_URL={internal_url[:80]!r} is not an http(s) URL: the address jobs reach the "
+                "control plane at, e.g. http://labbot.labbot.svc"
             )
         artifacts_url = env.get("LABBOT_ARTIFACTS_URL") or str(home / "artifacts")
         _check_store_url(artifacts_url, "LABBOT_ARTIFACTS_URL")
@@ -225,6 +228,7 @@ class Settings:
             compute=ComputePolicy.from_config(config.get("compute")),
             log_format=log_format,
             metrics_token=(env.get("LABBOT_METRICS_TOKEN") or "").strip() or None,
+            open_probes=_switch("LABBOT_OPEN_PROBES", env.get("LABBOT_OPEN_PROBES")),
             admin_token_env=_admin_token(env),
             storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
             job_storage_keys=_job_storage_keys(env),
@@ -357,6 +361,18 @@ def _job_storage_keys(env: Mapping[str, str]) -> dict[str, str]:
             "checkpoints with; set both, or neither (jobs then get labbot's own)"
         )
     return {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret} if key_id else {}
+
+
+def _switch(name: str, given: str | None) -> bool:
+    """The on/off variable ``name`` whose value is ``given``: ``1``, ``true``, ``yes`` or ``on`` is on; unset, empty,
+    ``0``, ``false``, ``no`` or ``off`` is off; anything else is refused, naming it (a typo must not open a door, nor
+    leave one shut unnoticed)."""
+    value = (given or "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise BadRequest(f"{name}={(given or '')[:40]!r} is not on or off: use 1 (on) or 0 (off)")
 
 
 def _admin_token(env: Mapping[str, str]) -> str | None:

@@ -36,7 +36,9 @@ from labbot.agents.babysitter.watchdog import Watchdog
 from labbot.agents.fleet.ab import AbTest
 from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
+from labbot.bot.api.in_process import InProcessApi
 from labbot.bot.api.plots import plot_url
+from labbot.bot.api.probes import OPEN_PROBES_ENV, ProbeAccess
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.health import readiness
 from labbot.bot.logs import RedactingFilter, formatter
@@ -83,6 +85,7 @@ class ControlPlane:
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
+    in_process: InProcessApi | None = None  # the agents' door into this plane's app (`app()` puts the app in)
     _leading: bool = False  # the role the last lease check found (its change is what `lead` acts on)
     _jobs: Periodic | None = None
 
@@ -167,6 +170,7 @@ class ControlPlane:
         plane.ab = ab
         plane.metrics = metrics
         plane.lease = lease
+        plane.in_process = InProcessApi(token)
         metrics.is_leader = plane.is_leader
         # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
         plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
@@ -181,8 +185,7 @@ class ControlPlane:
                 db=db,
                 service=service,
                 slack=runtime,
-                control_url=settings.internal_url,  # the `lab` MCP server's /api/v1
-                admin_token=token,
+                lab_api=plane.in_process.lab_api,  # in process: never out through LABBOT_PUBLIC_URL
                 model=settings.model,
                 integrations=settings.integrations,
                 ab=ab,
@@ -215,11 +218,12 @@ class ControlPlane:
         return plane
 
     def app(self) -> Starlette:
-        return create_app(
+        """The HTTP app, put into the agents' in-process door too. ``/readyz`` and ``/metrics`` follow the rule of
+        the address the server binds (``LABBOT_HOST``; ``labbot.bot.api.probes``)."""
+        app = create_app(
             self.service,
             self.telemetry,
             admin_token=self.admin_token,
-            health=self.health,
             pager=self.pager,
             db=self.db,
             artifacts=self.artifacts,
@@ -229,15 +233,25 @@ class ControlPlane:
             extra_routes=self.slack.routes() if self.slack else (),
             ready=self.ready,
             metrics=self.metrics,
-            metrics_token=self.settings.metrics_token,
+            probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
         )
+        if self.in_process is not None:
+            self.in_process.attach(app)
+        return app
 
-    def health(self) -> dict[str, object]:
-        mode = "off"
-        if self.slack is not None:
-            mode = "socket" if self.slack.settings.app_token else "http"
-        return {"ray": self.ray.address, "embedded_ray": self.ray.embedded, "slack": mode}
+    @property
+    def probes(self) -> ProbeAccess:
+        """Who may read ``/readyz`` and ``/metrics``: decided by the address uvicorn binds (``serve``)."""
+        s = self.settings
+        return ProbeAccess.for_bind(s.host, token=s.metrics_token, open_probes=s.open_probes)
+
+    @property
+    def slack_mode(self) -> str:
+        """``socket``, ``http`` or ``off``: how Slack reaches this plane (``/readyz``'s detail)."""
+        if self.slack is None:
+            return "off"
+        return "socket" if self.slack.settings.app_token else "http"
 
     def is_leader(self) -> bool:
         """Whether this replica runs the singletons now: it holds the lease and its local deadline is ahead."""
@@ -245,12 +259,15 @@ class ControlPlane:
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         """``/readyz``: the database answers ``SELECT 1`` and Ray its version, each within 2 s; the role, this
-        replica's name in the lease and the leader's."""
+        replica's name in the lease and the leader's; whether Ray is the embedded head and how Slack connects (Ray's
+        address is not shown: it is in the log at start-up)."""
         role = "leader" if self.is_leader() else "follower"
         ok, body = await readiness(self.db.ping, self.launcher.ping, role=role)
         if self.lease is not None:
             body["replica"] = self.lease.holder
             body["leader"] = self.lease.holder if role == "leader" else self.lease.last.holder
+        body["embedded_ray"] = self.ray.embedded
+        body["slack"] = self.slack_mode
         return ok, body
 
     # -- leadership ---------------------------------------------------------------------------------------------
@@ -445,8 +462,16 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
                 plane.ray.address,
                 " (embedded)" if plane.ray.embedded else "",
                 plane.db.display_url,
-                plane.health()["slack"],
+                plane.slack_mode,
             )
+            probes = plane.probes
+            if not probes.open and probes.token is None:
+                log.warning(
+                    "labbot listens on %s, beyond localhost, with neither LABBOT_METRICS_TOKEN nor %s set: /readyz "
+                    "and /metrics answer 401 until one is (a token: /readyz still gives probes its status code)",
+                    settings.host,
+                    OPEN_PROBES_ENV,
+                )
             if console is None:
                 log.info("try, in another terminal:  .venv/bin/labbot launch tiny-lm steps=100")
                 await server.serve()

@@ -152,7 +152,10 @@ class _Api:
         self._token = token
 
     def headers(self) -> dict[str, str]:
-        """The bearer header: the token given, else the admin token read from LABBOT_HOME now."""
+        """The bearer header: the token given, else the admin token read from LABBOT_HOME now; none for a token
+        given as ``""`` (a transport that vouches for its requests itself: labbot's in-process door)."""
+        if self._token == "":
+            return {}
         return {"Authorization": f"Bearer {self._token if self._token is not None else admin_token()}"}
 
     def _not_answering(self, e: httpx.TransportError) -> ApiError:
@@ -196,7 +199,8 @@ class ApiClient(_Api):
 class AsyncApiClient(_Api):
     """``/api/v1`` for the MCP servers: asynchronous, an httpx client per request (nothing to close); without a
     ``token`` given, the admin token is read on each request (a server may start before labbot does). Tests pass
-    ``transport=httpx.ASGITransport(app)``."""
+    ``transport=httpx.ASGITransport(app)``; labbot's own agents ``labbot.bot.api.in_process``'s door with ``token=""``
+    (no header: the door sets it)."""
 
     def __init__(
         self,

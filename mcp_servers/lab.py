@@ -10,9 +10,11 @@ Like the ``labbot`` CLI, and through the same client (:mod:`labbot.common.api_cl
 running control plane's ``/api/v1`` (URL from ``LABBOT_PUBLIC_URL`` / ``LABBOT_PORT``, admin token from
 ``LABBOT_HOME/admin_token``), so every front door goes through the same service layer, and the same server serves
 labbot's own agents and an outside MCP client (Cursor, Claude Desktop: ``labbot mcp lab`` over stdio, or ``--http
-PORT`` with a bearer token). Imports nothing from bot/ or agents/. Answers are compact text a model can read; metric
-series are summarised (downsampled, with min/max/last). ``wait_for_run`` waits (polling) until a run has ended; its
-``_meta`` marks it as a wait on the cluster (:mod:`labbot.common.mcp_meta`), so labbot's agents are not charged for it.
+PORT`` with a bearer token); labbot's own agents reach the app in process, not over the network
+(``labbot.bot.api.in_process``: an ASGI transport and no token of their own). Imports nothing from bot/ or agents/.
+Answers are compact text a model can read; metric series are summarised (downsampled, with min/max/last).
+``wait_for_run`` waits (polling) until a run has ended; its ``_meta`` marks it as a wait on the cluster
+(:mod:`labbot.common.mcp_meta`), so labbot's agents are not charged for it.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ class LabApi(AsyncApiClient):
 
     Args:
         url: the control plane (default: LABBOT_PUBLIC_URL, else http://127.0.0.1:LABBOT_PORT).
-        token: the admin token (default: read from LABBOT_HOME/admin_token on each call).
+        token: the admin token (default: read from LABBOT_HOME/admin_token on each call; ``""``: none sent, for a
+            transport that vouches for its requests itself).
         agent: whose artifact store the artifact tools use (default: LABBOT_AGENT, else "agent").
-        transport: the httpx transport (default: the network; tests pass ``httpx.ASGITransport(app)``).
+        transport: the httpx transport (default: the network; tests pass ``httpx.ASGITransport(app)``, and
+            ``labbot serve`` gives its own agents a door into its app: ``labbot.bot.api.in_process``).
     """
 
     def __init__(

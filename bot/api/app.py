@@ -18,14 +18,14 @@ Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` 
 
 And routes without the admin token: ``GET /plots/{run_id}/loss.png?sig=SIG``, the run's loss plot, and
 ``GET /plots/{run_id}/metrics.png?sig=SIG``, the metrics its job plots (one panel each), each behind its own signed
-link (``labbot.bot.api.plots``), for the Notion report's image; ``GET /healthz`` (alive), ``GET /readyz`` (the
-database and Ray answer: 200, else 503 naming what failed) and ``GET /metrics`` (Prometheus' text format,
-``labbot.bot.metrics``; with ``metrics_token`` set it needs ``Authorization: Bearer`` that token).
+link (``labbot.bot.api.plots``), for the Notion report's image; ``GET /healthz`` (alive: ``{"ok": true}`` and
+nothing else), ``GET /readyz`` (the database and Ray answer: 200, else 503 naming what failed) and ``GET /metrics``
+(Prometheus' text format, ``labbot.bot.metrics``); who may read the last two is ``labbot.bot.api.probes``' rule (a
+loopback listener, ``LABBOT_OPEN_PROBES``, or the metrics token; a kubelet gets ``/readyz``'s verdict only).
 """
 
 from __future__ import annotations
 
-import hmac
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar
@@ -50,6 +50,7 @@ from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.feedback import feedback_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
+from labbot.bot.api.probes import REFUSE_ANONYMOUS, ProbeAccess, Readiness
 from labbot.bot.compare import RunComparer
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.metrics import CONTENT_TYPE, Metrics
@@ -188,7 +189,6 @@ def create_app(
     telemetry_store: TelemetryStore,
     *,
     admin_token: str,
-    health: Callable[[], dict[str, Any]],
     pager: Pager | None = None,
     db: Database | None = None,
     artifacts: ArtifactStore | None = None,
@@ -199,15 +199,17 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
     ready: Callable[[], Awaitable[tuple[bool, dict[str, Any]]]] | None = None,
     metrics: Metrics | None = None,
-    metrics_token: str | None = None,
+    probes: ProbeAccess = REFUSE_ANONYMOUS,
     admins: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
     ``post_file(channel, thread_ts, filename, data)`` uploads into Slack (``/api/v1/artifacts/{id}/post``).
     ``max_artifact_bytes`` caps one upload's body (413 over it). ``ready`` answers ``/readyz`` (``(ready, body)``,
-    ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503. ``admins``
-    (``[roles] admins``) see every eval suite and run when a read names one of them in ``?by=``."""
+    ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503. ``probes`` says
+    who may read those two (``labbot.bot.api.probes``; the default refuses anonymous callers: the composition root
+    passes the rule of the address it binds). ``admins`` (``[roles] admins``) see every eval suite and run when a read
+    names one of them in ``?by=``."""
 
     def admin(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
@@ -260,19 +262,21 @@ def create_app(
         return plot
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True, **health()})
+        return JSONResponse({"ok": True})  # alive; nothing about the process (readyz, for whom may read it)
 
     async def readyz(request: Request) -> Response:
+        shown = probes.readiness(request)
+        if shown is Readiness.REFUSED:
+            return probes.refused_readiness()
         if ready is None:
             return error_response(503, "not_running", "readiness is not checked by this labbot")
         ok, body = await ready()
-        return JSONResponse(body, status_code=200 if ok else 503)
+        return JSONResponse(body if shown is Readiness.DETAIL else {"ok": ok}, status_code=200 if ok else 503)
 
     async def metrics_route(request: Request) -> Response:
-        if metrics_token:
-            token = bearer(request) or ""
-            if not hmac.compare_digest(token.encode(), metrics_token.encode()):
-                return error_response(401, "unauthorized", "missing or wrong metrics token: LABBOT_METRICS_TOKEN")
+        refused = probes.metrics(request)
+        if refused is not None:
+            return refused
         if metrics is None:
             return error_response(503, "not_running", "metrics are not collected by this labbot")
         body = await to_thread.run_sync(metrics.render)  # the database collector queries: never on the loop

@@ -41,7 +41,6 @@ def client(tmp_path: Path, database_url: str) -> Iterator[TestClient]:
         service,
         TelemetryStore(service.db),
         admin_token=ADMIN,
-        health=dict,
         pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
         db=service.db,
     )

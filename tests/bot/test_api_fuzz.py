@@ -40,7 +40,6 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         service,
         TelemetryStore(service.db),
         admin_token=ADMIN,
-        health=lambda: {"ray": "nowhere"},
         pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
         db=service.db,
         artifacts=ArtifactStore(service.db, str(tmp / "artifacts")),

@@ -60,7 +60,7 @@ class Lab:
             checkpoint_root=self.tmp_path / "runs",
         )
         services: dict[str, Any] = {"db": self.db, "artifacts": self.store} if wired else {}
-        return create_app(service, TelemetryStore(self.db), admin_token=ADMIN, health=lambda: {}, **services, **kwargs)
+        return create_app(service, TelemetryStore(self.db), admin_token=ADMIN, **services, **kwargs)
 
     def put(self, agent: str, name: str, body: bytes, content_type: str | None = None) -> Any:
         headers = {"Content-Type": content_type} if content_type else {}

@@ -35,7 +35,7 @@ def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
 
 @pytest.fixture
 def http(evals: EvalService) -> TestClient:
-    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN, health=dict, evals=evals)
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN, evals=evals)
     return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
 
 

@@ -26,7 +26,7 @@ ADMIN = "admin-token-for-tests"
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> TestClient:
     service, _ = compute_service(tmp_path, monkeypatch, {"training": {"runs": 1, "cpus": 3}}, database_url=database_url)
-    app = create_app(service, TelemetryStore(service.db), admin_token=ADMIN, health=lambda: {})
+    app = create_app(service, TelemetryStore(service.db), admin_token=ADMIN)
     return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
 
 

@@ -43,7 +43,7 @@ def make_app(tmp_path: Path, db: Database | None, ab: AbTest | None) -> Any:
         control_url="http://127.0.0.1:9",
         checkpoint_root=tmp_path / "runs",
     )
-    return create_app(service, TelemetryStore(service_db), admin_token=ADMIN, health=lambda: {}, db=db, ab=ab)
+    return create_app(service, TelemetryStore(service_db), admin_token=ADMIN, db=db, ab=ab)
 
 
 def answered(db: Database, thread: str, model: str, arm: str) -> str:

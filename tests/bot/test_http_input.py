@@ -176,7 +176,7 @@ class _Store:
 @pytest.fixture
 def api() -> TestClient:
     # no service behind it: every case here must be refused before the service is asked anything
-    app = create_app(cast(Any, None), cast(Any, _Store()), admin_token=ADMIN, health=lambda: {})
+    app = create_app(cast(Any, None), cast(Any, _Store()), admin_token=ADMIN)
     return TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}, raise_server_exceptions=False)
 
 

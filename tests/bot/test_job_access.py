@@ -1,6 +1,6 @@
-"""What a real control plane (``ControlPlane.build``; Ray unreachable, its S3 a local moto server) hands its jobs and
-its own MCP servers: telemetry and the ``lab`` server's ``/api/v1`` at ``LABBOT_INTERNAL_URL`` (the Service), not
-the public URL; the jobs' key pair (``LABBOT_JOB_AWS_*``) rather than labbot's own, with a warning at start when there
+"""What a real control plane (``ControlPlane.build``; Ray unreachable, its S3 a local moto server) hands its jobs: their
+telemetry at ``LABBOT_INTERNAL_URL`` (the Service), not the public URL (labbot's own ``lab`` server calls it in
+process: tests/bot/test_in_process_api.py); the jobs' key pair (``LABBOT_JOB_AWS_*``) rather than labbot's own, with a warning at start when there
 is none (docs/deploy.md, "6. The Ray cluster")."""
 
 from __future__ import annotations
@@ -72,16 +72,3 @@ def test_without_a_job_key_pair_labbot_warns_that_jobs_hold_its_own(
     built.append(plane)
     assert plane.service.job_env["AWS_SECRET_ACCESS_KEY"] == env["AWS_SECRET_ACCESS_KEY"]
     assert WARNING in caplog.text and env["AWS_SECRET_ACCESS_KEY"] not in caplog.text
-
-
-def test_labbots_own_lab_server_calls_the_internal_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    urls: list[str] = []
-    real = agents_wiring.LabApi
-
-    def recording(url: str, token: str) -> LabApi:
-        urls.append(url)
-        return real(url, token)
-
-    monkeypatch.setattr(agents_wiring, "LabApi", recording)
-    agents_wiring.builtin_servers("http://labbot.labbot.svc", "admin-token-" + "0" * 32)["lab"]()
-    assert urls == ["http://labbot.labbot.svc"]

@@ -26,6 +26,7 @@ from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
 from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
 from labbot.bot.api import create_app
+from labbot.bot.api.probes import ProbeAccess, is_loopback
 from labbot.bot.config import Settings
 from labbot.bot.health import readiness
 from labbot.bot.logs import JsonFormatter, RedactingFilter
@@ -228,6 +229,103 @@ def test_metrics_token_when_set_is_required(tmp_path: Path) -> None:
         built.close()
 
 
+# ----------------------------------------------------------------- who may read /healthz, /readyz and /metrics
+
+
+def built(tmp_path: Path, **env: str) -> ControlPlane:
+    """A control plane (Ray unreachable) with ``env`` on top of its LABBOT_HOME."""
+    base = {"LABBOT_HOME": str(tmp_path / "home"), "RAY_ADDRESS": UNREACHABLE_RAY, "RAY_AUTH_TOKEN": RAY_SECRET}
+    return ControlPlane.build(Settings.from_env(base | env))
+
+
+def test_healthz_says_alive_and_nothing_else(plane: ControlPlane) -> None:
+    r = TestClient(plane.app()).get("/healthz")
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+    detail = TestClient(plane.app()).get("/readyz").json()  # on loopback: what /healthz used to say, less Ray's URL
+    assert detail["embedded_ray"] is False and detail["slack"] == "off"
+    assert UNREACHABLE_RAY not in str(detail)
+
+
+def test_beyond_loopback_without_a_token_or_the_allow_readyz_and_metrics_are_401_naming_the_fix(
+    tmp_path: Path,
+) -> None:
+    plane = built(tmp_path, LABBOT_HOST="0.0.0.0")
+    try:
+        client = TestClient(plane.app())
+        for route in ("/readyz", "/metrics"):
+            r = client.get(route)
+            assert r.status_code == 401, (route, r.text)
+            message = r.json()["error"]["message"]
+            assert "LABBOT_METRICS_TOKEN" in message and "LABBOT_OPEN_PROBES=1" in message and route in message
+            assert "database" not in r.text and "labbot_" not in r.text
+        assert (client.get("/healthz").status_code, client.get("/healthz").json()) == (200, {"ok": True})
+    finally:
+        plane.close()
+
+
+def test_beyond_loopback_the_metrics_token_opens_both_and_a_probe_without_it_gets_the_verdict_only(
+    tmp_path: Path,
+) -> None:
+    plane = built(tmp_path, LABBOT_HOST="0.0.0.0", LABBOT_METRICS_TOKEN="m-token-2")
+    try:
+        client = TestClient(plane.app())
+        token = {"Authorization": "Bearer m-token-2"}
+        assert client.get("/metrics").status_code == 401
+        assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        scrape(client, **token)
+        # a kubelet's probe sends no token: the status code and the verdict, nothing of the replica or its checks
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = client.get("/readyz", headers=headers)
+            assert (r.status_code, r.json()) == (503, {"ok": False})  # Ray is unreachable: not ready
+        r = client.get("/readyz", headers=token)
+        assert r.status_code == 503 and r.json()["database"] == "ok" and r.json()["role"] == "leader"
+    finally:
+        plane.close()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"LABBOT_HOST": "127.0.0.1"},
+        {"LABBOT_HOST": "localhost"},
+        {"LABBOT_HOST": "::1"},
+        {"LABBOT_HOST": "0.0.0.0", "LABBOT_OPEN_PROBES": "1"},
+        {"LABBOT_HOST": "10.0.0.7", "LABBOT_OPEN_PROBES": "true"},
+    ],
+    ids=["loopback", "localhost", "ipv6-loopback", "open-probes", "open-probes-true"],
+)
+def test_on_loopback_or_with_the_allow_readyz_and_metrics_answer_anyone(tmp_path: Path, env: dict[str, str]) -> None:
+    plane = built(tmp_path, **env)
+    try:
+        client = TestClient(plane.app())
+        scrape(client)
+        r = client.get("/readyz")
+        assert r.status_code == 503 and r.json()["database"] == "ok" and r.json()["ray"] != "ok"
+    finally:
+        plane.close()
+
+
+def test_the_allow_is_on_or_off_and_anything_else_is_refused(tmp_path: Path) -> None:
+    home = {"LABBOT_HOME": str(tmp_path)}
+    assert Settings.from_env(home).open_probes is False
+    assert Settings.from_env({**home, "LABBOT_OPEN_PROBES": "0"}).open_probes is False
+    assert Settings.from_env({**home, "LABBOT_OPEN_PROBES": "Yes"}).open_probes is True
+    with pytest.raises(BadRequest, match="LABBOT_OPEN_PROBES='maybe' is not on or off"):
+        Settings.from_env({**home, "LABBOT_OPEN_PROBES": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True), ("LOCALHOST", True), ("::1", True),
+        ("[::1]", True), ("0.0.0.0", False), ("::", False), ("", False), ("10.1.2.3", False),
+        ("labbot.example.com", False), ("localhost.example.com", False),
+    ],
+)  # fmt: skip
+def test_only_loopback_addresses_count_as_local(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
 # ----------------------------------------------------------------- /readyz
 
 
@@ -250,7 +348,8 @@ def test_readyz_is_200_when_both_answer_and_503_naming_the_database_when_it_is_g
         async def ready() -> tuple[bool, dict[str, Any]]:
             return await readiness(database.ping, lambda: "2.60.0", role="leader")
 
-        return TestClient(create_app(None, None, admin_token="a", health=dict, ready=ready))  # type: ignore[arg-type]
+        open_probes = ProbeAccess(open=True)  # as on a loopback listener
+        return TestClient(create_app(None, None, admin_token="a", ready=ready, probes=open_probes))  # type: ignore[arg-type]
 
     r = app(db).get("/readyz")
     assert (r.status_code, r.json()) == (200, {"ok": True, "database": "ok", "ray": "ok", "role": "leader"})

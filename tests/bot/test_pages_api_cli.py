@@ -54,9 +54,7 @@ class Lab:
             checkpoint_root=tmp_path / "runs",
         )
         self.pager = Pager(self.db, PagingPolicy(), slack=False, pagerduty=False, clock=self.clock)
-        app = create_app(
-            service, TelemetryStore(self.db), admin_token=ADMIN, health=lambda: {"ray": "test"}, pager=self.pager
-        )
+        app = create_app(service, TelemetryStore(self.db), admin_token=ADMIN, pager=self.pager)
         self.client = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
         with self.db.session() as s:
             for run_id, name in (("r1", "lr-sweep-1"), ("r2", "lr-sweep-2")):
@@ -218,6 +216,6 @@ def test_without_a_pager_the_pages_routes_say_it_is_not_running(tmp_path: Path) 
         control_url="http://127.0.0.1:9",
         checkpoint_root=tmp_path / "runs",
     )
-    app = create_app(service, TelemetryStore(db), admin_token=ADMIN, health=lambda: {})
+    app = create_app(service, TelemetryStore(db), admin_token=ADMIN)
     client = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
     assert "paging is not running" in _error(client.get("/api/v1/pages"), 503, "not_running")

@@ -54,7 +54,7 @@ def api(tmp_path: Path) -> TestClient:
     rl = [TelemetryPoint(step=s, when=when, metrics={"reward": math.log(s)}) for s in range(1, 40)]
     telemetry.ingest("lm0001", TelemetryBatch(attempt=1, points=lm, events=[]))
     telemetry.ingest("rl0001", TelemetryBatch(attempt=1, points=rl, events=[]))
-    app = create_app(service, telemetry, admin_token=ADMIN, health=lambda: {"ray": "test"})
+    app = create_app(service, telemetry, admin_token=ADMIN)
     return TestClient(app)  # no admin token: the signature is the permission
 
 

@@ -54,7 +54,7 @@ def _raised(call: Any) -> ApiError:
 
 def test_the_async_client_carries_the_apis_own_message_and_code(tmp_path: Path) -> None:
     service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
-    app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {})
+    app = create_app(service, TelemetryStore(service.db), admin_token="t0ken")
     api = AsyncApiClient("http://labbot.test/", "t0ken", transport=httpx.ASGITransport(app=app))
     assert api.url == "http://labbot.test"
     assert asyncio.run(api.json("GET", "/runs")) == {"runs": []}

@@ -49,7 +49,7 @@ def test_slash_command_over_socket_mode(tmp_path: Path, ray_head: RayConnection)
         # Socket Mode only: POST /slack/events does not exist, so nothing unsigned gets in
         r = httpx.post(f"{serve.url}/slack/events", content=b"command=%2Flab&text=runs")
         assert r.status_code == 404
-        assert httpx.get(f"{serve.url}/healthz").json()["slack"] == "socket"
+        assert httpx.get(f"{serve.url}/readyz").json()["slack"] == "socket"  # on loopback: /readyz says it
         fake.check_against_spec()
     finally:
         serve.stop()

@@ -123,7 +123,7 @@ def test_unknown_suites_and_solvers_are_refused_naming_what_exists_and_nothing_l
 def test_compare_and_saturation_over_http(evals: EvalService, suite: str) -> None:
     a = finished(evals, suite, "agent:x/one", dict.fromkeys(tasks(), True))
     b = finished(evals, suite, "agent:x/two", {t: i < 19 for i, t in enumerate(tasks())})
-    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, health=dict, evals=evals)
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, evals=evals)
     auth = {"authorization": f"Bearer {ADMIN_TOKEN}"}
     with TestClient(app) as http:
         r = http.get("/api/v1/evals/compare", params={"a": a, "b": b}, headers=auth)
@@ -144,7 +144,7 @@ def test_the_eval_writer_compares_two_runs_through_the_lab_server(evals: EvalSer
 
     a = finished(evals, suite, "agent:x/strong", {t: i < 14 for i, t in enumerate(tasks())})
     b = finished(evals, suite, "agent:x/weak", {t: i < 8 for i, t in enumerate(tasks())})
-    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, health=dict, evals=evals)
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=ADMIN_TOKEN, evals=evals)
     lab = LabApi("http://labbot.test", ADMIN_TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))
 
     async def go() -> list[tuple[bool, str]]:

@@ -132,7 +132,7 @@ def test_unknown_suite_and_not_an_eval_run_are_404(evals: EvalService) -> None:
 
 
 def test_the_http_routes(evals: EvalService, tmp_path: Path) -> None:
-    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict, evals=evals)
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, evals=evals)
     auth = {"authorization": f"Bearer {TOKEN}"}
     suite = make_suite(tmp_path / "made")
     with TestClient(app) as http:
@@ -159,7 +159,7 @@ def test_the_http_routes(evals: EvalService, tmp_path: Path) -> None:
         assert http.get("/api/v1/evals/runs?limit=0", headers=auth).status_code == 400
         assert http.get("/api/v1/evals/suites/nope", headers=auth).status_code == 400
         assert http.get("/api/v1/evals/suites/suite-0123456789ab", headers=auth).status_code == 404
-    off = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict)
+    off = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN)
     with TestClient(off) as http:
         assert http.get("/api/v1/evals/suites", headers=auth).status_code == 503
 
@@ -174,7 +174,7 @@ def test_the_lab_mcp_tools_for_evals(evals: EvalService, tmp_path: Path) -> None
 
     from labbot.mcp_servers.lab import LabApi, build_server
 
-    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, health=dict, evals=evals)
+    app = create_app(evals.runs, TelemetryStore(evals.runs.db), admin_token=TOKEN, evals=evals)
     suite = make_suite(tmp_path / "made")
     evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
     lab = LabApi("http://labbot.test", TOKEN, agent="eval-writer", transport=httpx.ASGITransport(app))

@@ -190,7 +190,6 @@ def _app(evals: EvalService) -> Starlette:
         evals.runs,
         TelemetryStore(evals.runs.db),
         admin_token=TOKEN,
-        health=dict,
         evals=evals,
         admins=frozenset({ADMIN}),
     )

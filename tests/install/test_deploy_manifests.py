@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
+from starlette.requests import Request
 
+from labbot.bot.api.probes import ProbeAccess, Readiness, is_loopback
 from labbot.bot.cli.main import CLIError, build_parser
 from labbot.bot.config import STORAGE_ENV, Settings
 
@@ -302,6 +304,27 @@ def test_probes_and_scrapes_point_at_routes_of_the_app() -> None:
     assert {"/healthz", "/readyz", "/metrics"} <= {p for _, p in paths}
     for where, path in paths:
         assert path in routes, f"{where}: {path} is not a route of the app"
+
+
+def test_the_probes_and_the_scrape_pass_labbots_rule_beyond_loopback() -> None:
+    """labbot binds 0.0.0.0 in the pod, so ``/readyz`` and ``/metrics`` follow the rule for a listener beyond loopback
+    (``labbot.bot.api.probes``). The deploy's choice: the metrics token from a Secret, no open probes — the kubelet's
+    probe (no header) gets ``/readyz``'s status code and nothing more, the ServiceMonitor sends the token."""
+    (serve,) = [(pod, c) for _, pod, c in _labbot_containers() if c.get("args") == ["serve"]]
+    env = _container_env(*serve)
+    host = next(item["value"] for item in serve[1]["env"] if item["name"] == "LABBOT_HOST")
+    assert not is_loopback(host)
+    assert env.get("LABBOT_METRICS_TOKEN") == "secret" and "LABBOT_OPEN_PROBES" not in env
+    access = ProbeAccess.for_bind(host, token="from-the-secret", open_probes=False)
+    probe = Request({"type": "http", "method": "GET", "path": "/readyz", "headers": []})  # what a kubelet sends
+    assert access.readiness(probe) is Readiness.VERDICT and access.metrics(probe) is not None
+    assert serve[1]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for doc in _objects("ServiceMonitor"):
+        for endpoint in doc["spec"]["endpoints"]:
+            if endpoint["path"] == "/metrics":
+                credentials = endpoint["authorization"]["credentials"]
+                assert endpoint["authorization"]["type"] == "Bearer"
+                assert (credentials["name"], credentials["key"]) == ("labbot-secrets", "LABBOT_METRICS_TOKEN")
 
 
 def test_images_are_pinned() -> None:

@@ -538,11 +538,11 @@ def test_rays_ports_only_from_ray_and_labbots_jobs_api() -> None:
     assert admitted(head, labbot_uses) == ray | {"labbot"}
 
 
-def test_labbots_http_port_from_the_ingress_controller_prometheus_jobs_and_itself() -> None:
+def test_labbots_http_port_from_the_ingress_controller_prometheus_and_the_jobs() -> None:
     labbot = PODS["labbot"]
     port = _container_port(labbot, "http")
     ray = {p.name for p in RAY_PODS}
-    assert admitted(labbot, port) == {"the ingress controller", "prometheus", "labbot"} | ray
+    assert admitted(labbot, port) == {"the ingress controller", "prometheus"} | ray  # agents call in process
     assert admitted(labbot, port + 1) == set()  # nothing else of the pod
     annotations = _one("Deployment", "labbot")["spec"]["template"]["metadata"]["annotations"]
     assert int(annotations["prometheus.io/port"]) == port  # the scrape is on the admitted port

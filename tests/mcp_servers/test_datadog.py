@@ -93,9 +93,7 @@ class Labbot:
     def __init__(self, tmp_path: Path) -> None:
         service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
         self.store = ArtifactStore(service.db, str(tmp_path / "artifacts"), quota_bytes=64 << 20)
-        self.app = create_app(
-            service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {}, artifacts=self.store
-        )
+        self.app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", artifacts=self.store)
 
     def lab(self, agent: str = "researcher") -> LabApi:
         return LabApi("http://labbot.test", "t0ken", agent=agent, transport=httpx.ASGITransport(app=self.app))
@@ -676,7 +674,7 @@ def test_as_agent_picks_the_store_and_an_unreachable_labbot_never_fails_the_tool
     assert labbot.store.list("agent") == []
     (tmp_path / "bare").mkdir()
     bare = make_service(tmp_path / "bare", RayConnection("http://127.0.0.1:9", None))
-    no_store = create_app(bare, TelemetryStore(bare.db), admin_token="t0ken", health=lambda: {})
+    no_store = create_app(bare, TelemetryStore(bare.db), admin_token="t0ken")
     without = LabApi("http://labbot.test", "t0ken", transport=httpx.ASGITransport(app=no_store))
     err, refused = one(build_server(api_for(fake), artifacts=without), "list_monitors")
     assert not err and refused.endswith(

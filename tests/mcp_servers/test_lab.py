@@ -130,9 +130,7 @@ class Artifacts:
     def __init__(self, tmp_path: Path) -> None:
         service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
         self.store = ArtifactStore(service.db, str(tmp_path / "artifacts"), quota_bytes=1 << 20)
-        self.app = create_app(
-            service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {}, artifacts=self.store
-        )
+        self.app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", artifacts=self.store)
 
     def server(self, agent: str) -> Any:
         transport = httpx.ASGITransport(app=self.app)
@@ -314,7 +312,7 @@ def test_the_agent_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
 
 def test_artifact_tools_say_when_the_store_is_not_running(tmp_path: Path) -> None:
     service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
-    app = create_app(service, TelemetryStore(service.db), admin_token="t0ken", health=lambda: {})
+    app = create_app(service, TelemetryStore(service.db), admin_token="t0ken")
     server = build_server(LabApi("http://labbot.test", "t0ken", transport=httpx.ASGITransport(app=app)))
     [(is_error, text)] = calls(server, ("list_artifacts", {}))
     assert is_error and "the artifact store is not running in this labbot" in text

@@ -45,12 +45,25 @@ SQLITE_AWAY = ("database is locked", "unable to open database", "disk i/o error"
 
 
 class Fence(Protocol):
-    """What a session inside :func:`fenced` checks first (``labbot.storage.lease.Lease``): raises to refuse."""
+    """What a session inside :func:`fenced` checks first (``labbot.storage.lease.Lease``): raises to refuse. Side
+    effects outside the database are checked against it too (``labbot.storage.lease.guard``)."""
+
+    @property
+    def token(self) -> int | None: ...
 
     def check(self, session: Session) -> None: ...
 
+    def confirm(self, what: str) -> None: ...
+
+    def ensure(self, what: str, *, token: int | None = None) -> None: ...
+
 
 _FENCE: ContextVar[Fence | None] = ContextVar("labbot_fence", default=None)
+
+
+def current_fence() -> Fence | None:
+    """The fence this context runs in (a singleton's lease), None outside one (an API request, an agent's turn)."""
+    return _FENCE.get()
 
 
 @contextmanager

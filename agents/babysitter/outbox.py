@@ -253,16 +253,18 @@ class Outbox:
             log.warning("delivery %s stays claimed (the database did not answer): the next leader recovers it", env.id)
 
     def _record(self, env: Envelope, outcome: Outcome) -> None:
-        """The outcome, under the fence and only for the claim that sent it: a row no longer ``sending`` under
-        ``env``'s token (recovered by a new leader, claimed again since) is not this send's to record: ``Fenced``,
-        and the batch stops. Its next send (``attempts`` > 1) looks for this one's copy first."""
+        """The outcome, under the fence and only under the token that claimed it: the lease at another token now
+        (lost, or lost and taken back), or the row no longer ``sending`` under that token (recovered by a new
+        leader, claimed again since), and it is not this send's to record: ``Fenced``, and the batch stops. The
+        delivery's next send (``attempts`` > 1) looks for this one's copy first."""
         now = self.clock()
         with self.db.session() as s:
             d = s.get_one(Delivery, env.id)
-            if d.state != DeliveryState.SENDING.value or d.claim_token != env.claim_token:
+            token = claim_token()
+            if token != env.claim_token or d.state != DeliveryState.SENDING.value or d.claim_token != env.claim_token:
                 raise Fenced(
-                    f"{env.what} finished ({outcome.status}) under the claim of lease token {env.claim_token}, which "
-                    f"is no longer its claim ({d.state}, token {d.claim_token}): not recorded"
+                    f"{env.what} finished ({outcome.status}) under lease token {env.claim_token}, which claimed it; "
+                    f"the lease is at {token} now and the row {d.state} under {d.claim_token}: not recorded"
                 )
             if outcome.status == "accepted":
                 d.state = DeliveryState.SENT.value

@@ -10,7 +10,8 @@ accepted; a password in the URL is never shown (``display_url``). ``upgrade()`` 
 A session that fails because the database is away (PostgreSQL restarting or unreachable, SQLite's file locked past
 its busy timeout) raises ``DatabaseUnavailable`` (503: try again), never the driver's error with its text. Inside
 :func:`fenced` every session first runs the fence's check in its own transaction: the leader lease's fencing token
-(``labbot.storage.lease``), so a replica that lost the lease cannot write as if it had it.
+(``labbot.storage.lease``), so a replica that lost the lease cannot write as if it had it; :func:`current_fence` is
+what a side effect outside the database is checked against first (``labbot.storage.lease.guard``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One row of ``leader_lease`` per lease. :meth:`Lease.step`, called every second o
 lease its holder has, or takes it when it is free or has expired. Each change of holder raises ``token`` (the fencing
 token) by one. On PostgreSQL every time is the server's clock (``now()``): replicas' clocks need not agree.
 
-Three things keep two replicas from acting as leader at once:
+Four things keep two replicas from acting as leader at once:
 
 * **A local deadline.** The holder counts itself leader until ``lease - margin`` seconds after it *sent* its last
   successful renewal (its monotonic clock), which is before the database's expiry: a replica that cannot renew (the

@@ -223,7 +223,7 @@ class RunService:
                 continue
             attempt, token = tokens[run_id]
             try:
-                self._submit(run_id, attempt=attempt, token=token)
+                self._send(run_id, attempt=attempt, token=token)
             except Fenced:  # the lease is lost (the watchdog's tick): this one and the rest are not on Ray
                 self._unadmit({r: tokens[r][0] for r in ids[i:] if r in tokens})
                 raise
@@ -362,10 +362,16 @@ class RunService:
         return self.checkpoint_root / run_id / "checkpoints"
 
     def _submit(self, run_id: str, *, attempt: int, token: str) -> dict[str, Any]:
+        self._send(run_id, attempt=attempt, token=token)
+        return self.get(run_id)
+
+    def _send(self, run_id: str, *, attempt: int, token: str) -> None:
+        """The attempt to Ray, unless the run was stopped (or queued) since it was decided. Raises what Ray's refusal
+        became (the run failed with it), or ``Fenced``, which comes before Ray is asked (nothing failed for it)."""
         with self.db.session() as s:
             run = s.get_one(Run, run_id)
             if RunStatus(run.status).is_terminal or run.status == RunStatus.QUEUED.value:
-                return self._view(s, run)  # stopped (or queued) since it was decided: nothing goes to Ray
+                return  # stopped (or queued) since it was decided: nothing goes to Ray
             spec = self.registry.get(run.job)
             cfg = RunConfig.model_validate(run.config)
             ckpt = self.checkpoint_dir(run_id, run.job)
@@ -410,7 +416,6 @@ class RunService:
         except Exception as e:  # the run must end up failed with a reason, whatever Ray said
             self._fail(run_id, f"Ray rejected the submission: {e}")
             raise LabbotError(f"Ray rejected the submission of run {run_id}: {e}") from None
-        return self.get(run_id)
 
     def _fail(self, run_id: str, reason: str) -> None:
         with self.db.session() as s:

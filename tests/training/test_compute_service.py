@@ -293,14 +293,14 @@ def test_runs_admitted_by_a_leader_superseded_before_submitting_them_go_back_to_
     submitted = list(ray.submitted_ids)
     a, take_over = _leases(service.db)
     taken: list[Lease] = []
-    submit = service._submit
+    send = service._send
 
-    def superseded_first(run_id: str, **kwargs: Any) -> dict[str, Any]:
+    def superseded_first(run_id: str, **kwargs: Any) -> None:
         if not taken:
             taken.append(take_over())  # a paused between the admission's commit and its submission
-        return submit(run_id, **kwargs)
+        send(run_id, **kwargs)
 
-    monkeypatch.setattr(service, "_submit", superseded_first)
+    monkeypatch.setattr(service, "_send", superseded_first)
     with pytest.raises(Fenced), fenced(a):
         service.admit_queued()
     assert ray.submitted_ids == submitted, "Ray was asked nothing"

@@ -3,9 +3,11 @@ Slack, and the APScheduler jobs: the watchdog tick (one ``list_jobs`` call and o
 admission ride on it), the outbox sender, the run threads' upkeep and the optional dead-man ping.
 
 One asyncio process per replica. Every replica serves HTTP, Slack's events and the API; the jobs above are singletons,
-run only by the replica holding the leader lease (``labbot.storage.lease``), each run inside the lease's fence. A
-replica checks the lease every ``[leader] renew``; the one that takes it recovers the outbox's cut-off deliveries and
-ticks at once. Everything the singletons do survives a change of leader or a restart: incidents, their timers and the
+run only by the replica holding the leader lease (``labbot.storage.lease``), each run inside the lease's fence: their
+writes check it first, and so do their side effects outside the database (Slack posts, PagerDuty events, Ray
+submissions and stops), right before each (``guard``/``aguard``). A replica checks the lease every ``[leader] renew``;
+the one that takes it (or takes it back under a new token) recovers the outbox's cut-off deliveries and ticks at
+once. Everything the singletons do survives a change of leader or a restart: incidents, their timers and the
 deliveries not yet sent are rows. On SQLite a second replica is refused at start-up. On exit a leader stops its
 singletons, then releases the lease (a follower takes over at its next check), and the embedded Ray head it started.
 """
@@ -87,6 +89,7 @@ class ControlPlane:
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
     in_process: InProcessApi | None = None  # the agents' door into this plane's app (`app()` puts the app in)
     _leading: bool = False  # the role the last lease check found (its change is what `lead` acts on)
+    _led_token: int | None = None  # the lease token this replica last took the lead under
     _jobs: Periodic | None = None
 
     @classmethod
@@ -274,16 +277,19 @@ class ControlPlane:
 
     async def lead(self) -> None:
         """One check of the lease (every ``[leader] renew``): renew it, or take it when free or expired. Becoming
-        leader: the outbox's deliveries cut off mid-send go back to the queue and the watchdog ticks now."""
+        leader, or taking the lease back under a new token (lost and retaken between two checks): the outbox's
+        deliveries cut off mid-send go back to the queue and the watchdog ticks now."""
         if self.lease is None:
             return
         leads = await to_thread.run_sync(self.lease.step)
-        if leads == self._leading:
+        token = self.lease.token if leads else None
+        if leads == self._leading and (not leads or token == self._led_token):
             return
         self._leading = leads
         if not leads:
             log.warning("this replica follows now: its singletons stop (%s leads)", self.lease.last.holder or "nobody")
             return
+        self._led_token = token
         log.info("this replica leads now (lease token %s): watchdog, outbox, escalations start", self.lease.token)
         try:
             with fenced(self.lease):
@@ -325,6 +331,8 @@ class ControlPlane:
                     report.restarts_scheduled,
                     report.restarts_submitted,
                 )
+        except Fenced:
+            raise  # the lease is lost: said by `singleton`, and nothing is sent after it
         except Exception:
             log.exception("watchdog tick failed")
             if self.metrics is not None:

@@ -10,7 +10,8 @@ accepted; a password in the URL is never shown (``display_url``). ``upgrade()`` 
 A session that fails because the database is away (PostgreSQL restarting or unreachable, SQLite's file locked past
 its busy timeout) raises ``DatabaseUnavailable`` (503: try again), never the driver's error with its text. Inside
 :func:`fenced` every session first runs the fence's check in its own transaction: the leader lease's fencing token
-(``labbot.storage.lease``), so a replica that lost the lease cannot write as if it had it.
+(``labbot.storage.lease``), so a replica that lost the lease cannot write as if it had it; :func:`current_fence` is
+what a side effect outside the database is checked against first (``labbot.storage.lease.guard``).
 """
 
 from __future__ import annotations
@@ -45,12 +46,25 @@ SQLITE_AWAY = ("database is locked", "unable to open database", "disk i/o error"
 
 
 class Fence(Protocol):
-    """What a session inside :func:`fenced` checks first (``labbot.storage.lease.Lease``): raises to refuse."""
+    """What a session inside :func:`fenced` checks first (``labbot.storage.lease.Lease``): raises to refuse. Side
+    effects outside the database are checked against it too (``labbot.storage.lease.guard``)."""
+
+    @property
+    def token(self) -> int | None: ...
 
     def check(self, session: Session) -> None: ...
 
+    def confirm(self, what: str) -> None: ...
+
+    def ensure(self, what: str, *, token: int | None = None) -> None: ...
+
 
 _FENCE: ContextVar[Fence | None] = ContextVar("labbot_fence", default=None)
+
+
+def current_fence() -> Fence | None:
+    """The fence this context runs in (a singleton's lease), None outside one (an API request, an agent's turn)."""
+    return _FENCE.get()
 
 
 @contextmanager

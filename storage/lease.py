@@ -4,7 +4,7 @@ One row of ``leader_lease`` per lease. :meth:`Lease.step`, called every second o
 lease its holder has, or takes it when it is free or has expired. Each change of holder raises ``token`` (the fencing
 token) by one. On PostgreSQL every time is the server's clock (``now()``): replicas' clocks need not agree.
 
-Three things keep two replicas from acting as leader at once:
+Four things keep two replicas from acting as leader at once:
 
 * **A local deadline.** The holder counts itself leader until ``lease - margin`` seconds after it *sent* its last
   successful renewal (its monotonic clock), which is before the database's expiry: a replica that cannot renew (the
@@ -13,6 +13,17 @@ Three things keep two replicas from acting as leader at once:
   the local deadline still ahead, and the row's token still this replica's, read ``FOR KEY SHARE``. A takeover locks
   the row ``FOR UPDATE``, which waits for those transactions: a write checked under the old token commits before the
   new leader starts, or is refused (:class:`Fenced`) after.
+* **Side effects outside the database, fenced as late as possible.** A Slack post, a PagerDuty event, a Ray
+  submission or stop cannot be rolled back once sent, and a leader can be paused (``SIGSTOP``, a GC pause) between
+  deciding one and making it. So right before each, the code making it calls :func:`guard` (:func:`aguard` in async
+  code): inside a singleton's fence, the database's check (:meth:`Lease.confirm`: :meth:`Lease.check` in a
+  transaction of its own), then the local one with no I/O (:meth:`Lease.ensure`: the deadline still ahead and, for
+  work claimed under a token, that token still this replica's), then the write. Refused: :class:`Fenced`, and the
+  work stops. Work claimed in the database (an outbox delivery) records the token it was claimed under
+  (:func:`claim_token`); its outcome is recorded only under that token. What is left is the moment between the
+  local check and the bytes leaving (a few instructions, no I/O): a pause exactly there still sends when it
+  resumes. Only a receiver that checked fencing tokens could refuse that; Ray's submission ids and PagerDuty's
+  ``dedup_key`` make a repeat harmless there, a Slack post would show twice.
 * **No lock held forever.** Every transaction that locks the lease row (a fenced one, a renewal, a takeover) sets
   ``idle_in_transaction_session_timeout``: a leader stopped mid-transaction (``SIGSTOP``) has its connection closed
   by PostgreSQL after that long, and its row lock with it, so the takeover, which waits at most ``lock_timeout`` per
@@ -37,16 +48,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from anyio import to_thread
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from labbot.common.errors import DatabaseUnavailable, LabbotError
 from labbot.common.processes import pid_alive
-from labbot.storage.db import Database
+from labbot.storage.db import Database, current_fence, fenced
 from labbot.storage.models import LeaderLease
 
-__all__ = ["SINGLETONS", "Fenced", "Lease", "LeaseView", "SecondReplica", "holder_id"]
+__all__ = ["SINGLETONS", "Fenced", "Lease", "LeaseView", "SecondReplica", "aguard", "claim_token", "guard", "holder_id"]
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +153,7 @@ class Lease:
 
     # -- the fence ----------------------------------------------------------------------------------------------
 
-    def check(self, session: Session) -> None:
+    def check(self, session: Session, *, what: str = "the write") -> None:
         """First statement of every transaction the singletons open (``fenced(lease)``): refuse unless this replica
         holds the lease now, by its deadline and by the row's token (read ``FOR KEY SHARE``: a takeover waits for
         this transaction to end)."""
@@ -149,7 +161,7 @@ class Lease:
             return  # another database's session: not this lease's to fence
         token = self._token
         if token is None or self.clock() >= self._deadline:
-            raise Fenced(f"this replica ({self.holder}) does not hold the {self.name} lease now: the write is refused")
+            raise Fenced(f"this replica ({self.holder}) does not hold the {self.name} lease now: {what} is refused")
         self._guard(session)
         row = session.execute(
             select(LeaderLease.token, LeaderLease.holder)
@@ -160,7 +172,29 @@ class Lease:
             self._lose(row.holder if row is not None else None)
             raise Fenced(
                 f"this replica ({self.holder}) lost the {self.name} lease (token {token}) to "
-                f"{row.holder if row is not None else 'nobody'}: the write is refused"
+                f"{row.holder if row is not None else 'nobody'}: {what} is refused"
+            )
+
+    # -- side effects outside the database ----------------------------------------------------------------------
+
+    def confirm(self, what: str) -> None:
+        """The database's word before a side effect outside it (``what``: a Slack post, a PagerDuty event, a Ray
+        submission): :meth:`check` in a transaction of its own, committed at once, so it holds the row no longer
+        than the check. Blocking: on a worker thread."""
+        with fenced(None), self.db.session() as s:  # fenced(None): checked once, here, with what is refused
+            self.check(s, what=what)
+
+    def ensure(self, what: str, *, token: int | None = None) -> None:
+        """The local word, no I/O: the last thing before the side effect ``what``. This replica's deadline is still
+        ahead (so no other replica may have taken the lease: the database's expiry comes ``margin`` later) and, for
+        work claimed under ``token`` (an outbox delivery), that token is still the one this replica holds."""
+        held = self._token
+        if held is None or self.clock() >= self._deadline:
+            raise Fenced(f"this replica ({self.holder}) does not hold the {self.name} lease now: {what} is refused")
+        if token is not None and token != held:
+            raise Fenced(
+                f"{what} was claimed under the {self.name} lease's token {token}; this replica ({self.holder}) holds "
+                f"token {held} now: it is refused (the claim is the new leadership's to recover)"
             )
 
     # -- one round ----------------------------------------------------------------------------------------------
@@ -331,3 +365,34 @@ class Lease:
                 f"; {to} holds it" if to else "",
             )
         self._token, self._deadline = None, float("-inf")
+
+
+# -- the rule for side effects outside the database ---------------------------------------------------------------
+
+
+def guard(what: str, *, token: int | None = None) -> None:
+    """Call right before a side effect outside the database (blocking code: a Ray submission on a worker thread).
+    Inside a singleton's fence (``fenced(lease)``) it raises :class:`Fenced` unless this replica holds the lease by
+    the database (:meth:`Lease.confirm`), then by its own deadline and, for work claimed under ``token``, that token
+    (:meth:`Lease.ensure`, no I/O: nothing but the caller's write comes after it). Outside a fence (an API request, an
+    agent's turn: work any replica does) it does nothing."""
+    fence = current_fence()
+    if fence is not None:
+        fence.confirm(what)
+        fence.ensure(what, token=token)
+
+
+async def aguard(what: str, *, token: int | None = None) -> None:
+    """:func:`guard` for async code (a Slack post, a PagerDuty event): the database's check on a worker thread, then
+    the local one on the event loop, right before the caller's ``await`` of its write."""
+    fence = current_fence()
+    if fence is not None:
+        await to_thread.run_sync(fence.confirm, what)
+        fence.ensure(what, token=token)
+
+
+def claim_token() -> int | None:
+    """The fencing token work claimed now is claimed under (recorded with the claim, passed to :func:`guard` before
+    the work's side effect): the fence's, None outside one."""
+    fence = current_fence()
+    return fence.token if fence is not None else None

@@ -299,6 +299,9 @@ class Delivery(Base):
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # e.g. the Slack message's channel and ts
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the leader lease's fencing token the delivery was claimed under (``sending``): only under it is it sent, and
+    # its outcome recorded (None: claimed outside a fence)
+    claim_token: Mapped[int | None] = mapped_column(BigInt)
 
     __table_args__ = (
         Index("ix_deliveries_due", "state", "next_attempt_at"),

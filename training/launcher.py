@@ -5,7 +5,9 @@ runs under a deadline, because the SDK's HTTP calls have no timeout of their own
 ``RayUnavailable`` naming the address within ``timeout`` seconds. Submissions are idempotent:
 ``submission_id = labbot-{run}-{attempt}``, and Ray's "already exists" answer for our own run is success. What a job
 wrote comes back redacted (its logs, the log tail in a failed job's message): a job that prints its environment or a
-key shows ``[redacted]`` wherever labbot posts it.
+key shows ``[redacted]`` wherever labbot posts it. A submission or a stop made by a singleton (the watchdog's restarts
+and re-stops, the queue's admissions) is made only while this replica holds the leader lease: checked right before
+the call (``labbot.storage.lease.guard``; outside a singleton, nothing is checked).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from labbot.common.durations import format_duration
 # lazily on a worker thread, where it would hold the GIL while the event loop is answering Slack
 from labbot.common.errors import Conflict, RayUnavailable
 from labbot.common.redact import Redactor
+from labbot.storage.lease import guard
 from labbot.training.ray_cluster import RayConnection
 
 log = logging.getLogger(__name__)
@@ -146,7 +149,8 @@ class RayLauncher:
             raise
 
     def submit(self, sub: Submission) -> str:
-        """Submit once; if Ray already has this submission id for this run, that is success."""
+        """Submit once; if Ray already has this submission id for this run, that is success. A singleton's
+        submission is refused (``Fenced``) once this replica no longer holds the leader lease."""
 
         def go(client: Any) -> str:
             kwargs: dict[str, Any] = {
@@ -173,6 +177,7 @@ class RayLauncher:
                 log.info("submission %s already on Ray: treated as submitted", sub.submission_id)
                 return sub.submission_id
 
+        guard(f"the submission of {sub.submission_id} to Ray")  # here: the call's own thread has no fence
         return self._call(f"submit {sub.submission_id}", go)
 
     def job(self, sid: str) -> RayJob | None:
@@ -227,6 +232,8 @@ class RayLauncher:
         return job if message == job.message else dataclasses.replace(job, message=message)
 
     def stop(self, sid: str) -> bool:
+        """Ask Ray to stop a job; a singleton's stop is refused (``Fenced``) once this replica is not the leader."""
+        guard(f"stopping {sid} on Ray")
         return bool(self._call(f"stop {sid}", lambda client: client.stop_job(sid)))
 
     def logs(self, sid: str) -> str:

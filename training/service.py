@@ -4,7 +4,10 @@ Every front door (HTTP ``/api/v1`` for the CLI and the ``lab`` MCP server, Slack
 the rules hold whatever the front end: input is checked before anything is written; a run is a row before it is a
 Ray job; a Ray failure leaves the run ``failed`` with the reason, never half-created; the same idempotency key
 maps to the same run and so to one Ray job. Sits in the control plane: ``training → storage``; blocking calls
-(DB, Ray) — the HTTP layer runs them on worker threads.
+(DB, Ray) — the HTTP layer runs them on worker threads. Called by a singleton (the watchdog's restarts, the queue's
+admissions), a Ray call is made only under the leader lease (the launcher checks it, ``labbot.storage.lease``): a
+refusal (``Fenced``) is raised as it is, never taken for Ray's failure (the run is not failed for it), and runs
+admitted from the queue but not submitted go back to the queue.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from sqlalchemy.orm import Session
 
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, Conflict, LabbotError, RayUnavailable, UnknownRun
-from labbot.storage.db import Database
+from labbot.storage.db import Database, fenced
+from labbot.storage.lease import Fenced
 from labbot.storage.models import ACTIVE_STATUSES, AdmissionLock, LaunchKey, Run, RunStatus, utcnow
 from labbot.training.capacity import (
     Ask,
@@ -214,12 +218,15 @@ class RunService:
                 run.ray_submission_id = submission_id(run.id, run.attempt)
                 tokens[run.id] = (run.attempt, token)
         admitted = []
-        for run_id in ids:
+        for i, run_id in enumerate(ids):
             if run_id not in tokens:
                 continue
             attempt, token = tokens[run_id]
             try:
-                self._submit(run_id, attempt=attempt, token=token)
+                self._send(run_id, attempt=attempt, token=token)
+            except Fenced:  # the lease is lost (the watchdog's tick): this one and the rest are not on Ray
+                self._unadmit({r: tokens[r][0] for r in ids[i:] if r in tokens})
+                raise
             except LabbotError as e:  # the run is failed with the reason by _submit; the others go on
                 log.error(
                     "run %s: admitted from the queue, but the submission failed: %s",
@@ -230,6 +237,28 @@ class RunService:
             admitted.append(run_id)
             log.info("run %s admitted from the queue", run_id, extra={"run_id": run_id})
         return admitted
+
+    def _unadmit(self, attempts: Mapping[str, int]) -> None:
+        """Runs admitted (``pending``/``restarting``) but refused their submission because the lease was lost go back
+        to the queue, each only if it is still as admitted (this attempt, not stopped, not failed as lost since), so
+        the next leader admits them again rather than failing them as lost. Outside the fence, which refuses every
+        write now; a run the new leader or a person changed since is left alone."""
+        moved = 0
+        with fenced(None), self.db.session() as s:
+            for run_id, attempt in attempts.items():
+                result: Any = s.execute(
+                    update(Run)
+                    .where(
+                        Run.id == run_id,
+                        Run.attempt == attempt,
+                        Run.status.in_((RunStatus.PENDING.value, RunStatus.RESTARTING.value)),
+                        Run.ray_submission_id == submission_id(run_id, attempt),
+                    )
+                    .values(status=RunStatus.QUEUED.value)
+                )
+                moved += result.rowcount
+        if moved:
+            log.warning("%d run(s) admitted from the queue were not submitted (the lease is lost): queued again", moved)
 
     def _admit_soon(self) -> None:
         """After a run ends by hand: queued runs that fit now are submitted now rather than at the next tick."""
@@ -333,10 +362,16 @@ class RunService:
         return self.checkpoint_root / run_id / "checkpoints"
 
     def _submit(self, run_id: str, *, attempt: int, token: str) -> dict[str, Any]:
+        self._send(run_id, attempt=attempt, token=token)
+        return self.get(run_id)
+
+    def _send(self, run_id: str, *, attempt: int, token: str) -> None:
+        """The attempt to Ray, unless the run was stopped (or queued) since it was decided. Raises what Ray's refusal
+        became (the run failed with it), or ``Fenced``, which comes before Ray is asked (nothing failed for it)."""
         with self.db.session() as s:
             run = s.get_one(Run, run_id)
             if RunStatus(run.status).is_terminal or run.status == RunStatus.QUEUED.value:
-                return self._view(s, run)  # stopped (or queued) since it was decided: nothing goes to Ray
+                return  # stopped (or queued) since it was decided: nothing goes to Ray
             spec = self.registry.get(run.job)
             cfg = RunConfig.model_validate(run.config)
             ckpt = self.checkpoint_dir(run_id, run.job)
@@ -373,13 +408,14 @@ class RunService:
             s.get_one(Run, run_id).attempt_started_at = utcnow()  # the pending timer and stall baselines
         try:
             self.launcher.submit(sub)
+        except Fenced:
+            raise  # a singleton that lost the lease: Ray was not asked, the run is not failed for it
         except LabbotError as e:
             self._fail(run_id, e.message)
             raise
         except Exception as e:  # the run must end up failed with a reason, whatever Ray said
             self._fail(run_id, f"Ray rejected the submission: {e}")
             raise LabbotError(f"Ray rejected the submission of run {run_id}: {e}") from None
-        return self.get(run_id)
 
     def _fail(self, run_id: str, reason: str) -> None:
         with self.db.session() as s:

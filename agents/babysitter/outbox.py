@@ -7,9 +7,16 @@ retry (Slack or PagerDuty down, rate limited: backoff, honouring ``Retry-After``
 does not exist: logged, never retried). Order holds within a conversation: a delivery waits while an older one for the
 same page or run has not gone out. Drains may overlap (the watchdog's, the outbox's own, a button's; on replicas,
 each one's): a delivery is claimed by a conditional update from ``pending`` to ``sending``, so one of them sends it.
-A row found ``sending`` at start-up was cut off by a crash: it is retried with
-``attempts`` > 1, which tells the Slack notifier to look for the message before posting it again, so a page is neither
-lost nor shown twice.
+
+A delivery is sent only under the leader lease that claimed it (``labbot.storage.lease``). The claim records the
+lease's fencing token (``claim_token``); right before the send the lease is checked again (``aguard``: the database,
+then this replica's deadline and that token, with no I/O between that and the send), and a notifier that calls out
+before its write (the Slack DM's ``conversations.open``, the look for an earlier copy) checks again right before the
+write. Refused (``Fenced``): nothing is sent, the claim goes back to the queue unless the new leader has it already,
+and the rest of the batch stops. An outcome is recorded only under the claiming token: a send that finishes after
+the lease was lost is not recorded by the replica that lost it. Rows found ``sending`` by a new leader (or at
+start-up) were cut off mid-send by a crash or a lost lease: they are retried with ``attempts`` > 1, which tells the
+Slack notifier to look for the message before posting it again, so a page is neither lost nor shown twice.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from sqlalchemy import select, update
 from labbot.agents.babysitter.pager import incident_view
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
 from labbot.common.durations import format_duration
+from labbot.common.errors import DatabaseUnavailable
 from labbot.common.retry import Backoff
-from labbot.storage.db import Database
+from labbot.storage.db import Database, fenced
+from labbot.storage.lease import Fenced, aguard, claim_token
 from labbot.storage.models import Delivery, DeliveryState, Incident, Run, utcnow
 from labbot.training.views import run_view
 
@@ -62,9 +71,19 @@ class Envelope:
     incident: dict[str, Any] | None
     run: dict[str, Any] | None
     posts: list[dict[str, Any]]  # results of this incident's page messages already posted (for refreshes)
+    claim_token: int | None = None  # the lease's fencing token it was claimed under: sent only under it
+
+    @property
+    def what(self) -> str:
+        """How a refusal names it."""
+        return f"delivery {self.id} ({self.key}) to {self.channel}"
 
 
 class Notifier(Protocol):
+    """One channel's sender. Whatever I/O it makes before its write (a lookup, opening a DM), it awaits
+    ``labbot.storage.lease.aguard(..., token=envelope.claim_token)`` right before each write, and lets ``Fenced``
+    through: the outbox puts the claim back and stops its batch."""
+
     async def deliver(self, envelope: Envelope) -> Outcome: ...
 
 
@@ -91,12 +110,13 @@ class Outbox:
         self._unconfigured_said: set[str] = set()
 
     def recover(self) -> int:
-        """At start-up: deliveries cut off mid-send by a crash go back to the queue (checked before re-sending)."""
+        """On taking the lease (and at start-up): deliveries cut off mid-send, by a crash or by the lease moving on,
+        go back to the queue (checked before re-sending)."""
         with self.db.session() as s:
             result: Any = s.execute(
                 update(Delivery)
                 .where(Delivery.state == DeliveryState.SENDING.value)
-                .values(state=DeliveryState.PENDING.value, next_attempt_at=self.clock())
+                .values(state=DeliveryState.PENDING.value, next_attempt_at=self.clock(), claim_token=None)
             )
             n = result.rowcount
         if n:
@@ -104,7 +124,8 @@ class Outbox:
         return int(n or 0)
 
     async def drain(self) -> int:
-        """Send what is due; returns how many deliveries the receivers accepted."""
+        """Send what is due; returns how many deliveries the receivers accepted. ``Fenced`` (the lease lost, checked
+        before every send) stops the batch and is raised."""
         due = await to_thread.run_sync(self._due)
         accepted = 0
         blocked: set[str] = set()
@@ -127,7 +148,11 @@ class Outbox:
                 continue
             env = claimed
             try:
+                await aguard(env.what, token=env.claim_token)  # as late as the outbox can: the notifier checks too
                 outcome = await notifier.deliver(env)
+            except (Fenced, DatabaseUnavailable):  # refused before the write, or the lease could not be confirmed
+                await to_thread.run_sync(self._unclaim, env)
+                raise
             except Exception as e:  # a notifier bug must not lose the page: retried later, and logged
                 log.exception(
                     "delivery %s (%s) failed inside labbot",
@@ -190,26 +215,57 @@ class Outbox:
             incident=incident_view(inc) if inc is not None else None,
             run=run_view(run) if run is not None else None,
             posts=posts,
+            claim_token=d.claim_token,
         )
 
     def _claim(self, env: Envelope) -> Envelope | None:
         """Mark the delivery ``sending`` if it is still ``pending``, in one conditional update: of two drains that read
         it as due (the watchdog's, the outbox's, a button's, another replica's), one sends it and the other skips it.
-        None when it was taken."""
+        The claim records the lease's token (the fenced session checked it first). None when it was taken."""
+        token = claim_token()
         with self.db.session() as s:
             result: Any = s.execute(
                 update(Delivery)
                 .where(Delivery.id == env.id, Delivery.state == DeliveryState.PENDING.value)
-                .values(state=DeliveryState.SENDING.value, attempts=Delivery.attempts + 1)
+                .values(state=DeliveryState.SENDING.value, attempts=Delivery.attempts + 1, claim_token=token)
             )
             if result.rowcount != 1:
                 return None
             return self._envelope(s, s.get_one(Delivery, env.id))  # a refresh sees the posts sent earlier
 
+    def _unclaim(self, env: Envelope) -> None:
+        """A claim whose send was refused before its write goes back to the queue, if it is still this claim (the
+        row ``sending`` under its token): a lease that lapsed and was renewed under the same token would not recover
+        it. Outside the fence, which refuses everything now; a new leader that recovered the row, or claimed it
+        since, has it, and is left alone. Its ``attempts`` stay counted: the next try looks for an earlier copy."""
+        try:
+            with fenced(None), self.db.session() as s:
+                s.execute(
+                    update(Delivery)
+                    .where(
+                        Delivery.id == env.id,
+                        Delivery.state == DeliveryState.SENDING.value,
+                        Delivery.claim_token == env.claim_token,
+                    )
+                    .values(state=DeliveryState.PENDING.value, next_attempt_at=self.clock(), claim_token=None)
+                )
+        except DatabaseUnavailable:
+            log.warning("delivery %s stays claimed (the database did not answer): the next leader recovers it", env.id)
+
     def _record(self, env: Envelope, outcome: Outcome) -> None:
+        """The outcome, under the fence and only under the token that claimed it: the lease at another token now
+        (lost, or lost and taken back), or the row no longer ``sending`` under that token (recovered by a new
+        leader, claimed again since), and it is not this send's to record: ``Fenced``, and the batch stops. The
+        delivery's next send (``attempts`` > 1) looks for this one's copy first."""
         now = self.clock()
         with self.db.session() as s:
             d = s.get_one(Delivery, env.id)
+            token = claim_token()
+            if token != env.claim_token or d.state != DeliveryState.SENDING.value or d.claim_token != env.claim_token:
+                raise Fenced(
+                    f"{env.what} finished ({outcome.status}) under lease token {env.claim_token}, which claimed it; "
+                    f"the lease is at {token} now and the row {d.state} under {d.claim_token}: not recorded"
+                )
             if outcome.status == "accepted":
                 d.state = DeliveryState.SENT.value
                 d.sent_at = now
@@ -255,6 +311,7 @@ class PagerDutyNotifier:
 
     async def deliver(self, envelope: Envelope) -> Outcome:
         p = envelope.payload
+        await aguard(f"PagerDuty's {envelope.action} of {envelope.what}", token=envelope.claim_token)
         try:
             if envelope.action == "trigger":
                 sent = await self.client.send(

@@ -11,7 +11,10 @@ does not answer, the runs are left alone (the job may be fine; the cluster is no
 itself a page. Last, capacity freed goes to the queue: queued runs that fit their purpose's cap now are submitted
 (``RunService.admit_queued``), so a run waits at most one tick after capacity frees.
 
-Runs on a worker thread (blocking DB and Ray calls); the server's scheduler calls :meth:`Watchdog.tick`.
+Runs on a worker thread (blocking DB and Ray calls); the server's scheduler calls :meth:`Watchdog.tick`, a singleton:
+its Ray calls that act are made only under the leader lease (the launcher checks it right before each), and a
+refusal (``Fenced``) ends the tick there, raised: a restart not submitted stays due (``restart_at``) for the next
+leader, runs admitted but not submitted go back to the queue.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from labbot.agents.babysitter.policy import WatchdogPolicy
 from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError, RayUnavailable
 from labbot.storage.db import Database
+from labbot.storage.lease import Fenced
 from labbot.storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
 from labbot.training.alerts import alerts_missing_after, alerts_of
 from labbot.training.launcher import RAY_FAILED, RAY_PENDING, RAY_RUNNING, RayJob, RayLauncher, submission_id
@@ -160,6 +164,8 @@ class Watchdog:
         for sid in report.to_stop:
             try:
                 self.launcher.stop(sid)
+            except Fenced:
+                raise
             except LabbotError as e:
                 log.warning("could not stop %s again: %s", sid, e.message)
         for run_id in report.due:
@@ -174,6 +180,8 @@ class Watchdog:
         queued run is never reconciled with Ray nor judged (it is not on Ray): it is only admitted."""
         try:
             report.admitted = self.service.admit_queued()
+        except Fenced:
+            raise
         except LabbotError as e:
             log.warning("queued runs not admitted this tick: %s", e.message)
 
@@ -410,6 +418,8 @@ class Watchdog:
             log.info(
                 "run %s: attempt %d submitted (automatic restart)", run_id, run["attempt"], extra={"run_id": run_id}
             )
+        except Fenced:
+            raise  # not submitted: restart_at stays, the next leader submits it when it is due
         except LabbotError as e:
             log.error(
                 "run %s: the automatic restart could not be submitted: %s", run_id, e.message, extra={"run_id": run_id}

@@ -4,7 +4,8 @@ An eval run (and a suite's generation) is a labbot run: it gets a thread with it
 When an eval run ends, :meth:`EvalActions.finished` adds to its thread the results table (the pass rate with its
 95 % interval, each task with its time and tokens), the isolation score, the ``.eval`` log as a file (it opens in
 ``inspect view``) and, when every solver run on the suite now passes ≥ 90 % of it, that the suite is saturated,
-with the command that generates a harder one (that thread is the run owner's). ``show``, ``list`` and ``compare`` show
+with the command that generates a harder one (that thread is the run owner's); it runs in the run threads' upkeep, a
+singleton, so each of its writes checks the leader lease first (``aguard``). ``show``, ``list`` and ``compare`` show
 a run only to whoever may run its suite (``EvalService.visible``); another's is refused like an unknown run. Errors
 are ephemeral and name what exists; nothing is launched then.
 ``from-incident`` on a page with no recorded cause reads it from the page's Linear issue when Linear is wired in.
@@ -29,6 +30,7 @@ from labbot.common.errors import BadRequest
 from labbot.common.humanize import format_bytes
 from labbot.evals.incidents import INCIDENT_SUITE_ID
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
+from labbot.storage.lease import aguard
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
@@ -147,10 +149,12 @@ class EvalActions:
         calls = 0
         if doc.get("eval_status") is None:
             text = f"eval run `{run['id']}` ended ({run['status']}) without results: `{self.command} logs {run['id']}`"
+            await aguard(f"the end of eval run {run['id']} in its thread")
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
             return 1
         store = FeedbackStore(self.service.db)
         for blocks in text_blocks(f"```\n{results_text(doc)}\n```"):
+            await aguard(f"the results of eval run {run['id']} in its thread")
             posted = await self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text="eval results", blocks=blocks
             )
@@ -170,9 +174,11 @@ class EvalActions:
             text = (
                 f"the .eval log is {format_bytes(path.stat().st_size)}: too big for Slack; it is in the artifact store"
             )
+            await aguard(f"the .eval log of eval run {run_id} in its thread")
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
             return 1
         data = await to_thread.run_sync(path.read_bytes)
+        await aguard(f"the .eval log of eval run {run_id} in its thread")
         await self.client.files_upload_v2(
             channel=channel,
             thread_ts=thread_ts,
@@ -205,5 +211,6 @@ class EvalActions:
                 "It no longer tells models apart. A harder suite deletes more per task, whole functions rather than "
                 f"their bodies, the largest first: `{self.command} eval generate {harder}`"
             )
+        await aguard(f"the saturation of suite {suite} in an eval run's thread")
         await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
         return 1

@@ -6,6 +6,10 @@ metadata naming its delivery; when a delivery is tried again after an attempt wh
 timeout, a crash mid-send), the conversation is searched for that metadata first, so a page that did reach Slack is not
 posted twice. Its client retries only 429s by itself: everything else comes back to the outbox, which retries with
 backoff — after that check.
+
+Every write (a post, a page message's update) is made only under the leader lease that claimed the delivery: right
+before it, after the calls that come first (opening the DM, that search), ``aguard`` checks the lease again
+(``labbot.storage.lease``); refused, ``Fenced`` goes back to the outbox and nothing is written.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from labbot.bot.slack.blocks.pages import page_message
 from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.observe import NO_OBSERVER, Observer
+from labbot.storage.lease import aguard
 from labbot.storage.models import utcnow
 from labbot_client.backoff import retry_after_seconds
 
@@ -87,6 +92,7 @@ class SlackPageNotifier:
                 log.info("delivery %s had reached Slack before (%s): not posted again", env.id, found)
                 return Outcome("accepted", "found in Slack", result={"channel": channel, "ts": found})
         text, blocks = self._render(env, env.payload)
+        await aguard(f"posting {env.what}", token=env.claim_token)
         resp = await self.client.chat_postMessage(
             channel=channel,
             thread_ts=thread_ts,
@@ -146,6 +152,7 @@ class SlackPageNotifier:
     async def _refresh(self, env: Envelope) -> Outcome:
         for post in env.posts:
             text, blocks = self._render(env, post.get("payload") or {})
+            await aguard(f"updating message {post['ts']} for {env.what}", token=env.claim_token)
             try:
                 await self.client.chat_update(channel=post["channel"], ts=post["ts"], text=text, blocks=blocks)
             except SlackApiError as e:

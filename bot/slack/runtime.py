@@ -33,6 +33,7 @@ from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
 from labbot.common.observe import NO_OBSERVER, Observer
+from labbot.storage.lease import Fenced
 from labbot.storage.seen import DurableSeenKeys
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
@@ -120,6 +121,8 @@ class SlackRuntime:
         await self.tasks.quiet()
         try:
             await self.threads.tick()
+        except Fenced:
+            raise  # the lease is lost: said by the control plane
         except Exception:
             log.exception("thread upkeep failed")
 

@@ -6,7 +6,9 @@ default): one image with a panel per metric, so a job plotting several costs the
 ``open_thread`` posts the run card to the channel (the card is the thread's root) and a launch confirmation in the
 thread. ``tick`` (called every few seconds by the keeper loop) asks ``thread_plan.plan`` what each thread needs and
 does it; what was posted is a row in ``run_threads``, so nothing is posted twice, even across a restart of labbot.
-Replies in a run's thread are stored with the run.
+``tick`` is a singleton (the leader's): right before each of its writes the leader lease is checked again
+(``labbot.storage.lease.aguard``), and a replica that lost it (``Fenced``) stops there, leaving the rest to the new
+leader. Replies in a run's thread are stored with the run.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from labbot.bot.slack.blocks import metrics_plot_png, progress_text, restart_text, run_card, summary_blocks
 from labbot.bot.slack.blocks.posts import launch_confirmation, left_queue_text
 from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
+from labbot.storage.lease import Fenced, aguard
 from labbot.storage.models import RunThread, ThreadMessage, utcnow
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
@@ -58,7 +61,7 @@ class RunThreads:
         self.cadence = cadence
         self.db = service.db
         # what else a run's thread gets when it ends, after the summary (an eval run: its results and .eval log);
-        # each returns the Web API calls it made
+        # each returns the Web API calls it made, and checks the lease before each write (aguard), as tick does
         self.on_end: list[Callable[[dict[str, Any], str, str], Awaitable[int]]] = []
 
     # -- opening ---------------------------------------------------------------------------------------------
@@ -115,6 +118,8 @@ class RunThreads:
         for row in rows:
             try:
                 calls += await self._tend(row)
+            except Fenced:
+                raise  # the lease is lost: no thread more
             except Exception:
                 log.exception("could not update the thread of run %s", row.run_id)
         return calls
@@ -144,15 +149,18 @@ class RunThreads:
         calls = 0
         post = self.client.chat_postMessage
         if p.restarted:
+            await _fence(row.run_id, "the restart notice")
             await post(channel=row.channel, thread_ts=row.card_ts, text=restart_text(run, None))
             calls += 1
         if p.left_queue:
+            await _fence(row.run_id, "the left-the-queue notice")
             await post(channel=row.channel, thread_ts=row.card_ts, text=left_queue_text(run, now=self.clock()))
             calls += 1
         if p.update_card:
             await self._update_card(row.run_id, run=run)
             calls += 1
         if p.progress:
+            await _fence(row.run_id, "the progress line")
             await post(channel=row.channel, thread_ts=row.card_ts, text=progress_text(run))
             calls += 1
         if p.plot_milestone is not None:
@@ -160,11 +168,14 @@ class RunThreads:
         if p.summary:
             calls += await self._upload_plot(row, run, "final")
             text, blocks = await to_thread.run_sync(self._summary, run)
+            await _fence(row.run_id, "the summary")
             await post(channel=row.channel, thread_ts=row.card_ts, text=text, blocks=blocks)
             calls += 1
             for extra in self.on_end:
                 try:
                     calls += await extra(run, row.channel, row.card_ts)
+                except Fenced:
+                    raise
                 except Exception:  # the summary is posted: a failing extra must not post it again next tick
                     log.exception("posting the end of run %s in its thread failed", row.run_id)
         await to_thread.run_sync(self._remember, row.run_id, run, p)
@@ -209,6 +220,7 @@ class RunThreads:
         if digest == row.card_digest and not force:
             return
         text, blocks = run_card(run, history=list(row.history))
+        await _fence(run_id, "the card's update")
         await self.client.chat_update(channel=row.channel, ts=row.card_ts, text=text, blocks=blocks)
         await to_thread.run_sync(self._card_updated, run_id, digest)
 
@@ -231,6 +243,7 @@ class RunThreads:
             lambda: metrics_plot_png(series, title=f"{run['name']} — {shown} ({label})", attempts=starts)
         )
         what = "+".join(_UNSAFE_IN_FILENAME.sub("_", name) for name in names)[:80]
+        await _fence(row.run_id, f"the {label} plot")
         await self.client.files_upload_v2(
             channel=row.channel,
             thread_ts=row.card_ts,
@@ -272,3 +285,9 @@ class RunThreads:
     def thread_of(self, run_id: str) -> tuple[str, str] | None:
         row = self._row(run_id)
         return (row.channel, row.card_ts) if row else None
+
+
+async def _fence(run_id: str, what: str) -> None:
+    """Right before a write into a run's thread: inside the upkeep's fence, the leader lease checked again (``Fenced``
+    when lost); elsewhere (a button's card update) nothing."""
+    await aguard(f"{what} in the thread of run {run_id}")

@@ -1,5 +1,6 @@
 """The control plane's side of the leader lease: singletons run only on the leader, inside the fence; a follower's
-button-driven drain leaves the outbox to the leader; a new leader recovers the outbox once. A real ``ControlPlane``
+button-driven drain leaves the outbox to the leader; a new leader recovers the outbox once, and again when it took
+the lease back under a new token. A real ``ControlPlane``
 (SQLite, Ray unreachable: nothing here needs it)."""
 
 from __future__ import annotations
@@ -97,3 +98,25 @@ def test_becoming_leader_recovers_cut_off_deliveries_once_and_a_follower_leaves_
     asyncio.run(plane.deliver())  # a follower's button: nothing drained, nothing claimed
     with plane.db.session() as s:
         assert s.query(Delivery).filter_by(key="cut-off").one().state == "sending"
+
+
+def test_a_lease_taken_back_under_a_new_token_between_two_checks_recovers_the_outbox(plane: ControlPlane) -> None:
+    """Lost and taken back between two lease checks (the lead never seen as lost): deliveries claimed under the old
+    token were cut off all the same, and the outbox refuses to record them under the new one, so they go back to the
+    queue."""
+    lease = plane.lease
+    assert lease is not None
+    asyncio.run(plane.lead())
+    assert plane.is_leader() and lease.token == 1
+    with plane.db.session() as s:
+        s.add(
+            Delivery(
+                key="claimed-under-1", channel="slack", action="post", target="thread", payload={}, state="sending",
+                attempts=1, claim_token=1, next_attempt_at=datetime.now(UTC), created_at=datetime.now(UTC),
+            )
+        )  # fmt: skip
+    lease.release()
+    assert lease.step() and lease.token == 2  # taken back before `lead` looked
+    asyncio.run(plane.lead())
+    with plane.db.session() as s:
+        assert s.query(Delivery).filter_by(key="claimed-under-1").one().state == "pending"

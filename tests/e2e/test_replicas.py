@@ -1,6 +1,7 @@
 """Several `labbot serve` replicas on one PostgreSQL database and one Ray cluster: one leader runs the singletons, a
-follower takes over when it dies or stops, nothing is paged twice, PostgreSQL going away is a fast 503, launches with
-one idempotency key make one run; and on SQLite a second replica is refused. Real processes, the real PostgreSQL
+follower takes over when it dies or stops, nothing is paged twice (a leader stopped between claiming a page and
+posting it included), PostgreSQL going away is a fast 503, launches with one idempotency key make one run; and on
+SQLite a second replica is refused. Real processes, the real PostgreSQL
 server, a real Ray head; Slack and PagerDuty faked at their HTTP edge."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -275,6 +277,41 @@ def test_leader_stopped_past_its_lease_is_replaced_and_follows_when_it_resumes(r
     assert len(lab.page_messages(run_id=run_id)) == 1
     assert len(lab.page_messages(replicas.fake.dm_channel(OWNER))) == 1
     assert holder_a.startswith("a:")
+
+
+@pytest.mark.postgresql
+def test_a_leader_stopped_between_claiming_a_page_and_posting_it_does_not_post_it_when_it_resumes(
+    replicas: Replicas,
+) -> None:
+    """Leader a claims the owner's DM of a page and, before posting it, is stopped (SIGSTOP) past its lease; b takes
+    over, recovers the claim and posts the page; a, resumed, posts nothing: one chat.postMessage of the page to the DM.
+
+    The stop lands between the claim and the post with no hook in labbot: the Slack notifier opens the DM
+    (conversations.open) after the delivery is claimed and before chat.postMessage, and only the leader's outbox calls
+    conversations.open, so the Slack fake stops a when that call arrives (then answers it: a reads the answer when it
+    resumes, as after any pause)."""
+    a, b = two(replicas)
+    fake, dm = replicas.fake, replicas.fake.dm_channel(OWNER)
+    assert a.proc is not None
+    pid = a.proc.pid
+    fake.when_called("conversations.open", lambda _: os.kill(pid, signal.SIGSTOP))
+    lab = replicas.side("b")
+    run_id = lab.launched("launch crasher", recorded=False)
+    try:
+        wait_for(lambda: fake.calls_to("conversations.open"), timeout=60, what="a opening the owner's DM to page")
+        wait_for(lambda: role(b) == "leader", timeout=LEASE_S + 10, what="b taking over from the stopped leader")
+        wait_for(lambda: lab.page_messages(dm), timeout=30, what="the page in the DM, posted by b")
+        resumed = len(a.log())
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # a's send in flight ends refused, before its post (fixed) or after it, at its record (not): either way it says so
+    wait_for(lambda: re.search(r"is refused \((send|watch)\)", a.log()[resumed:]), timeout=30, what="a's send refused")
+    [page] = pages_of(lab, run_id)
+    posts = [
+        c for c in fake.calls_to("chat.postMessage") if c.params.get("channel") == dm and page["id"] in str(c.params)
+    ]
+    assert len(posts) == 1, f"the page was posted {len(posts)} times to the owner's DM"
+    assert fake.calls_to("conversations.history"), "b looked for a's copy before posting it"
 
 
 @pytest.mark.postgresql

@@ -8,6 +8,8 @@ against Slack's specs.
   answers the next calls of a method with a 429 (Slack's ``ratelimited``, ``Retry-After: 1`` unless told), a 5xx
   (``internal_error``) or a 200 with an error body, before the token is checked and without applying the call;
   ``hang_next`` holds calls; ``clear_failures`` ends an outage;
+* ``when_called(method, action)``: the next call of a method runs ``action`` as it arrives, before it is answered (a
+  test acting at that moment of labbot's work: stopping the replica that made it);
 * Socket Mode (`fakes.socket_mode`): ``apps.connections.open`` with an app token (``xapp-…``) hands out a websocket
   on this fake, and `socket` sends envelopes over it;
 * real slack_sdk clients pointed at it, message texts, Events API envelopes validated against Slack's event wrapper
@@ -204,6 +206,7 @@ class SlackFake(SlackEmulator, FailureInjection):
         self.socket = SocketHub()  # before the emulator builds its routes, which serve it
         self._calls: list[Call] = []
         self._calls_lock = threading.Lock()
+        self._when_called: list[tuple[str, Callable[[dict[str, Any]], object]]] = []
         self.init_failures()
         super().__init__(**kwargs)
 
@@ -227,6 +230,20 @@ class SlackFake(SlackEmulator, FailureInjection):
         with self._calls_lock:
             self._calls.append(call)
 
+    def when_called(self, method: str, action: Callable[[dict[str, Any]], object]) -> None:
+        """Run ``action(params)`` once, when the next call of ``method`` arrives, before it is answered (it is then
+        answered as usual). Runs on the fake's event loop: keep it short."""
+        with self._calls_lock:
+            self._when_called.append((method, action))
+
+    def _take_action(self, method: str) -> Callable[[dict[str, Any]], object] | None:
+        with self._calls_lock:
+            for i, (name, action) in enumerate(self._when_called):
+                if name == method:
+                    del self._when_called[i]
+                    return action
+        return None
+
     def failure_answer(self, status: int) -> tuple[Any, dict[str, str]]:
         if status == 429:
             return {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}
@@ -243,10 +260,13 @@ class SlackFake(SlackEmulator, FailureInjection):
     async def serve_call(
         self, method: str, params: dict[str, Any], request: Request, answer: Callable[[], Answer]
     ) -> Response:
-        """Record the call; a queued hang holds it, a queued failure answers it, ``apps.connections.open`` opens a
-        Socket Mode connection; else the emulator answers it."""
+        """Record the call; an action set for it (``when_called``) runs first; a queued hang holds it, a queued
+        failure answers it, ``apps.connections.open`` opens a Socket Mode connection; else the emulator answers it."""
         arrived = time.time()
         headers = {k: ("Bearer ***" if k == "authorization" else v) for k, v in request.headers.items()}
+        action = self._take_action(method)
+        if action is not None:
+            action(params)
         await self.hold_if_hanging(request, method)
         failure = self.take_failure(method)
         if failure is not None:

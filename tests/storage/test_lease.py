@@ -1,9 +1,11 @@
 """The leader lease (``labbot.storage.lease``) on SQLite and the real PostgreSQL server: one holder at a time, a
-takeover only after expiry (or a release), fenced writes refused once the lease is lost, a stopped leader's open
-transaction closed by PostgreSQL so the takeover gets through, and SQLite's second replica refused."""
+takeover only after expiry (or a release), fenced writes refused once the lease is lost, and side effects outside
+the database too (``guard``/``aguard``: by the database, by the deadline, by the claiming token), a stopped leader's
+open transaction closed by PostgreSQL so the takeover gets through, and SQLite's second replica refused."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
@@ -19,7 +21,7 @@ from support import wait_for
 
 from labbot.common.errors import DatabaseUnavailable
 from labbot.storage.db import Database, fenced
-from labbot.storage.lease import Fenced, Lease, SecondReplica, holder_id
+from labbot.storage.lease import Fenced, Lease, SecondReplica, aguard, claim_token, guard, holder_id
 from labbot.storage.models import LeaderLease, SeenKey
 
 pytestmark = pytest.mark.databases
@@ -111,6 +113,36 @@ def test_a_fenced_write_after_the_local_deadline_is_refused_before_it_reaches_th
     assert not marked(db, "lease:late")
     now[0] = 1.6
     assert lease.step() and lease.token == 1  # still its row: renewed under the same token
+
+
+def test_a_side_effect_is_guarded_by_the_database_then_the_deadline_and_the_claiming_token(
+    db: Database, other_db: Database
+) -> None:
+    """``guard`` (and ``aguard``) before a side effect outside the database: nothing outside a fence; inside one,
+    refused once another replica took the lease (the paused replica's clock has not moved: the database says), once
+    the local deadline passed, and for work claimed under a token this replica no longer holds."""
+    guard("a post outside any fence")  # an API request's: no lease to check, nothing asked of the database
+    assert claim_token() is None
+    now = [0.0]
+    paused = Lease(db, holder=holder_id("replica-a"), ttl_s=1.0, clock=lambda: now[0])
+    assert paused.step()
+    with fenced(paused):
+        guard("a post")
+        asyncio.run(aguard("a post", token=1))
+        assert claim_token() == 1
+        with pytest.raises(Fenced, match="claimed under the singletons lease's token 7"):
+            guard("delivery 3", token=7)
+        now[0] = 0.8  # past ttl - margin (1.0 - 0.25), and nobody took over
+        with pytest.raises(Fenced, match="does not hold the singletons lease now: a late post is refused"):
+            guard("a late post")
+    now[0] = 0.0  # as a replica paused and resumed believes
+    b = Lease(other_db, holder=holder_id("replica-b"), ttl_s=1.0)
+    wait_for(b.step, timeout=5, interval=0.05, what="B taking the lease A stopped renewing")
+    assert paused.held()
+    with fenced(paused), pytest.raises(Fenced, match=r"lost the singletons lease .*: posting the page is refused"):
+        asyncio.run(aguard("posting the page", token=1))
+    with fenced(b):
+        guard("the new leader's post", token=2)
 
 
 def test_a_fenced_session_of_another_database_is_not_this_leases_to_check(db: Database, tmp_path: object) -> None:

@@ -1,21 +1,26 @@
 """RunService with [compute] caps: launches admitted or queued race-free (threads, and two services over one database
 as two processes would be), a queued run stopped never reaching Ray, the queue surviving a restart in order,
---no-queue refused with the numbers, priorities, purposes, and nothing changed without [compute]."""
+--no-queue refused with the numbers, priorities, purposes, nothing changed without [compute], and a leader that lost
+its lease asking Ray nothing (its admitted runs queued again)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from compute_support import RecordingRay, compute_service
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from labbot.common.errors import BadRequest, Conflict
-from labbot.storage.models import Run
+from labbot.storage.db import Database, fenced
+from labbot.storage.lease import EXPIRED, Fenced, Lease, holder_id
+from labbot.storage.models import LeaderLease, Run
 from labbot.training import service as service_module
+from labbot.training.launcher import Submission
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
@@ -232,3 +237,76 @@ def test_capacity_shows_use_against_each_cap_who_and_the_queue(
     assert training["limits"]["cpus"] == 3 and training["use"] == {"runs": 1, "cpus": 2.0, "gpus": 0.0}
     assert [r["run_id"] for r in training["running"]] == [first["id"]] and training["owners"] == ["U1"]
     assert training["queued"] == [{"run_id": second["id"], "owner": "U2", "cpus": 2.0, "gpus": 0.0}]
+
+
+# -- the leader lease: the queue's admissions are a singleton's (the watchdog's tick) ----------------------------
+
+
+def _leases(db: Database) -> tuple[Lease, Callable[[], Lease]]:
+    """Replica a leads (its clock stood still: only the database can tell it it lost); the second is the takeover:
+    a's row expired (as its TTL would), then taken by replica b with the next token."""
+    a = Lease(db, holder=holder_id("replica-a"), ttl_s=30.0, clock=lambda: 0.0)
+    with fenced(None):
+        assert a.step()
+
+    def take_over() -> Lease:
+        with fenced(None):
+            with db.session() as s:
+                s.execute(update(LeaderLease).values(expires_at=EXPIRED))
+            b = Lease(db, holder=holder_id("replica-b"), ttl_s=30.0)
+            assert b.step()
+        return b
+
+    return a, take_over
+
+
+def test_a_singletons_ray_calls_are_refused_once_its_lease_is_lost_and_an_api_requests_are_not(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, CAP, database_url=database_url)
+    a, take_over = _leases(service.db)
+    sub = Submission(submission_id="labbot-zz9-1", entrypoint="sleep 1", runtime_env={}, metadata={})
+    with fenced(a):
+        service.launcher.stop("labbot-zz8-1")  # while it leads: made
+        take_over()
+        with pytest.raises(Fenced, match="the submission of labbot-zz9-1 to Ray is refused"):
+            service.launcher.submit(sub)
+        with pytest.raises(Fenced, match="stopping labbot-zz8-2 on Ray is refused"):
+            service.launcher.stop("labbot-zz8-2")
+    assert ray.submitted == [] and ray.stopped == ["labbot-zz8-1"]
+    service.launcher.stop("labbot-zz8-3")  # outside a fence (an API request, any replica's): nothing to check
+    assert ray.stopped == ["labbot-zz8-1", "labbot-zz8-3"]
+
+
+def test_runs_admitted_by_a_leader_superseded_before_submitting_them_go_back_to_the_queue(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog's admission decides under the lease, then submits: a leader superseded in between asks Ray
+    nothing, and the runs it admitted are queued again (not left pending without a job, to be failed as lost), for
+    the new leader to admit."""
+    service, ray = compute_service(tmp_path, monkeypatch, {"training": {"runs": 2}}, database_url=database_url)
+    running = service.launch(LaunchRequest(job="slow", owner="U0")).run
+    service.launch(LaunchRequest(job="slow", owner="U1"))
+    queued = [service.launch(LaunchRequest(job="slow", owner=f"U{i}")).run["id"] for i in (2, 3)]
+    with service.db.session() as s:  # the running ones end (what the watchdog's reconcile records)
+        s.execute(update(Run).where(Run.status == "pending").values(status="succeeded"))
+    submitted = list(ray.submitted_ids)
+    a, take_over = _leases(service.db)
+    taken: list[Lease] = []
+    send = service._send
+
+    def superseded_first(run_id: str, **kwargs: Any) -> None:
+        if not taken:
+            taken.append(take_over())  # a paused between the admission's commit and its submission
+        send(run_id, **kwargs)
+
+    monkeypatch.setattr(service, "_send", superseded_first)
+    with pytest.raises(Fenced), fenced(a):
+        service.admit_queued()
+    assert ray.submitted_ids == submitted, "Ray was asked nothing"
+    assert [service.get(r)["status"] for r in queued] == ["queued", "queued"]
+    assert running["ray_submission_id"] in submitted
+
+    with fenced(taken[0]):
+        assert service.admit_queued() == queued  # the new leader admits them, in their order
+    assert ray.submitted_ids[-2:] == [service.get(r)["ray_submission_id"] for r in queued]

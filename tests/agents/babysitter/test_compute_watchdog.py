@@ -1,6 +1,7 @@
 """The watchdog and the queue: capacity freed in a tick is given to the queue in that tick, a queued run is neither
 reconciled with Ray nor paged (it is not on Ray, however long it waits), and a new watchdog over the same database
-(labbot restarted) admits the queue in the same order."""
+(labbot restarted) admits the queue in the same order; and a due restart that a leader which lost its lease would
+submit is neither submitted nor paged, but left due for the new leader."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from pathlib import Path
 
 import pytest
 from compute_support import RecordingRay, compute_service
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
 from labbot.agents.babysitter.watchdog import Watchdog
-from labbot.storage.models import Incident
+from labbot.storage.db import fenced
+from labbot.storage.lease import EXPIRED, Fenced, Lease, holder_id
+from labbot.storage.models import Incident, LeaderLease, Run
+from labbot.training import launcher as launcher_module
+from labbot.training.launcher import submission_id
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
@@ -82,3 +87,53 @@ def test_a_restarted_watchdog_admits_the_queue_in_the_same_order(
         order.append(admitted)
         current = again.get(admitted)
     assert order == [q["id"] for q in queued]
+
+
+def test_a_due_restart_is_not_sent_to_ray_by_a_leader_that_lost_its_lease_and_stays_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tick has committed; the leader is superseded right before its first Ray call that acts (the stop of the
+    hung attempt before the restart's submission). It asks Ray nothing, pages nothing about a restart that "could not
+    be submitted", and the restart stays due: the new leader's tick makes it."""
+    service, ray = compute_service(tmp_path, monkeypatch, None)
+    clock = Clock()
+    dog = _watchdog(service, clock)
+    run = service.launch(LaunchRequest(job="slow", owner="U1")).run
+    with service.db.session() as s:  # what _maybe_restart scheduled in an earlier tick: attempt 2, due now
+        s.execute(
+            update(Run)
+            .where(Run.id == run["id"])
+            .values(
+                status="restarting",
+                attempt=2,
+                ray_submission_id=submission_id(run["id"], 2),
+                restart_at=clock.now - timedelta(seconds=1),
+            )
+        )
+    a = Lease(service.db, holder=holder_id("replica-a"), ttl_s=30.0, clock=lambda: 0.0)
+    assert a.step()
+    taken: list[Lease] = []
+    guard = launcher_module.guard
+
+    def superseded_first(what: str, *, token: int | None = None) -> None:
+        if not taken:
+            with fenced(None):
+                with service.db.session() as s:
+                    s.execute(update(LeaderLease).values(expires_at=EXPIRED))
+                taken.append(Lease(service.db, holder=holder_id("replica-b"), ttl_s=30.0))
+                assert taken[0].step()
+        guard(what, token=token)
+
+    monkeypatch.setattr(launcher_module, "guard", superseded_first)
+    with pytest.raises(Fenced, match=f"stopping {run['ray_submission_id']} on Ray is refused"), fenced(a):
+        dog.tick()
+    assert ray.stopped == [] and ray.submitted_ids == [run["ray_submission_id"]]
+    with service.db.session() as s:
+        row = s.get_one(Run, run["id"])
+        assert (row.status, row.restart_at is not None) == ("restarting", True), "still due"
+        assert list(s.scalars(select(Incident))) == [], "nothing paged about it"
+
+    with fenced(taken[0]):
+        assert dog.tick().restarts_submitted == 1
+    assert ray.stopped == [run["ray_submission_id"]]
+    assert ray.submitted_ids == [run["ray_submission_id"], submission_id(run["id"], 2)]

@@ -1,7 +1,7 @@
 """labbot.agents.babysitter.outbox: due deliveries sent oldest first, accepted/retry/rejected recorded with backoff,
 order kept within an incident, notifier crashes and unconfigured channels, recovery of rows cut off mid-send, what
-refreshes carry,
-and the PagerDuty notifier against the PagerDuty fake over real HTTP. Time is a fake clock; nothing sleeps."""
+refreshes carry, a delivery sent and recorded only under the leader lease that claimed it, and the PagerDuty notifier
+against the PagerDuty fake over real HTTP. Time is a fake clock; nothing sleeps."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
-from sqlalchemy import select
+from sqlalchemy import select, update
 from support import NoJitter
 
 from labbot.agents.babysitter.outbox import Envelope, Notifier, Outbox, Outcome, PagerDutyNotifier
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
 from labbot.agents.babysitter.policy import PagingPolicy
-from labbot.storage.db import Database
-from labbot.storage.models import Delivery, Incident, Run
+from labbot.storage.db import Database, fenced
+from labbot.storage.lease import EXPIRED, Fenced, Lease, holder_id
+from labbot.storage.models import Delivery, Incident, LeaderLease, Run
 from labbot.training.monitoring import PAGE, Finding
 
 pytestmark = pytest.mark.databases
@@ -352,6 +353,149 @@ def test_a_delivery_cut_off_mid_send_is_sent_again_after_recover_with_attempts_a
     assert slack.keys == ["d1"] and slack.seen[0].attempts == 2  # > 1: look for an earlier copy first
     assert (row(db, "d1").state, row(db, "done").state) == ("sent", "sent")
     assert second.recover() == 0
+
+
+# ----------------------------------------------------------------- the leader lease
+
+
+class Frozen:
+    """A replica's monotonic clock, which it reads as it likes: stood still (``now`` 0, a replica paused and resumed
+    that has not looked at the time again), or moved on by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def leader(db: Database, name: str = "replica-a") -> tuple[Lease, Frozen]:
+    clock = Frozen()
+    lease = Lease(db, holder=holder_id(name), ttl_s=30.0, clock=clock)
+    with fenced(None):
+        assert lease.step()
+    return lease, clock
+
+
+def take_over(db: Database) -> Lease:
+    """Another replica takes the lease: its row expired (as the paused holder's TTL would), then taken with the next
+    token."""
+    with fenced(None):
+        with db.session() as s:
+            s.execute(update(LeaderLease).values(expires_at=EXPIRED))
+        b = Lease(db, holder=holder_id("replica-b"), ttl_s=30.0)
+        assert b.step()
+    return b
+
+
+def paused_after_claiming(
+    monkeypatch: pytest.MonkeyPatch, outbox: Outbox, key: str, pause: Callable[[], object]
+) -> None:
+    """The replica of ``outbox`` pauses (``pause`` runs) right after it claimed delivery ``key``, before its send."""
+    claim = outbox._claim
+
+    def claimed_then_paused(env: Envelope) -> Envelope | None:
+        claimed = claim(env)
+        if env.key == key:
+            with fenced(None):
+                pause()
+        return claimed
+
+    monkeypatch.setattr(outbox, "_claim", claimed_then_paused)
+
+
+def test_a_claim_whose_lease_was_taken_before_the_send_is_not_sent_and_the_batch_stops(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader paused between claiming a delivery and sending it, and superseded meanwhile: resumed, it sends nothing
+    (by its own clock, which has not moved, it still leads: only the database tells it), the rest of its batch stays
+    queued, and the new leader sends the claimed one, looking for an earlier copy first (attempts 2)."""
+    clock, slack = Clock(), Recorder()
+    for key, page in (("d1", "pa"), ("d2", "pb"), ("d3", "pa")):
+        add(db, key, page)
+    a, _ = leader(db)
+    outbox = outbox_for(db, clock, {"slack": slack})
+    taken: list[Lease] = []
+    paused_after_claiming(monkeypatch, outbox, "d2", lambda: taken.append(take_over(db)))
+    with pytest.raises(Fenced, match="lost the singletons lease"), fenced(a):
+        drain(outbox)
+    assert slack.keys == ["d1"]  # d2 claimed, never sent; d3 never claimed
+    assert not a.held(), "the database told it"
+    assert (row(db, "d2").state, row(db, "d2").attempts) == ("pending", 1)  # the claim back in the queue
+    assert (row(db, "d3").state, row(db, "d3").attempts) == ("pending", 0)
+
+    [b] = taken
+    new = outbox_for(db, clock, {"slack": (sent := Recorder())})
+    with fenced(b):
+        new.recover()
+        assert drain(new) == 2
+    assert [(e.key, e.attempts, e.claim_token) for e in sent.seen] == [("d2", 2, 2), ("d3", 1, 2)]
+    assert [row(db, k).state for k in ("d1", "d2", "d3")] == ["sent"] * 3
+
+
+@pytest.mark.parametrize("taken_back", [False, True], ids=["superseded", "taken-back"])
+def test_a_send_that_finishes_after_its_lease_was_lost_is_not_recorded_as_sent(db: Database, taken_back: bool) -> None:
+    """The lease moves on while a send is in flight (the leader paused mid-send): the send's outcome is not recorded
+    by the replica that lost it, whether another replica leads now or it took the lease back under a new token;
+    whoever leads sends it again with attempts 2, which makes the Slack notifier look for this copy first."""
+    clock = Clock()
+    add(db, "d1", "pa")
+    add(db, "d2", "pb")
+    a, _ = leader(db)
+    leads: list[Lease] = []
+
+    class LeaseLostMidSend(Recorder):
+        async def deliver(self, envelope: Envelope) -> Outcome:
+            with fenced(None):
+                b = take_over(db)
+                Outbox(db, {}, clock=clock).recover()  # the new leader's first act
+                if taken_back:
+                    b.release()
+                    assert a.step() and a.token == 3  # renewal refused (token 2), then the free lease taken
+            leads.append(a if taken_back else b)
+            return await super().deliver(envelope)
+
+    slack = LeaseLostMidSend()
+    with pytest.raises(Fenced), fenced(a):
+        drain(outbox_for(db, clock, {"slack": slack}))
+    assert slack.keys == ["d1"]
+    d1 = row(db, "d1")
+    assert (d1.state, d1.sent_at, d1.result) == ("pending", None, {}), "not recorded as sent"
+    assert (row(db, "d2").state, row(db, "d2").attempts) == ("pending", 0)  # the rest of the batch stopped
+
+    again = Recorder()
+    with fenced(leads[0]):
+        assert drain(outbox_for(db, clock, {"slack": again})) == 2
+    assert [(e.key, e.attempts) for e in again.seen] == [("d1", 2), ("d2", 1)]
+    assert row(db, "d1").result == {"channel": "C-thread", "ts": "1700000001.000001"}  # the new send's
+
+
+def test_a_lease_that_lapses_between_claim_and_send_sends_nothing_and_puts_the_claim_back(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's own deadline passes between a claim and its send (a pause, the database slow to renew) and
+    nobody took over: nothing is sent, the batch stops, and the claim goes back to the queue (a lease renewed under
+    the same token would never recover it); renewed, the replica sends all of it, the claimed one with attempts 2."""
+    clock, slack = Clock(), Recorder()
+    for key, page in (("d1", "pa"), ("d2", "pb"), ("d3", "pa")):
+        add(db, key, page)
+    a, local = leader(db)
+    outbox = outbox_for(db, clock, {"slack": slack})
+    paused_after_claiming(monkeypatch, outbox, "d1", lambda: setattr(local, "now", 100.0))
+    with pytest.raises(Fenced, match="does not hold"), fenced(a):
+        drain(outbox)
+    assert slack.seen == []
+    assert [(row(db, k).state, row(db, k).attempts) for k in ("d1", "d2", "d3")] == [
+        ("pending", 1),
+        ("pending", 0),
+        ("pending", 0),
+    ]
+    with fenced(None):
+        assert a.step() and a.token == 1  # still its row: renewed under the same token
+    monkeypatch.undo()
+    with fenced(a):
+        assert drain(outbox) == 3
+    assert [(e.key, e.attempts) for e in slack.seen] == [("d1", 2), ("d2", 1), ("d3", 1)]
 
 
 # ----------------------------------------------------------------- refreshes

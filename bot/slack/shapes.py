@@ -42,17 +42,18 @@ JSON_TYPE = "application/json"
 
 def read(text: str, content_type: str | None) -> Any:
     """A signed body as Bolt parses it (``slack_bolt.request.internals.parse_body``), strictly: JSON when the content
-    type is ``application/json`` or the body begins with ``{``; else form fields, of which, when the word ``payload``
-    appears in the body, only the ``payload`` field counts (the JSON of an interaction). BadRequest for JSON that is
-    not JSON, is nested too deep or holds NaN/Infinity."""
+    type is ``application/json`` or the body begins with ``{``; else form fields, of which, when there is a
+    ``payload`` field, only that counts (the JSON of an interaction). BadRequest for JSON that is not JSON, is nested
+    too deep or holds NaN/Infinity. Unlike Bolt, a form is read for its payload only when it has that field, not
+    whenever the word appears in the body: Bolt read ``/lab launch x --name mypayload`` as an empty body. Bolt is
+    handed what this returns (``labbot.bot.slack.http``), so its own reading no longer matters."""
     if not text:
         return {}
     if content_type == JSON_TYPE or text.startswith("{"):
         return loads_json(text, what="the JSON body", allow_nan=False)
     form = dict(parse_qsl(text, keep_blank_values=True))
-    if "payload" in text:
-        payload = form.get("payload")
-        return {} if payload is None else loads_json(payload, what="the form's payload field", allow_nan=False)
+    if "payload" in form:
+        return loads_json(form["payload"], what="the form's payload field", allow_nan=False)
     return form
 
 

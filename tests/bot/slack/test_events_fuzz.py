@@ -183,8 +183,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     ),
 }  # fmt: skip
 EVENTS = {name for name, doc in TEMPLATES.items() if doc.get("type") in ("event_callback", "url_verification")}
-COMMAND_TEXTS = ["help", "runs", "status abc234", "stop abc234", "pages", "logs abc234", "lanch x", "", "help stop",
-                 "artifacts", "launch nosuchjob", "feedback", "ab"]  # fmt: skip
+COMMAND_TEXTS = ["help", "runs", "help payload", "status abc234", "stop abc234", "pages", "logs abc234", "lanch x",
+                 "", "help stop", "artifacts", "launch nosuchjob", "feedback", "ab"]  # fmt: skip
 
 FIELDS = ["event", "actions", "view", "user", "channel", "team", "enterprise", "authorizations", "response_urls",
           "container", "message", "item", "command", "type", "thread_ts", "state", "workflow_step", "text"]  # fmt: skip
@@ -331,3 +331,11 @@ def test_the_security_probes_bodies_are_400_saying_why(door: Door, caplog: pytes
         assert error["code"] == "bad_request" and says in error["message"], (body, error)
         assert not _problems(caplog.records), caplog.text
         assert [r.levelname for r in caplog.records if r.name == "labbot.bot.slack.http"] == ["WARNING"]
+
+
+@pytest.mark.databases
+def test_a_command_that_says_payload_is_still_a_command(door: Door) -> None:
+    """Bolt read a form saying "payload" anywhere for a payload field alone, so this command was an empty body."""
+    fields = TEMPLATES["command"] | {"text": "lanch payload"}
+    answer = door.post(urlencode(fields).encode(), FORM)
+    assert answer.status_code == 200 and "did you mean 'launch'" in answer.text, answer.text

@@ -196,8 +196,9 @@ def test_read_parses_as_bolt_does_strictly() -> None:
     assert read('{"type": "x"}', None) == {"type": "x"}  # JSON when it looks like JSON, whatever the type says
     assert read("command=%2Flab&text=runs", None) == {"command": "/lab", "text": "runs"}
     assert read("payload=%5B%5D", payloads.FORM) == []  # the interaction's JSON, here an array: refusal() says so
-    # Bolt's rule: a form that says "payload" anywhere is read for its payload field alone
-    assert read("command=%2Flab&text=my+payload", payloads.FORM) == {}
+    # a form with a payload field is read for it alone; Bolt read any form saying "payload" anywhere so (as {})
+    assert read("command=%2Flab&text=my+payload", payloads.FORM) == {"command": "/lab", "text": "my payload"}
+    assert read("payload=%7B%7D&command=%2Flab", payloads.FORM) == {}
     for body, says in [('{"event": NaN}', "NaN is not a JSON number"), ("[Infinity]", "Infinity"),
                        ('{"a": 1e999}', "too large"), ("payload=%7B", "not JSON"), ("{", "not JSON"),
                        ('{"a": "\\u0000"}', "NUL")]:  # fmt: skip

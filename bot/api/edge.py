@@ -3,7 +3,8 @@
 PostgreSQL's text refuses the NUL character, and every backend refuses text that is not UTF-8 (a lone surrogate is
 what a ``%ED%A0%80`` in a path becomes); one of them in an id reached the database as a driver error, a 500 with a
 traceback in the log (``/api/v1/runs/%00/telemetry``). One check here, for every route and every id and query
-value, instead of one per route: :class:`RefuseUnstorable`, a plain ASGI middleware (it reads no body).
+value, instead of one per route: :class:`RefuseUnstorable`, a plain ASGI middleware (it reads no body). The same
+rule (``labbot.common.json_input.unstorable``) holds for every string of a JSON body: ``loads_json`` refuses one.
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labbot.bot.api.errors import error_response
+from labbot.common.json_input import unstorable
 
-
-def unstorable(text: str) -> str | None:
-    """Why ``text`` cannot be an id or a stored value (pure), or None when it can."""
-    if "\x00" in text:
-        return "holds a NUL character (%00)"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8"
-    return None
+__all__ = ["RefuseUnstorable", "refusal", "unstorable"]
 
 
 def refusal(path: str, query: bytes) -> str | None:

@@ -24,6 +24,7 @@ from typing import Any
 from anyio import to_thread
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
@@ -36,6 +37,7 @@ from labbot.bot.slack.feedback import ACTION_ID as FEEDBACK_ACTION
 from labbot.bot.slack.feedback import MODAL_CALLBACK as FEEDBACK_MODAL
 from labbot.bot.slack.feedback import SlackFeedback
 from labbot.bot.slack.home import AppHome
+from labbot.bot.slack.http import NOT_ACTIONABLE, failure
 from labbot.bot.slack.prompts import suggested_prompts
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.threads import RunThreads
@@ -137,8 +139,11 @@ def build_app(
         await ack()
         if await replayed("action", body):
             return
-        user, value = body["user"]["id"], str(body["actions"][0]["value"])
-        channel = body.get("channel", {}).get("id") or body.get("container", {}).get("channel_id", "")
+        user, value = body["user"]["id"], str(body["actions"][0].get("value") or "")
+        if not value:  # a button labbot did not make: each of its own carries the run, page or approval it acts on
+            log.info("a %s click without a value was ignored", verb)
+            return
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
         if not clicks_seen.first_time(f"{user}:{verb}:{value}"):
             return  # a double click: acted on once
         who = Asker(user=user, channel=channel)
@@ -170,6 +175,14 @@ def build_app(
     async def on_page_file(ack: AsyncAck, body: dict[str, Any]) -> None:
         await clicked(ack, body, "page-file", actions.file_incident)
 
+    async def say_in_thread(channel: str, thread_ts: str, text: str) -> None:
+        """labbot's own word in a thread (no agent to answer): Slack's refusal of it (a thread gone, a channel the
+        app is not in) is a warning line, not a failed task."""
+        try:
+            await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+        except SlackApiError as e:
+            log.warning("could not reply in %s (thread %s): %s", channel, thread_ts, e.response.get("error"))
+
     async def in_thread(event: dict[str, Any], bot_user: str | None) -> None:
         thread_ts = event.get("thread_ts")
         talks = actions.conversations
@@ -193,7 +206,7 @@ def build_app(
                 await talks.answer(user=user, text=text, channel=channel, thread_ts=thread_ts, run_id=run_id)
             return
         if reply is not None and reply.first_without_agent:
-            await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=NO_AGENT)
+            await say_in_thread(channel, thread_ts, NO_AGENT)
 
     @app.event("message")
     async def on_message(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -210,9 +223,7 @@ def build_app(
         thread_ts = event.get("thread_ts") or event["ts"]  # a mention in the channel starts a thread on itself
         if talks is None:
             hint = f"Try `{command} help`." if not text else NO_MODEL_MESSAGE
-            tasks.spawn(
-                client.chat_postMessage(channel=event["channel"], thread_ts=thread_ts, text=hint), name="mention"
-            )
+            tasks.spawn(say_in_thread(event["channel"], thread_ts, hint), name="mention")
             return
         answer = talks.answer(user=event.get("user", ""), text=text, channel=event["channel"], thread_ts=thread_ts)
         tasks.spawn(answer, name="agent")
@@ -279,5 +290,15 @@ def build_app(
     @app.event("assistant_thread_context_changed")
     async def on_assistant_context(ack: AsyncAck) -> None:
         await ack()  # the prompts do not depend on the channel the researcher looks at
+
+    @app.error
+    async def on_error(error: Exception, response: BoltResponse | None) -> BoltResponse | None:
+        """What Bolt does with an exception in a middleware or listener: one line in the log, no traceback (the
+        door's shape rules keep Slack's input from raising: what still does is a bug, named by type and place);
+        a 400 when Slack is still waiting for the answer, nothing more once the listener had acked."""
+        log.error("a Slack listener failed (%s)", failure(error))
+        if response is None:
+            return None
+        return BoltResponse(status=400, body={"error": {"code": "bad_request", "message": NOT_ACTIONABLE}})
 
     return app

@@ -146,6 +146,8 @@ class SlackFeedback:
             meta = json.loads(view.get("private_metadata") or "{}")
         except ValueError:
             meta = {}
+        if not isinstance(meta, dict):  # labbot's modal keeps an object there: this view is not its
+            meta = {}
         values = (view.get("state") or {}).get("values") or {}
         text = str(((values.get(COMMENT_BLOCK) or {}).get(COMMENT_ACTION) or {}).get("value") or "")
         feedback_id = str(meta.get("feedback") or "")
@@ -163,7 +165,7 @@ class SlackFeedback:
         )
         try:
             await self.client.chat_postEphemeral(
-                channel=channel, user=user, text=note, thread_ts=meta.get("thread_ts") or None
+                channel=channel, user=user, text=note, thread_ts=str(meta.get("thread_ts") or "") or None
             )
         except SlackApiError as e:
             log.info("could not thank the voter: %s", e.response.get("error"))

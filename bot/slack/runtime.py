@@ -140,13 +140,13 @@ class SlackRuntime:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SlackRuntime]:
-        """Socket Mode, when an app token is set, for as long as the control plane runs; Slack's tasks drained at
-        the end."""
+        """Socket Mode, when an app token is set, for as long as the control plane runs (its envelopes checked as the
+        HTTP door checks a body: ``labbot.bot.slack.socket_mode``); Slack's tasks drained at the end."""
         socket = None
         if self.settings.app_token:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+            from labbot.bot.slack.socket_mode import GuardedSocketModeHandler
 
-            socket = AsyncSocketModeHandler(self.app, self.settings.app_token)
+            socket = GuardedSocketModeHandler(self.app, self.settings.app_token)
             await socket.connect_async()
             log.info("Slack Socket Mode connected")
         try:

@@ -1,12 +1,15 @@
 """The API's edge (``labbot.bot.api.edge``): an id or query value no database can hold — NUL, text that is not
 UTF-8 — is a 400 for every route before any route reads it, on SQLite and on PostgreSQL (where a NUL in a query
-was a driver error, a 500); ordinary ids still reach their routes."""
+was a driver error, a 500); ordinary ids still reach their routes. And the same rule for every string and key of a
+JSON body, in the one JSON reader (``labbot.common.json_input``)."""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -16,6 +19,8 @@ from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.bot.api import create_app
 from labbot.bot.api.edge import refusal, unstorable
+from labbot.common.errors import BadRequest
+from labbot.common.json_input import loads_json, unstorable_in
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -80,3 +85,22 @@ def test_the_rule_is_pure() -> None:
     assert "query parameter 'run'" in (refusal("/api/v1/feedback", b"run=%00") or "")
     assert "not valid UTF-8" in (refusal("/x", b"by=%ff") or "")
     assert refusal("/api/v1/runs/a\x00", b"") is not None
+
+
+def test_the_json_reader_refuses_what_no_database_stores() -> None:
+    for body, says in [(b'{"name": "a\\u0000b"}', "name holds a NUL character (\\u0000)"),
+                       (b'{"p": {"x\\u0000": 1}}', "a key in p holds a NUL character"),
+                       (b'["\\ud800"]', "[0] is not valid UTF-8"),
+                       (b'"\xed\xa0\x80"', "is not valid UTF-8")]:  # fmt: skip
+        with pytest.raises(BadRequest, match="no database can store") as refused:
+            loads_json(body)
+        assert says in refused.value.message, refused.value.message
+    assert loads_json(b'{"loss": NaN, "name": "\\u00e9\\ud83d\\ude00"}')["name"] == "é😀"  # pairs are fine
+    with pytest.raises(BadRequest, match="NaN is not a JSON number"):
+        loads_json(b'{"loss": NaN}', allow_nan=False)
+    assert unstorable_in({"a": [1.5, "x", {"b": None}]}, allow_nan=False) is None
+    assert unstorable_in([math.inf], allow_nan=False) == "[0] is inf, which JSON has no number for"
+    deep: Any = []
+    for _ in range(5000):  # past Python's recursion limit: the walk is iterative
+        deep = [deep]
+    assert "nest more than 64" in (unstorable_in(deep) or "")

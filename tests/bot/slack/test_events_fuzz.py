@@ -91,7 +91,7 @@ def door(tmp_path: Path, database_url: str) -> Iterator[Door]:
     )
     runtime = SlackRuntime.build(settings_, service, TelemetryStore(service.db), pager=pager)
     app = create_app(
-        service, TelemetryStore(service.db), admin_token="fuzz-admin", health=dict, pager=pager, db=service.db,
+        service, TelemetryStore(service.db), admin_token="fuzz-admin", pager=pager, db=service.db,
         extra_routes=runtime.routes(),
     )  # fmt: skip
     try:

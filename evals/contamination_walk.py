@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 SKIP = ("/proc", "/sys", "/dev")
@@ -36,6 +37,11 @@ DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def normalise(node: ast.AST) -> str:
     """A definition's shape: its AST without docstrings, with its own name blanked (a renamed copy still matches)."""
+    return ast.dump(normalised(node), annotate_fields=False)
+
+
+def normalised(node: ast.AST) -> ast.AST:
+    """A copy of ``node`` without docstrings (a body of only a docstring becomes ``pass``), its own name blanked."""
     node = copy.deepcopy(node)
     for n in ast.walk(node):
         body = getattr(n, "body", None)
@@ -43,7 +49,7 @@ def normalise(node: ast.AST) -> str:
             n.body = body[1:] or [ast.Pass()]
     if isinstance(node, DEFS):
         node.name = "_"
-    return ast.dump(node, annotate_fields=False)
+    return node
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -53,6 +59,32 @@ def _is_docstring(stmt: ast.stmt) -> bool:
 
 def _size(node: ast.AST) -> int:
     return sum(1 for _ in ast.walk(node))
+
+
+def definitions(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every definition in ``tree``, at any depth, found through statement bodies only: a definition is a statement,
+    so the expressions (most of a file's nodes) are never visited."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, DEFS):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                stack.extend(c for c in children if isinstance(c, ast.AST))
+
+
+def signature(node: ast.AST) -> tuple[str, int, tuple[str, ...]]:
+    """What :func:`normalised` keeps of ``node`` that costs nothing to read: its kind, its number of parameters and
+    the kinds of its body's statements (docstring dropped). Two definitions whose normalised forms are equal have
+    equal signatures, so a file's other definitions are ruled out before the deep copy and dump."""
+    body = list(getattr(node, "body", []))
+    if body and _is_docstring(body[0]):
+        body = body[1:] or [ast.Pass()]
+    args = getattr(node, "args", None)
+    n_args = len(args.posonlyargs) + len(args.args) + len(args.kwonlyargs) if args is not None else -1
+    return type(node).__name__, n_args, tuple(type(s).__name__ for s in body)
 
 
 def _anchors(node: ast.AST) -> list[bytes]:
@@ -73,10 +105,12 @@ class Walk:
         self.strings = [s.encode() for s in cfg.get("strings", []) if s]
         self.no_body = tuple(p.rstrip("/") + "/" for p in cfg.get("no_body", []))
         self.bodies: dict[str, list[bytes]] = {}
+        self.signatures: set[tuple[str, int, tuple[str, ...]]] = set()  # what a candidate must have
         for source in cfg.get("sources", []):
             for node in ast.parse(source).body:
                 if isinstance(node, DEFS) and _size(node) >= MIN_BODY_NODES:
                     self.bodies[normalise(node)] = _anchors(node)
+                    self.signatures.add(signature(node))
         self.need_lines = min(MIN_LINES, len(self.lines))
         self.deadline = time.monotonic() + float(cfg.get("budget_s", 60.0))
         self.files = 0
@@ -106,7 +140,7 @@ class Walk:
             tree = ast.parse(data)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return False
-        return any(isinstance(n, DEFS) and normalise(n) in wanted for n in ast.walk(tree))
+        return any(signature(n) in self.signatures and normalise(n) in wanted for n in definitions(tree))
 
     def read(self, path: str) -> None:
         try:

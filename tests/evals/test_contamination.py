@@ -198,3 +198,34 @@ def test_the_seal_battery_fails_on_a_copy_in_the_venv(fixture: tuple[SealRepo, P
 def test_contamination_needs_the_deleted_source(tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match="deleted definitions"):
         contamination.task_needles([""], tmp_path)
+
+
+def test_the_walks_cheap_filters_rule_out_no_copy() -> None:
+    """The walk finds definitions through statement bodies only and normalises one (a deep copy and a dump) only when
+    its :func:`signature` is a deleted one's: it must find every definition ``ast.walk`` finds, and two definitions
+    with one normalised form must have one signature, or a copy would be missed."""
+    import ast as ast_module
+    import inspect
+    import json as json_module
+    import typing
+
+    from labbot.evals import contamination_walk as walk
+
+    sources = [inspect.getsource(m) for m in (ast_module, typing, json_module.decoder, inspect)]
+    sources.append(
+        'class A:\n    """doc"""\n    def f(self):\n        """only a docstring"""\n'
+        "    def g(self, x):\n        try:\n            def inner(*, k):\n                'inner doc'\n"
+        "                return x\n        except ValueError:\n            def h(a, /, b):\n                pass\n"
+        "        finally:\n            class B:\n                pass\n        return inner\n"
+        "def renamed_copy(self):\n    return 1\n"
+    )
+    by_form: dict[str, set[tuple[str, int, tuple[str, ...]]]] = {}
+    for source in sources:
+        tree = ast_module.parse(source)
+        found = list(walk.definitions(tree))
+        assert {id(n) for n in found} == {id(n) for n in ast_module.walk(tree) if isinstance(n, walk.DEFS)}
+        for node in found:
+            by_form.setdefault(walk.normalise(node), set()).add(walk.signature(node))
+    assert len(by_form) > 300
+    assert all(len(signatures) == 1 for signatures in by_form.values())
+    assert any(len(s) == 1 for s in by_form.values())  # and the groups are real: the lone-docstring f and the copy

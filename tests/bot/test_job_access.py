@@ -1,7 +1,7 @@
 """What a real control plane (``ControlPlane.build``; Ray unreachable, its S3 a local moto server) hands its jobs: their
 telemetry at ``LABBOT_INTERNAL_URL`` (the Service), not the public URL (labbot's own ``lab`` server calls it in
-process: tests/bot/test_in_process_api.py); the jobs' key pair (``LABBOT_JOB_AWS_*``) rather than labbot's own, with a warning at start when there
-is none (docs/deploy.md, "6. The Ray cluster")."""
+process: tests/bot/test_in_process_api.py); the jobs' key pair (``LABBOT_JOB_AWS_*``) rather than labbot's own, with
+a warning at start when there is none (docs/deploy.md, "6. The Ray cluster")."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 from s3_server import MotoS3
 
-from labbot.bot import agents_wiring
 from labbot.bot.config import Settings
 from labbot.bot.serve import ControlPlane
-from labbot.mcp_servers.lab import LabApi
 
 UNREACHABLE_RAY = "http://127.0.0.1:9"
 JOBS = {

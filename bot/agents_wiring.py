@@ -10,12 +10,13 @@ get a plain answer saying how to configure one, and pages go out as before.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from anyio import to_thread
 
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
@@ -113,14 +114,10 @@ class AgentsStack:
         if self.fleet is None:
             return
         for page_id in page_ids:
-            with db.session() as s:
-                inc = s.get(Incident, page_id)
-                if inc is None or inc.run_id is None:
-                    continue
-                run_id, kind, summary = inc.run_id, inc.kind, inc.summary
-            thread = await asyncio.to_thread(self.conversations.thread_of_run, run_id)
-            if thread is None:
+            found = await to_thread.run_sync(self._page_thread, db, page_id)
+            if found is None:
                 continue
+            run_id, kind, summary, thread = found
             question = (
                 f"Page {page_id} just fired: *{kind}* on run {run_id} — {summary}. Investigate: read the log tail, "
                 "the metrics around the event and recent commits, then post a short diagnosis (what happened, the "
@@ -137,6 +134,16 @@ class AgentsStack:
                 )
             except Exception:
                 log.exception("the investigator failed on page %s", page_id)
+
+    def _page_thread(self, db: Database, page_id: str) -> tuple[str, str, str, tuple[str, str]] | None:
+        """A page's run, kind, summary and the run's thread (None: no run, or no thread); blocking (SQL)."""
+        with db.session() as s:
+            inc = s.get(Incident, page_id)
+            if inc is None or inc.run_id is None:
+                return None
+            run_id, kind, summary = inc.run_id, inc.kind, inc.summary
+        thread = self.conversations.thread_of_run(run_id)
+        return (run_id, kind, summary, thread) if thread is not None else None
 
     async def close(self) -> None:
         await self.pool.close()

@@ -2,7 +2,8 @@
 its arguments, duration, outcome, approver — whatever executor served it. ``labbot audit --json`` reads it.
 
 ``AuditedExecutor`` wraps the outermost executor (so denied and timed-out approvals are recorded too). Secrets are
-redacted before anything is written (``labbot.agents.fleet.redact``).
+redacted before anything is written (``labbot.agents.fleet.redact``). The row is written on a worker thread
+(``anyio.to_thread``), never on the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from anyio import to_thread
 from sqlalchemy import select
 
 from labbot.agents.fleet.redact import digest, preview, redact_text
@@ -50,20 +52,37 @@ class AuditedExecutor:
         try:
             result = await self.inner.call(name, arguments, ctx)
         except Exception as e:  # recorded, then the runtime turns it into an is_error result
-            self._record(ctx, name, arguments, started_at, t0, "error", None, f"{type(e).__name__}: {e}")
+            await self._record(ctx, name, arguments, started_at, t0, "error", None, f"{type(e).__name__}: {e}")
             raise
         error = redact_text(_text(result))[:1000] if result.is_error else None
         approver = result.meta.get("approver")
-        self._record(ctx, name, arguments, started_at, t0, _outcome(result), approver, error)
+        await self._record(ctx, name, arguments, started_at, t0, _outcome(result), approver, error)
         return result
 
-    def _record(
+    async def _record(
         self,
         ctx: CallContext,
         name: str,
         arguments: Mapping[str, Any],
         started_at: datetime,
         t0: float,
+        outcome: str,
+        approver: Any,
+        error: str | None,
+    ) -> None:
+        """The call's row, written on a worker thread (never the event loop); its duration ends here."""
+        duration_ms = round((time.perf_counter() - t0) * 1000, 1)
+        await to_thread.run_sync(
+            lambda: self._write(ctx, name, arguments, started_at, duration_ms, outcome, approver, error)
+        )
+
+    def _write(
+        self,
+        ctx: CallContext,
+        name: str,
+        arguments: Mapping[str, Any],
+        started_at: datetime,
+        duration_ms: float,
         outcome: str,
         approver: Any,
         error: str | None,
@@ -79,7 +98,7 @@ class AuditedExecutor:
                         args_digest=digest(dict(arguments)),
                         args_preview=preview(dict(arguments)),
                         started_at=started_at,
-                        duration_ms=round((time.perf_counter() - t0) * 1000, 1),
+                        duration_ms=duration_ms,
                         outcome=outcome,
                         approver=str(approver) if approver else None,
                         error=redact_text(error)[:1000] if error else None,

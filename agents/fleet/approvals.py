@@ -199,7 +199,8 @@ class ApprovalGate:
             self._settle(approval_id, "expired", "labbot restarted")
             return Decision(False, "the agent that asked is no longer waiting (labbot restarted); ask it again")
         self._settle(approval_id, "approved" if approve else "denied", by)
-        future.set_result((approve, by))
+        # decide runs on a worker thread (bot/) or on the loop (tests): the future is the loop's to resolve
+        future.get_loop().call_soon_threadsafe(_resolve, future, (approve, by))
         return Decision(True, f"{'approved' if approve else 'denied'} `{row.tool}`")
 
     def _settle(self, approval_id: str, state: str, by: str) -> ApprovalRequest:
@@ -242,6 +243,12 @@ class Preapproved:
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         result = await self.inner.call(name, arguments, ctx)
         return ToolResult(result.content, result.is_error, {**result.meta, "approver": self.by, "approval": "button"})
+
+
+def _resolve(future: asyncio.Future[tuple[bool, str]], decision: tuple[bool, str]) -> None:
+    """Hand a decision to the waiting call, on its event loop, unless it stopped waiting meanwhile (a timeout)."""
+    if not future.done():
+        future.set_result(decision)
 
 
 def _request(row: Approval) -> ApprovalRequest:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio import to_thread
 
 from labbot.agents.fleet.approvals import ApprovalGate, ApprovalRequest
 from labbot.agents.fleet.audit import AuditedExecutor, audit_rows
@@ -222,3 +223,22 @@ def test_secrets_are_redacted_in_audit_rows_and_previews(tmp_path: Path) -> None
     for secret in ("hunter2", "abcdefghijklmnop", "xoxb-1234", "sk-ant-api03"):
         assert secret not in str(row)
     assert len(row["args_digest"]) == 64 and len(preview({"x": "y" * 5000})) <= 500
+
+
+def test_a_press_decided_on_a_worker_thread_reaches_the_waiting_call_safely(tmp_path: Path) -> None:
+    """bot/ runs ``decide`` on a worker thread (it is blocking SQL); the waiting call's future belongs to the event
+    loop and is resolved there (asyncio's debug mode refuses a loop's callbacks scheduled from another thread)."""
+    prompter = Prompter()
+    executor, inner, gate = _gate(tmp_path, prompter=prompter)
+
+    async def scenario() -> ToolResult:
+        call = asyncio.create_task(executor.call("lab__stop_run", {"run_id": "r1"}, CTX))
+        await asyncio.wait_for(prompter.event.wait(), 5)
+        request_id = prompter.asked[0].id
+        decision = await to_thread.run_sync(lambda: gate.decide(request_id, approve=True, by=OWNER))
+        assert decision.ok, decision.message
+        return await asyncio.wait_for(call, 5)
+
+    result = asyncio.run(scenario(), debug=True)
+    assert not result.is_error and inner.calls == [("lab__stop_run", {"run_id": "r1"})]
+    assert audit_rows(gate.db)[0]["approver"] == OWNER

@@ -27,7 +27,7 @@ from labbot.agents.fleet.mcp_config import McpSettings
 from labbot.agents.fleet.mcp_pool import McpPool
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
@@ -107,7 +107,8 @@ class AgentsStack:
         await self.pool.tools(ctx.role)  # lazily connect and list
         inner: ToolExecutor = self.pool.executor(ctx.role)
         executor = Preapproved(inner, approved_by) if approved_by else self.gate.around(inner)
-        return await AuditedExecutor(executor, self.db).call(tool, arguments, ctx)
+        audited = AuditedExecutor(executor, self.db)
+        return await audited.call(ToolCall.resolve(audited, tool, arguments, ctx))
 
     async def investigate(self, db: Database, page_ids: list[str]) -> None:
         """The ``babysitter`` role looks into each new page in its run's thread: a short diagnosis, no actions."""

@@ -31,7 +31,7 @@ from sqlalchemy import update
 
 from labbot.agents.fleet.human_wait import waiting_for_human
 from labbot.agents.fleet.redact import preview
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.common.durations import format_duration
 from labbot.storage.db import Database
 from labbot.storage.models import Approval, utcnow
@@ -123,18 +123,18 @@ class ApprovalGate:
             )
             return int(result.rowcount or 0)
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        spec = next((t for t in self.inner.tools() if t.name == name), None)
-        if spec is None or not spec.destructive:
-            return await self.inner.call(name, arguments, ctx)
-        if self.prompter is None or not ctx.channel:
+    async def call(self, call: ToolCall) -> ToolResult:
+        if call.spec is None or not call.spec.destructive:
+            return await self.inner.call(call)
+        name = call.name
+        if self.prompter is None or not call.ctx.channel:
             return ToolResult(
                 f"{name} changes things, so it needs a human's approval, and there is no Slack thread to ask in: "
                 "it was not run. Tell the user what you would do and let them do it.",
                 is_error=True,
                 meta={"approval": "unavailable"},
             )
-        request = await to_thread.run_sync(self._open, name, arguments, ctx)
+        request = await to_thread.run_sync(self._open, name, call.arguments, call.ctx)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[bool, str]] = loop.create_future()
         self._waiting[request.id] = future
@@ -155,7 +155,7 @@ class ApprovalGate:
             self._waiting.pop(request.id, None)
         if not approved:
             return ToolResult(f"{by} denied {name}: it was not run", is_error=True, meta={"approval": "denied"})
-        result = await self.inner.call(name, arguments, ctx)
+        result = await self.inner.call(call)
         return ToolResult(result.content, result.is_error, {**result.meta, "approver": by, "approval": "approved"})
 
     def _open(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ApprovalRequest:
@@ -240,8 +240,8 @@ class Preapproved:
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        result = await self.inner.call(name, arguments, ctx)
+    async def call(self, call: ToolCall) -> ToolResult:
+        result = await self.inner.call(call)
         return ToolResult(result.content, result.is_error, {**result.meta, "approver": self.by, "approval": "button"})
 
 

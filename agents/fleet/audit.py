@@ -18,9 +18,10 @@ from anyio import to_thread
 from sqlalchemy import select
 
 from labbot.agents.fleet.redact import digest, preview, redact_text
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.storage.db import Database
-from labbot.storage.models import ToolCall, utcnow
+from labbot.storage.models import ToolCall as ToolCallRow
+from labbot.storage.models import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,13 @@ class AuditedExecutor:
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
+        """The call, run by the executors inside, then recorded as the model asked for it (its arguments before
+        labbot fills any in)."""
+        ctx, name, arguments = call.ctx, call.name, call.arguments
         started_at, t0 = self.clock(), time.perf_counter()
         try:
-            result = await self.inner.call(name, arguments, ctx)
+            result = await self.inner.call(call)
         except Exception as e:  # recorded, then the runtime turns it into an is_error result
             await self._record(ctx, name, arguments, started_at, t0, "error", None, f"{type(e).__name__}: {e}")
             raise
@@ -90,7 +94,7 @@ class AuditedExecutor:
         try:
             with self.db.session() as s:
                 s.add(
-                    ToolCall(
+                    ToolCallRow(
                         agent=ctx.agent,
                         role=ctx.role,
                         owner=ctx.owner,
@@ -113,9 +117,9 @@ class AuditedExecutor:
 def audit_rows(db: Database, *, limit: int = 100, agent: str | None = None) -> list[dict[str, Any]]:
     """The newest tool calls, as ``labbot audit --json`` shows them."""
     with db.session() as s:
-        q = select(ToolCall).order_by(ToolCall.id.desc()).limit(limit)
+        q = select(ToolCallRow).order_by(ToolCallRow.id.desc()).limit(limit)
         if agent:
-            q = q.where(ToolCall.agent == agent)
+            q = q.where(ToolCallRow.agent == agent)
         return [
             {
                 "id": r.id,

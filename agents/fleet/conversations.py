@@ -51,7 +51,7 @@ from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.roles import DELEGATE, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionInfo, SessionStore, TurnRecord, new_session_id, new_turn_id
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 
@@ -355,8 +355,8 @@ class _Delegation:
             },
         )
 
-    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        fleet = self.fleet
+    async def call(self, call: ToolCall) -> ToolResult:
+        fleet, arguments = self.fleet, call.arguments
         name = arguments.get("role")
         refusal = delegation_refusal(
             name,
@@ -372,7 +372,7 @@ class _Delegation:
         if not isinstance(task, str) or not task.strip():
             return ToolResult("delegate needs a task: a non-empty string saying what to do", is_error=True)
         self.used += 1  # counted before the run starts: calls of one answer run concurrently
-        return await fleet._delegate(fleet.roles[str(name)], task, ctx, self)
+        return await fleet._delegate(fleet.roles[str(name)], task, call.ctx, self)
 
 
 class _RoleTools:
@@ -390,12 +390,13 @@ class _RoleTools:
             specs.append(self.delegation.spec())
         return specs
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
+        name = call.name
         if name == DELEGATE and self.delegation is not None:
-            return await self.delegation.call(arguments, ctx)
+            return await self.delegation.call(call)
         if name == DELEGATE or not self.role.allows(name):
             return ToolResult(f"role {self.role.name!r} may not call {name}", is_error=True)
-        return await self.inner.call(name, arguments, ctx)
+        return await self.inner.call(call)
 
 
 def _with_question(history: Sequence[Mapping[str, Any]], question: str) -> list[dict[str, Any]]:

@@ -9,11 +9,10 @@ minutes; the tool's own ``timeout_s`` bounds the wait.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from labbot.agents.fleet.human_wait import waiting_outside
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import ToolCall, ToolExecutor, ToolResult, ToolSpec
 
 
 class OutsideWaits:
@@ -25,9 +24,8 @@ class OutsideWaits:
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        spec = next((t for t in self.inner.tools() if t.name == name), None)
-        if spec is None or not spec.waits:
-            return await self.inner.call(name, arguments, ctx)
+    async def call(self, call: ToolCall) -> ToolResult:
+        if call.spec is None or not call.spec.waits:
+            return await self.inner.call(call)
         with waiting_outside():
-            return await self.inner.call(name, arguments, ctx)
+            return await self.inner.call(call)

@@ -17,7 +17,7 @@ import asyncio
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from labbot.agents.fleet.conversations import Fleet
 from labbot.agents.fleet.identity import AgentIdentity
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentLimiter, AgentRuntime
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.storage.db import Database
 from labbot.storage.models import AgentSession
@@ -78,8 +78,8 @@ class Lab:
     def tools(self) -> Sequence[ToolSpec]:
         return TOOLS
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        return ToolResult(f"{name}: done for {arguments.get('run_id')}")
+    async def call(self, call: ToolCall) -> ToolResult:
+        return ToolResult(f"{call.name}: done for {call.arguments.get('run_id')}")
 
 
 class PressesApprove:

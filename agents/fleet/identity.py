@@ -33,7 +33,7 @@ def store_of(ctx: CallContext) -> str:
 
 def _labbot_args(spec: ToolSpec) -> frozenset[str]:
     """The arguments labbot fills in for ``spec``'s tool: those its schema takes (the tool as its server lists it),
-    or, once hidden from the model, those ``_without_identity`` recorded. None for another server's tool."""
+    or, once hidden from the model, those ``_without_identity`` recorded. Empty for another server's tool."""
     if spec.server not in IDENTITY_SERVERS:
         return frozenset()
     props = spec.input_schema.get("properties") or {}

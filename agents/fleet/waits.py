@@ -1,7 +1,7 @@
 """Tools that wait on the cluster: their wait is not the agent's time.
 
 A built-in tool that exists to wait (``lab__wait_for_run``: until a run labbot launched for the agent ends) says so in
-its MCP ``_meta`` (``ToolSpec.waits``). :class:`OutsideWaits` runs such a call inside
+its MCP ``_meta`` (``ToolSpec.waits``, read from the call's spec). :class:`OutsideWaits` runs such a call inside
 :func:`labbot.agents.fleet.human_wait.waiting_outside`, so neither the agent's wall-time budget nor its per-call
 timeout — nor those of the agents above it, for a sub-agent — is spent on a generation job or an eval run that takes
 minutes; the tool's own ``timeout_s`` bounds the wait.

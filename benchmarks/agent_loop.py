@@ -20,7 +20,6 @@ import asyncio
 import itertools
 import statistics
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from _harness import median, report
@@ -29,7 +28,7 @@ from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 
 from labbot.agents.fleet.model import ModelSettings, make_client
 from labbot.agents.fleet.runtime import AgentEvent, AgentRuntime, Budgets
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 
 SYSTEM = "You are labbot's benchmark agent."
 ASK = [{"role": "user", "content": "Call the tool until told to stop."}]
@@ -46,7 +45,7 @@ class Tools:
     def tools(self) -> list[ToolSpec]:
         return [ToolSpec(name, f"benchmark tool {name}", SCHEMA) for name in self.names]
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         return ToolResult("ok")
@@ -115,7 +114,7 @@ async def bare_loop(client: Any, executor: Tools) -> None:
         results = []
         for b in r.content:
             if b.type == "tool_use":
-                out = await executor.call(b.name, b.input, CTX)
+                out = await executor.call(ToolCall(b.name, b.input, CTX))
                 results.append({"type": "tool_result", "tool_use_id": b.id, "content": out.content})
         messages.append({"role": "user", "content": results})
 
@@ -184,7 +183,7 @@ async def tool_phase(rounds: int) -> tuple[list[float], list[float]]:
         start = time.perf_counter()
         executor = Tools(names, 0.2)
         for name in names:
-            await executor.call(name, {}, CTX)
+            await executor.call(ToolCall(name, {}, CTX))
         sequential.append((time.perf_counter() - start) * 1000)
     return concurrent, sequential
 

@@ -28,7 +28,7 @@ from mcp_fixtures import toy_server
 
 from labbot.agents.fleet.mcp_config import McpSettings
 from labbot.agents.fleet.mcp_pool import McpPool
-from labbot.agents.fleet.tools import CallContext
+from labbot.agents.fleet.tools import CallContext, ToolCall
 
 TOY = str(ROOT / "tests" / "mcp_fixtures" / "toy_server.py")
 CTX = CallContext(agent="bench", role="bench", owner="U0BENCH001")
@@ -44,9 +44,10 @@ def p(xs: list[float], q: float) -> float:
 
 def pool_call(pool: McpPool, name: str) -> Call:
     executor = pool.executor("bench")
+    echo = ToolCall(name, {"text": TEXT}, CTX)
 
     async def call() -> None:
-        result = await executor.call(name, {"text": TEXT}, CTX)
+        result = await executor.call(echo)
         assert not result.is_error and result.content == TEXT, result
 
     return call

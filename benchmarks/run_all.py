@@ -23,6 +23,7 @@ SCRIPTS = [
     "detection_lag.py",
     "artifacts.py",
     "agent_loop.py",
+    "loop_lag.py",
     "mcp_roundtrip.py",
     "notion_render.py",
     "datadog_summary.py",

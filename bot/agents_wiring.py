@@ -10,12 +10,13 @@ get a plain answer saying how to configure one, and pages go out as before.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from anyio import to_thread
 
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
@@ -26,7 +27,7 @@ from labbot.agents.fleet.mcp_config import McpSettings
 from labbot.agents.fleet.mcp_pool import McpPool
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
@@ -106,21 +107,18 @@ class AgentsStack:
         await self.pool.tools(ctx.role)  # lazily connect and list
         inner: ToolExecutor = self.pool.executor(ctx.role)
         executor = Preapproved(inner, approved_by) if approved_by else self.gate.around(inner)
-        return await AuditedExecutor(executor, self.db).call(tool, arguments, ctx)
+        audited = AuditedExecutor(executor, self.db)
+        return await audited.call(ToolCall.resolve(audited, tool, arguments, ctx))
 
     async def investigate(self, db: Database, page_ids: list[str]) -> None:
         """The ``babysitter`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
         if self.fleet is None:
             return
         for page_id in page_ids:
-            with db.session() as s:
-                inc = s.get(Incident, page_id)
-                if inc is None or inc.run_id is None:
-                    continue
-                run_id, kind, summary = inc.run_id, inc.kind, inc.summary
-            thread = await asyncio.to_thread(self.conversations.thread_of_run, run_id)
-            if thread is None:
+            found = await to_thread.run_sync(self._page_thread, db, page_id)
+            if found is None:
                 continue
+            run_id, kind, summary, thread = found
             question = (
                 f"Page {page_id} just fired: *{kind}* on run {run_id} — {summary}. Investigate: read the log tail, "
                 "the metrics around the event and recent commits, then post a short diagnosis (what happened, the "
@@ -137,6 +135,16 @@ class AgentsStack:
                 )
             except Exception:
                 log.exception("the investigator failed on page %s", page_id)
+
+    def _page_thread(self, db: Database, page_id: str) -> tuple[str, str, str, tuple[str, str]] | None:
+        """A page's run, kind, summary and the run's thread (None: no run, or no thread); blocking (SQL)."""
+        with db.session() as s:
+            inc = s.get(Incident, page_id)
+            if inc is None or inc.run_id is None:
+                return None
+            run_id, kind, summary = inc.run_id, inc.kind, inc.summary
+        thread = self.conversations.thread_of_run(run_id)
+        return (run_id, kind, summary, thread) if thread is not None else None
 
     async def close(self) -> None:
         await self.pool.close()

@@ -2,7 +2,8 @@
 its arguments, duration, outcome, approver — whatever executor served it. ``labbot audit --json`` reads it.
 
 ``AuditedExecutor`` wraps the outermost executor (so denied and timed-out approvals are recorded too). Secrets are
-redacted before anything is written (``labbot.agents.fleet.redact``).
+redacted before anything is written (``labbot.agents.fleet.redact``). The row is written on a worker thread
+(``anyio.to_thread``), never on the event loop.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from anyio import to_thread
 from sqlalchemy import select
 
 from labbot.agents.fleet.redact import digest, preview, redact_text
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.storage.db import Database
-from labbot.storage.models import ToolCall, utcnow
+from labbot.storage.models import ToolCall as ToolCallRow
+from labbot.storage.models import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +48,22 @@ class AuditedExecutor:
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
+        """The call, run by the executors inside, then recorded as the model asked for it (its arguments before
+        labbot fills any in)."""
+        ctx, name, arguments = call.ctx, call.name, call.arguments
         started_at, t0 = self.clock(), time.perf_counter()
         try:
-            result = await self.inner.call(name, arguments, ctx)
+            result = await self.inner.call(call)
         except Exception as e:  # recorded, then the runtime turns it into an is_error result
-            self._record(ctx, name, arguments, started_at, t0, "error", None, f"{type(e).__name__}: {e}")
+            await self._record(ctx, name, arguments, started_at, t0, "error", None, f"{type(e).__name__}: {e}")
             raise
         error = redact_text(_text(result))[:1000] if result.is_error else None
         approver = result.meta.get("approver")
-        self._record(ctx, name, arguments, started_at, t0, _outcome(result), approver, error)
+        await self._record(ctx, name, arguments, started_at, t0, _outcome(result), approver, error)
         return result
 
-    def _record(
+    async def _record(
         self,
         ctx: CallContext,
         name: str,
@@ -68,10 +74,27 @@ class AuditedExecutor:
         approver: Any,
         error: str | None,
     ) -> None:
+        """The call's row, written on a worker thread (never the event loop); its duration ends here."""
+        duration_ms = round((time.perf_counter() - t0) * 1000, 1)
+        await to_thread.run_sync(
+            lambda: self._write(ctx, name, arguments, started_at, duration_ms, outcome, approver, error)
+        )
+
+    def _write(
+        self,
+        ctx: CallContext,
+        name: str,
+        arguments: Mapping[str, Any],
+        started_at: datetime,
+        duration_ms: float,
+        outcome: str,
+        approver: Any,
+        error: str | None,
+    ) -> None:
         try:
             with self.db.session() as s:
                 s.add(
-                    ToolCall(
+                    ToolCallRow(
                         agent=ctx.agent,
                         role=ctx.role,
                         owner=ctx.owner,
@@ -79,7 +102,7 @@ class AuditedExecutor:
                         args_digest=digest(dict(arguments)),
                         args_preview=preview(dict(arguments)),
                         started_at=started_at,
-                        duration_ms=round((time.perf_counter() - t0) * 1000, 1),
+                        duration_ms=duration_ms,
                         outcome=outcome,
                         approver=str(approver) if approver else None,
                         error=redact_text(error)[:1000] if error else None,
@@ -94,9 +117,9 @@ class AuditedExecutor:
 def audit_rows(db: Database, *, limit: int = 100, agent: str | None = None) -> list[dict[str, Any]]:
     """The newest tool calls, as ``labbot audit --json`` shows them."""
     with db.session() as s:
-        q = select(ToolCall).order_by(ToolCall.id.desc()).limit(limit)
+        q = select(ToolCallRow).order_by(ToolCallRow.id.desc()).limit(limit)
         if agent:
-            q = q.where(ToolCall.agent == agent)
+            q = q.where(ToolCallRow.agent == agent)
         return [
             {
                 "id": r.id,

@@ -5,7 +5,9 @@ bot/ hands every @labbot mention, ``/lab ask ...`` and reply in a run thread to 
 …"), the role's system prompt and tools (``labbot.agents.fleet.roles``) and — in a run's thread — the run's current
 state go to the agent runtime (``labbot.agents.fleet.runtime``); the whole new history is saved in one transaction and
 the answer returned. Asks in one thread are served one at a time (a lock per thread, that is per session): the second
-waits for the first and sees its exchange.
+waits for the first and sees its exchange. The database work of an ask — finding or opening the session and loading
+its history (with the run's state, which ``run_context`` reads), then saving the answer — goes to a worker thread in
+two trips (``anyio.to_thread``), never on the event loop that serves every other agent.
 
 A/B tests (``ab``, ``[agents.ab]``): a new thread's session gets an arm and its model (``labbot.agents.fleet.ab``),
 kept with the session, so every answer in that thread — its sub-agents' too — comes from that model. Each answer is
@@ -40,14 +42,16 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from anyio import to_thread
 
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.roles import DELEGATE, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionInfo, SessionStore, TurnRecord, new_session_id, new_turn_id
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 
@@ -60,6 +64,30 @@ EventCallback = Callable[[AgentEvent], Awaitable[None]]
 SUB_BUDGETS = Budgets(max_turns=10, max_tokens_total=100_000, wall_time_s=180.0)
 """A sub-agent's budgets when its role has none of its own: smaller than a thread's agent's."""
 _SUB_WALL_SHARE = 0.9  # of the parent's tool timeout: a sub-agent stops on its own before its call is cut off
+
+T = TypeVar("T")
+
+
+async def _off_loop(work: Callable[[], T]) -> T:
+    """``work()`` on a worker thread: an ask's SQL never runs on the event loop. Cancelled meanwhile, it waits for
+    ``work`` to end before it goes on — a transaction under the thread's lock is not left running behind the next
+    ask of the thread — as it did when the store was called on the loop."""
+    done = asyncio.ensure_future(to_thread.run_sync(work))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await asyncio.wait({done})
+        raise
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What an ask starts from (``Fleet._start``)."""
+
+    session: SessionInfo
+    agent: Role
+    previous: list[dict[str, Any]]  # the history as loaded
+    run_block: tuple[str, ...]  # the run's state as a system block, in a run's thread when a model answers
 
 
 @dataclass(frozen=True)
@@ -114,7 +142,7 @@ class Fleet:
         self.runtime = runtime
         self.tools_for = tools_for
         self.roles: dict[str, Role] = dict(roles) if roles is not None else load_roles()
-        self.run_context = run_context
+        self.run_context = run_context  # run id -> its state; it may block (SQL): called on a worker thread
         self.notes = notes.strip()  # where this lab keeps things (Notion reports, Linear team): a system block
         self.max_depth = max_depth
         self.max_fanout = max_fanout
@@ -136,34 +164,13 @@ class Fleet:
         """Continue the thread's session (its role and run kept; a session without a run is bound to ``run_id``)
         or start one, and answer ``owner``'s ``text``. An unknown ``role`` for a new session is a ``BadRequest``."""
         async with self._thread_lock(channel, thread_ts):
-            session = self.sessions.find(channel, thread_ts)
-            if session is None:
-                self._role(role)  # an unknown role starts nothing
-                session_id, model, arm = new_session_id(), None, None
-                if self.ab is not None and self.ab.applies_to(role) and channel and thread_ts:
-                    arm, model = self.ab.arm(session_id)
-                session, _ = self.sessions.open(
-                    channel=channel,
-                    thread_ts=thread_ts,
-                    role=role,
-                    owner=owner,
-                    run_id=run_id,
-                    session_id=session_id,
-                    model=model,
-                    ab_arm=arm,
-                )
-            elif session.run_id is None and run_id is not None:
-                self.sessions.bind_run(session.id, run_id)
-                session = dataclasses.replace(session, run_id=run_id)
-            agent = self._role(session.role)
-            previous = self.sessions.history(session.id)
+            start = await _off_loop(lambda: self._start(owner, channel, thread_ts, run_id, role))
+            session, agent, previous = start.session, start.agent, start.previous
             messages = _with_question(previous, f"<@{owner}>: {text}")
             if self.runtime is None or self.runtime.client is None:
-                self.sessions.save(session.id, messages, previous)
+                await _off_loop(lambda: self.sessions.save(session.id, messages, previous))
                 return Answer(NO_MODEL_MESSAGE, "no_model", session.id, 0)
-            system = [agent.system, *([self.notes] if self.notes else [])]
-            if session.run_id is not None:
-                system.append(self._run_block(session.run_id))
+            system = [agent.system, *([self.notes] if self.notes else []), *start.run_block]
             ctx = CallContext(
                 agent=session.id,
                 role=agent.name,
@@ -192,7 +199,7 @@ class Fleet:
                 last_seq=len(outcome.messages) - 1,
                 channel=session.channel,
             )
-            self.sessions.save(session.id, outcome.messages, previous, turn)
+            await _off_loop(lambda: self.sessions.save(session.id, outcome.messages, previous, turn))
             return Answer(
                 outcome.text,
                 outcome.stop,
@@ -204,6 +211,36 @@ class Fleet:
                 tokens=turn.tokens,
                 elapsed_s=turn.elapsed_s,
             )
+
+    def _start(self, owner: str, channel: str | None, thread_ts: str | None, run_id: str | None, role: str) -> _Start:
+        """An ask's database work before the model is asked, in one trip to a worker thread: the thread's session
+        (found; else opened — an unknown ``role`` opens nothing —; a session without a run bound to ``run_id``),
+        its history and, when a model will answer in a run's thread, the run's state (``run_context`` reads the
+        database too). Each store call is its own transaction, as before."""
+        session = self.sessions.find(channel, thread_ts)
+        if session is None:
+            self._role(role)  # an unknown role starts nothing
+            session_id, model, arm = new_session_id(), None, None
+            if self.ab is not None and self.ab.applies_to(role) and channel and thread_ts:
+                arm, model = self.ab.arm(session_id)
+            session, _ = self.sessions.open(
+                channel=channel,
+                thread_ts=thread_ts,
+                role=role,
+                owner=owner,
+                run_id=run_id,
+                session_id=session_id,
+                model=model,
+                ab_arm=arm,
+            )
+        elif session.run_id is None and run_id is not None:
+            self.sessions.bind_run(session.id, run_id)
+            session = dataclasses.replace(session, run_id=run_id)
+        agent = self._role(session.role)
+        previous = self.sessions.history(session.id)
+        answering = self.runtime is not None and self.runtime.client is not None
+        run_block = (self._run_block(session.run_id),) if answering and session.run_id is not None else ()
+        return _Start(session, agent, previous, run_block)
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A session's persisted messages, in order."""
@@ -318,8 +355,8 @@ class _Delegation:
             },
         )
 
-    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        fleet = self.fleet
+    async def call(self, call: ToolCall) -> ToolResult:
+        fleet, arguments = self.fleet, call.arguments
         name = arguments.get("role")
         refusal = delegation_refusal(
             name,
@@ -335,7 +372,7 @@ class _Delegation:
         if not isinstance(task, str) or not task.strip():
             return ToolResult("delegate needs a task: a non-empty string saying what to do", is_error=True)
         self.used += 1  # counted before the run starts: calls of one answer run concurrently
-        return await fleet._delegate(fleet.roles[str(name)], task, ctx, self)
+        return await fleet._delegate(fleet.roles[str(name)], task, call.ctx, self)
 
 
 class _RoleTools:
@@ -353,12 +390,13 @@ class _RoleTools:
             specs.append(self.delegation.spec())
         return specs
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
+        name = call.name
         if name == DELEGATE and self.delegation is not None:
-            return await self.delegation.call(arguments, ctx)
+            return await self.delegation.call(call)
         if name == DELEGATE or not self.role.allows(name):
             return ToolResult(f"role {self.role.name!r} may not call {name}", is_error=True)
-        return await self.inner.call(name, arguments, ctx)
+        return await self.inner.call(call)
 
 
 def _with_question(history: Sequence[Mapping[str, Any]], question: str) -> list[dict[str, Any]]:

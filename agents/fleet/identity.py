@@ -6,16 +6,17 @@ server's tools, which keep each full payload in the agent's store. ``AgentIdenti
 executor: it hides those arguments from the tool schemas the model sees, and fills them in on every call — the
 thread the agent works in, and the agent's store — ``RESEARCHER/ROLE``, so a researcher's
 assistant keeps its files across threads, and another researcher's agents (or another role) cannot read them unless
-they are shared. Whatever the model puts there is overwritten.
+they are shared. Whatever the model puts there is overwritten. Which of those arguments a tool takes is read from the
+call's spec (``ToolCall.spec``): its schema as the server lists it, or, in the spec the model was offered, the
+``labbot_args`` recorded when they were hidden.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 
 IDENTITY_ARG = "as_agent"
 WHERE_ARGS = ("in_channel", "in_thread")  # the Slack thread an agent works in, for tools that post into it
@@ -30,18 +31,21 @@ def store_of(ctx: CallContext) -> str:
     return f"{ctx.owner}/{ctx.role}"
 
 
-def _takes_identity(spec: ToolSpec) -> bool:
-    return spec.server in IDENTITY_SERVERS and any(
-        a in (spec.input_schema.get("properties") or {}) for a in LABBOT_ARGS
-    )
+def _labbot_args(spec: ToolSpec) -> frozenset[str]:
+    """The arguments labbot fills in for ``spec``'s tool: those its schema takes (the tool as its server lists it),
+    or, once hidden from the model, those ``_without_identity`` recorded. Empty for another server's tool."""
+    if spec.server not in IDENTITY_SERVERS:
+        return frozenset()
+    props = spec.input_schema.get("properties") or {}
+    return spec.labbot_args | {a for a in LABBOT_ARGS if a in props}
 
 
-def _without_identity(spec: ToolSpec) -> ToolSpec:
+def _without_identity(spec: ToolSpec, filled: frozenset[str]) -> ToolSpec:
     schema = dict(spec.input_schema)
     schema["properties"] = {k: v for k, v in (schema.get("properties") or {}).items() if k not in LABBOT_ARGS}
     if "required" in schema:
         schema["required"] = [r for r in schema["required"] if r not in LABBOT_ARGS]
-    return replace(spec, input_schema=schema)
+    return replace(spec, input_schema=schema, labbot_args=filled)
 
 
 class AgentIdentity:
@@ -49,13 +53,17 @@ class AgentIdentity:
         self.inner = inner
 
     def tools(self) -> Sequence[ToolSpec]:
-        return [_without_identity(t) if _takes_identity(t) else t for t in self.inner.tools()]
+        specs = []
+        for spec in self.inner.tools():
+            filled = _labbot_args(spec)
+            specs.append(_without_identity(spec, filled) if filled else spec)
+        return specs
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        spec = next((t for t in self.inner.tools() if t.name == name), None)
-        if spec is not None and _takes_identity(spec):
-            props = spec.input_schema.get("properties") or {}
-            given = {k: v for k, v in arguments.items() if k not in LABBOT_ARGS}  # the model's are dropped
+    async def call(self, call: ToolCall) -> ToolResult:
+        filled = _labbot_args(call.spec) if call.spec is not None else frozenset()
+        if filled:
+            ctx = call.ctx
+            given = {k: v for k, v in call.arguments.items() if k not in LABBOT_ARGS}  # the model's are dropped
             labbot = {IDENTITY_ARG: store_of(ctx), "in_channel": ctx.channel, "in_thread": ctx.thread_ts}
-            arguments = {**given, **{k: v for k, v in labbot.items() if k in props and v is not None}}
-        return await self.inner.call(name, arguments, ctx)
+            call = call.with_arguments({**given, **{k: v for k, v in labbot.items() if k in filled and v is not None}})
+        return await self.inner.call(call)

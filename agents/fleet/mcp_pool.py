@@ -40,7 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from labbot.agents.fleet.mcp_config import McpServerConfig, McpSettings
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
@@ -215,8 +215,10 @@ class McpExecutor:
         """The tools as last listed (``await pool.tools(role)`` or ``pool.refresh()`` lists them)."""
         return self.pool.listed_tools(self.role)
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        return await self.pool.call(self.role, name, arguments, ctx)
+    async def call(self, call: ToolCall) -> ToolResult:
+        """The pool answers by the name, from its own listing (the role's allow-list, the server's own tool name),
+        whatever ``call.spec`` says."""
+        return await self.pool.call(self.role, call.name, call.arguments, call.ctx)
 
 
 class McpPool:

@@ -41,7 +41,7 @@ from labbot.agents.fleet.model import (
     describe_failure,
     make_client,
 )
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.common.durations import format_duration
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.common.retry import RetryPolicy
@@ -332,7 +332,9 @@ class _Run:
         self.turns = 0
         self.start = runtime._clock()
         specs = list(executor.tools())
-        self.tool_names = {spec.name for spec in specs}
+        self.specs: dict[str, ToolSpec] = {}  # by name: each call is resolved once, here (ToolCall)
+        for spec in specs:
+            self.specs.setdefault(spec.name, spec)
         self.waits = HumanWaits(runtime._clock)  # time spent waiting for a human: not the agent's
         self.tools = [spec.as_anthropic() for spec in specs]
         if self.tools:  # one cache breakpoint after the last tool caches every tool definition
@@ -501,12 +503,14 @@ class _Run:
     async def call_tool(self, use: Mapping[str, Any], timeout: float, too_long: str) -> dict[str, Any]:
         name = str(use.get("name"))
         await self.emit(AgentEvent("tool_call", f"calling tool {name}", tool=name))
-        if name not in self.tool_names:
-            known = ", ".join(sorted(self.tool_names)) or "none"
+        spec = self.specs.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.specs)) or "none"
             result = ToolResult(f"there is no tool named {name!r}; the tools are: {known}", is_error=True)
         else:
+            call = ToolCall(name, use.get("input") or {}, self.ctx, spec)
             try:
-                result = await self.bounded(self.executor.call(name, use.get("input") or {}, self.ctx), timeout)
+                result = await self.bounded(self.executor.call(call), timeout)
             except TimeoutError:
                 result = ToolResult(f"tool {name} {too_long}", is_error=True)
             except Exception as exc:  # the executor should not raise; if it does, the model hears of it

@@ -1,7 +1,7 @@
 """Tools that wait on the cluster: their wait is not the agent's time.
 
 A built-in tool that exists to wait (``lab__wait_for_run``: until a run labbot launched for the agent ends) says so in
-its MCP ``_meta`` (``ToolSpec.waits``). :class:`OutsideWaits` runs such a call inside
+its MCP ``_meta`` (``ToolSpec.waits``, read from the call's spec). :class:`OutsideWaits` runs such a call inside
 :func:`labbot.agents.fleet.human_wait.waiting_outside`, so neither the agent's wall-time budget nor its per-call
 timeout — nor those of the agents above it, for a sub-agent — is spent on a generation job or an eval run that takes
 minutes; the tool's own ``timeout_s`` bounds the wait.
@@ -9,11 +9,10 @@ minutes; the tool's own ``timeout_s`` bounds the wait.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from labbot.agents.fleet.human_wait import waiting_outside
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import ToolCall, ToolExecutor, ToolResult, ToolSpec
 
 
 class OutsideWaits:
@@ -25,9 +24,8 @@ class OutsideWaits:
     def tools(self) -> Sequence[ToolSpec]:
         return self.inner.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        spec = next((t for t in self.inner.tools() if t.name == name), None)
-        if spec is None or not spec.waits:
-            return await self.inner.call(name, arguments, ctx)
+    async def call(self, call: ToolCall) -> ToolResult:
+        if call.spec is None or not call.spec.waits:
+            return await self.inner.call(call)
         with waiting_outside():
-            return await self.inner.call(name, arguments, ctx)
+            return await self.inner.call(call)

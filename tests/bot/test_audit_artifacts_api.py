@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from support import free_port, wait_for
 
 from labbot.agents.fleet.audit import AuditedExecutor, audit_rows
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 from labbot.bot.api import create_app
 from labbot.bot.cli.main import main
 from labbot.bot.cli.render import audit_table
@@ -105,8 +105,8 @@ class Scripted:
     def tools(self) -> Sequence[ToolSpec]:
         return [ToolSpec(name, name, {"type": "object"}) for name in self.answers]
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        return self.answers[name]
+    async def call(self, call: ToolCall) -> ToolResult:
+        return self.answers[call.name]
 
 
 def _record_calls(db: Database) -> None:
@@ -129,10 +129,10 @@ def _record_calls(db: Database) -> None:
     ag2 = CallContext(agent="ag2", role="evaluator", owner="U0BOB00001")
 
     async def calls() -> None:
-        await executor.call("lab__list_runs", {"status": "running"}, ag1)
-        await executor.call("lab__stop_run", {"run_id": "r1"}, ag1)
-        await executor.call("notion__search", {"query": "loss", "auth": SECRET}, ag2)
-        await executor.call("lab__launch_run", {"job": "tiny-lm"}, ag2)
+        await executor.call(ToolCall.resolve(executor, "lab__list_runs", {"status": "running"}, ag1))
+        await executor.call(ToolCall.resolve(executor, "lab__stop_run", {"run_id": "r1"}, ag1))
+        await executor.call(ToolCall.resolve(executor, "notion__search", {"query": "loss", "auth": SECRET}, ag2))
+        await executor.call(ToolCall.resolve(executor, "lab__launch_run", {"job": "tiny-lm"}, ag2))
 
     asyncio.run(calls())
 

@@ -24,7 +24,7 @@ from support import NoJitter
 
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 from labbot.bot.api import create_app
 from labbot.bot.api.probes import ProbeAccess, is_loopback
 from labbot.bot.config import Settings
@@ -142,7 +142,7 @@ class OneTool:
     def tools(self) -> list[ToolSpec]:
         return [ToolSpec("lab__runs", "the runs", {"type": "object", "properties": {}})]
 
-    async def call(self, name: str, arguments: Any, ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
         return ToolResult("3 runs")
 
 

@@ -21,7 +21,7 @@ from labbot.agents.fleet.model import NO_MODEL_MESSAGE, ModelSettings
 from labbot.agents.fleet.roles import RULES, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionStore
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
@@ -70,9 +70,9 @@ class ToolBox:
     def tools(self) -> list[ToolSpec]:
         return self.specs
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        self.calls.append((name, dict(arguments), ctx))
-        return ToolResult(f"{name}: r1 running at step 1200")
+    async def call(self, call: ToolCall) -> ToolResult:
+        self.calls.append((call.name, dict(call.arguments), call.ctx))
+        return ToolResult(f"{call.name}: r1 running at step 1200")
 
 
 def runtime_for(fake: FakeAnthropic, **kwargs: Any) -> AgentRuntime:
@@ -492,11 +492,11 @@ class WaitsForApproval(ToolBox):
         super().__init__(*names)
         self.wait_s = wait_s
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        if name == "lab__stop_run":
+    async def call(self, call: ToolCall) -> ToolResult:
+        if call.name == "lab__stop_run":
             with waiting_for_human():
                 await asyncio.sleep(self.wait_s)
-        return await super().call(name, arguments, ctx)
+        return await super().call(call)
 
 
 def test_a_sub_agent_waiting_for_approval_is_cut_neither_by_the_parents_tool_timeout_nor_its_own_budget(
@@ -538,10 +538,10 @@ class SlowRun(ToolBox):
         self.specs = [dataclasses.replace(t, waits=waits) if t.name == "lab__wait_for_run" else t for t in self.specs]
         self.wait_s = wait_s
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        if name == "lab__wait_for_run":
+    async def call(self, call: ToolCall) -> ToolResult:
+        if call.name == "lab__wait_for_run":
             await asyncio.sleep(self.wait_s)
-        return await super().call(name, arguments, ctx)
+        return await super().call(call)
 
 
 @pytest.mark.parametrize("waits", [True, False])

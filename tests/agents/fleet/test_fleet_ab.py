@@ -4,7 +4,7 @@ call in the thread, sub-agents' included, goes to the arm's model); the split is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.conversations import Fleet
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import ToolCall, ToolResult, ToolSpec
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 from labbot.storage.models import AgentSession, AgentTurn
@@ -44,7 +44,7 @@ class NoTools:
     def tools(self) -> list[ToolSpec]:
         return []
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
         return ToolResult("nothing")
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labbot.agents.fleet.identity import AgentIdentity, store_of
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 
 SCHEMA = {
     "type": "object",
@@ -29,9 +29,14 @@ class Inner:
             ToolSpec("other__put_artifact", "someone else's", SCHEMA, server="other"),
         ]
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        self.calls.append({"name": name, **arguments})
+    async def call(self, call: ToolCall) -> ToolResult:
+        self.calls.append({"name": call.name, **call.arguments})
         return ToolResult("ok")
+
+
+def call(executor: ToolExecutor, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+    """``executor``'s call of ``name``, resolved against the tools it lists (as the runtime resolves the model's)."""
+    return asyncio.run(executor.call(ToolCall.resolve(executor, name, arguments, CTX)))
 
 
 def test_the_model_never_sees_or_sets_whose_store_it_writes_to() -> None:
@@ -42,10 +47,15 @@ def test_the_model_never_sees_or_sets_whose_store_it_writes_to() -> None:
     assert "as_agent" in other.input_schema["properties"], "only the lab server's tools are labbot's to fill in"
 
     forged = {"name": "r.md", "text": "x", "as_agent": "U0BOB00001/assistant"}  # the model tries another store
-    asyncio.run(wrapped.call("lab__put_artifact", forged, CTX))
-    asyncio.run(wrapped.call("other__put_artifact", forged, CTX))
+    call(wrapped, "lab__put_artifact", forged)
+    call(wrapped, "other__put_artifact", forged)
     assert inner.calls[0]["as_agent"] == store_of(CTX) == "U0ALICE001/eval-writer"
     assert inner.calls[1]["as_agent"] == "U0BOB00001/assistant"  # another server's argument is left alone
+    assert lab.labbot_args == {"as_agent"} and other.labbot_args == frozenset(), "the offered spec says what is filled"
+
+    # a call resolved against the server's own listing (the argument still in the schema) is filled in all the same
+    asyncio.run(wrapped.call(ToolCall.resolve(inner, "lab__put_artifact", forged, CTX)))
+    assert inner.calls[2]["as_agent"] == store_of(CTX)
 
 
 def test_a_post_tool_gets_the_thread_the_agent_works_in() -> None:
@@ -63,7 +73,7 @@ def test_a_post_tool_gets_the_thread_the_agent_works_in() -> None:
     wrapped = AgentIdentity(inner)
     [spec] = wrapped.tools()
     assert set(spec.input_schema["properties"]) == {"artifact_id"}
-    asyncio.run(wrapped.call("lab__post_artifact", {"artifact_id": "a1", "in_channel": "C0EVIL"}, CTX))
+    call(wrapped, "lab__post_artifact", {"artifact_id": "a1", "in_channel": "C0EVIL"})
     assert inner.calls == [
         {
             "name": "lab__post_artifact",

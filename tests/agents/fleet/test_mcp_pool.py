@@ -29,7 +29,7 @@ from pydantic import Field
 
 from labbot.agents.fleet.mcp_config import McpServerConfig, McpSettings, UnsetVariable
 from labbot.agents.fleet.mcp_pool import McpPool, tool_name, wait_bound
-from labbot.agents.fleet.tools import CallContext, ToolExecutor, ToolResult
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult
 from labbot.common.errors import BadRequest
 
 TOY = str(Path(__file__).resolve().parents[2] / "mcp_fixtures" / "toy_server.py")
@@ -288,14 +288,14 @@ def test_calls_route_to_the_server_and_convert_results() -> None:
     async def scenario() -> None:
         async with McpPool(settings(builtins=("mem",)), {"mem": MemServer()}) as pool:
             executor: ToolExecutor = pool.executor("researcher")
-            echoed = await executor.call("mem__echo", {"text": "hello"}, CTX)
+            echoed = await executor.call(ToolCall("mem__echo", {"text": "hello"}, CTX))
             assert (echoed.content, echoed.is_error, echoed.meta) == ("hello", False, {"server": "mem", "tool": "echo"})
-            assert text(await executor.call("mem__add", {"a": 2, "b": 3}, CTX)) == "5"
-            failed = await executor.call("mem__boom", {}, CTX)
+            assert text(await executor.call(ToolCall("mem__add", {"a": 2, "b": 3}, CTX))) == "5"
+            failed = await executor.call(ToolCall("mem__boom", {}, CTX))
             assert failed.is_error and "boom" in text(failed)
-            bad_args = await executor.call("mem__add", {"a": "two"}, CTX)
+            bad_args = await executor.call(ToolCall("mem__add", {"a": "two"}, CTX))
             assert bad_args.is_error
-            picture = await executor.call("mem__picture", {}, CTX)
+            picture = await executor.call(ToolCall("mem__picture", {}, CTX))
             assert picture.content == [
                 {"type": "text", "text": "one red pixel"},
                 {
@@ -303,7 +303,7 @@ def test_calls_route_to_the_server_and_convert_results() -> None:
                     "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(PNG).decode()},
                 },
             ]
-            unknown = await executor.call("mem__nope", {}, CTX)
+            unknown = await executor.call(ToolCall("mem__nope", {}, CTX))
             assert unknown.is_error and "there is no tool called mem__nope" in text(unknown)
             assert "mem__echo" in text(unknown) and "mem__wipe" in text(unknown)
 
@@ -319,7 +319,7 @@ def test_a_read_only_server_hides_its_destructive_tools() -> None:
             assert "mem__echo" in names
             assert "mem__wipe" not in names and "mem__add" not in names
             assert "mem__slow" not in names, "unannotated tools may change things: hidden from a read-only server"
-            refused = await pool.executor("researcher").call("mem__wipe", {"table": "runs"}, CTX)
+            refused = await pool.executor("researcher").call(ToolCall("mem__wipe", {"table": "runs"}, CTX))
             assert refused.is_error and "there is no tool called mem__wipe" in text(refused)
 
     run(scenario)
@@ -341,10 +341,10 @@ def test_roles_see_and_call_only_their_allow_list(tmp_path: Path) -> None:
             assert {"mem__wipe", "toy__drop_table", "toy__die"} <= everything
             researcher = pool.executor("researcher")
             assert {t.name for t in researcher.tools()} == {"mem__echo", "toy__pid"}
-            refused = await researcher.call("mem__add", {"a": 1, "b": 2}, CTX)
+            refused = await researcher.call(ToolCall("mem__add", {"a": 1, "b": 2}, CTX))
             assert refused.is_error and "role 'researcher' may not call mem__add" in text(refused)
             assert "mem__echo, toy__pid" in text(refused)
-            assert text(await pool.executor("admin").call("mem__add", {"a": 1, "b": 2}, CTX)) == "3"
+            assert text(await pool.executor("admin").call(ToolCall("mem__add", {"a": 1, "b": 2}, CTX))) == "3"
 
     run(scenario)
 
@@ -356,10 +356,10 @@ def test_a_call_that_hangs_times_out_and_the_server_stays_usable() -> None:
         async with McpPool(s, {"mem": (mem := MemServer())}) as pool:
             executor = pool.executor("researcher")
             started = time.monotonic()
-            hung = await executor.call("mem__slow", {"seconds": 30}, CTX)
+            hung = await executor.call(ToolCall("mem__slow", {"seconds": 30}, CTX))
             assert time.monotonic() - started < 10
             assert hung.is_error and "the MCP server 'mem' did not answer within 300ms" in text(hung)
-            assert text(await executor.call("mem__echo", {"text": "still here"}, CTX)) == "still here"
+            assert text(await executor.call(ToolCall("mem__echo", {"text": "still here"}, CTX))) == "still here"
             assert mem.built == 1
 
     run(scenario)
@@ -373,9 +373,11 @@ def test_a_waiting_tool_may_wait_its_own_bound_beyond_the_servers_answer_timeout
     async def scenario() -> None:
         async with McpPool(s, {"mem": MemServer()}) as pool:
             executor = pool.executor("researcher")
-            assert text(await executor.call("mem__wait", {"seconds": 1}, CTX)) == "waited 1s", "default bound: 2s"
-            assert text(await executor.call("mem__wait", {"seconds": 1, "timeout_s": 1}, CTX)) == "waited 1s"
-            hung = await executor.call("mem__slow", {"seconds": 1}, CTX)  # labbot/waits: true names no bound
+            assert text(await executor.call(ToolCall("mem__wait", {"seconds": 1}, CTX))) == "waited 1s", (
+                "default bound: 2s"
+            )
+            assert text(await executor.call(ToolCall("mem__wait", {"seconds": 1, "timeout_s": 1}, CTX))) == "waited 1s"
+            hung = await executor.call(ToolCall("mem__slow", {"seconds": 1}, CTX))  # labbot/waits: true names no bound
             assert hung.is_error and "did not answer within 300ms" in text(hung)
 
     run(scenario)
@@ -398,7 +400,7 @@ def test_concurrent_calls_share_one_connection() -> None:
     async def scenario() -> list[ToolResult]:
         async with McpPool(settings({"mem": {"timeout": "20s"}}, builtins=("mem",)), {"mem": mem}) as pool:
             executor = pool.executor("researcher")
-            return await asyncio.gather(*(executor.call("mem__gather", {}, CTX) for _ in range(6)))
+            return await asyncio.gather(*(executor.call(ToolCall("mem__gather", {}, CTX)) for _ in range(6)))
 
     results = run(scenario)
     assert [text(r) for r in results] == ["6"] * 6, "each call waits for all six: they ran at once"
@@ -418,13 +420,13 @@ def test_a_server_that_dies_mid_call_is_restarted_on_the_next_call(tmp_path: Pat
             tools = {t.name: t for t in await pool.tools("researcher")}
             assert tools["toy__drop_table"].destructive and tools["toy__echo"].read_only
             assert not tools["toy__nap"].waits, "an outside server cannot exempt its calls from the agent's budgets"
-            first = int(text(await executor.call("toy__pid", {}, CTX)))
-            died = await executor.call("toy__die", {}, CTX)
+            first = int(text(await executor.call(ToolCall("toy__pid", {}, CTX))))
+            died = await executor.call(ToolCall("toy__die", {}, CTX))
             assert died.is_error and "the MCP server 'toy' stopped before answering (its connection closed)" in text(
                 died
             )
             assert "will be restarted on the next call" in text(died)
-            second = int(text(await executor.call("toy__pid", {}, CTX)))
+            second = int(text(await executor.call(ToolCall("toy__pid", {}, CTX))))
             assert second != first and starts_of(starts) == [first, second]
             assert gone(first) and not gone(second)
         assert gone(second), "close() stops the process"
@@ -439,7 +441,7 @@ def test_racing_first_calls_start_one_process(tmp_path: Path) -> None:
     async def scenario() -> list[ToolResult]:
         async with McpPool(settings({"toy": toy(starts)})) as pool:
             executor = pool.executor("researcher")  # nothing listed yet: the calls list, and so connect, themselves
-            return await asyncio.gather(*(executor.call("toy__pid", {}, CTX) for _ in range(5)))
+            return await asyncio.gather(*(executor.call(ToolCall("toy__pid", {}, CTX)) for _ in range(5)))
 
     results = run(scenario)
     assert len(starts_of(starts)) == 1 and {text(r) for r in results} == {str(starts_of(starts)[0])}
@@ -452,9 +454,9 @@ def test_a_stdio_call_that_hangs_times_out(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with McpPool(settings({"toy": toy(starts, timeout="300ms")})) as pool:
             executor = pool.executor("researcher")  # start-up (a Python process: about a second) has its own budget
-            hung = await executor.call("toy__nap", {"seconds": 30}, CTX)
+            hung = await executor.call(ToolCall("toy__nap", {"seconds": 30}, CTX))
             assert hung.is_error and "did not answer within 300ms" in text(hung)
-            assert text(await executor.call("toy__echo", {"text": "awake"}, CTX)) == "awake"
+            assert text(await executor.call(ToolCall("toy__echo", {"text": "awake"}, CTX))) == "awake"
             assert len(starts_of(starts)) == 1, "a slow tool is not a dead server"
 
     run(scenario)
@@ -473,7 +475,7 @@ def test_a_server_that_cannot_start_is_reported_and_the_others_still_work() -> N
             names = {t.name for t in await pool.tools("researcher")}
             assert "mem__echo" in names and not any(n.startswith(("ghost__", "broken__")) for n in names)
             assert "No such file" in pool.problems["ghost"] and "cannot start" in pool.problems["broken"]
-            result = await pool.executor("researcher").call("ghost__anything", {}, CTX)
+            result = await pool.executor("researcher").call(ToolCall("ghost__anything", {}, CTX))
             assert result.is_error and "there is no tool called ghost__anything" in text(result)
             assert "unavailable right now: " in text(result) and "ghost (FileNotFoundError" in text(result)
             assert len(tries) == 1, "a failed server is not retried on every call"
@@ -488,7 +490,7 @@ def test_after_close_calls_are_refused() -> None:
         pool = McpPool(settings(builtins=("mem",)), {"mem": MemServer()})
         await pool.tools("researcher")
         await pool.close()
-        return await pool.executor("researcher").call("mem__echo", {"text": "x"}, CTX)
+        return await pool.executor("researcher").call(ToolCall("mem__echo", {"text": "x"}, CTX))
 
     result = run(scenario)
     assert result.is_error and "shut down" in text(result)
@@ -514,7 +516,7 @@ def test_http_server_with_a_bearer_header_from_the_environment(
         async with McpPool(s) as pool:
             tools = {t.name: t for t in await pool.tools("researcher")}
             assert tools["web__delete_page"].destructive and tools["web__whoami"].read_only
-            result = await pool.executor("researcher").call("web__whoami", {}, CTX)
+            result = await pool.executor("researcher").call(ToolCall("web__whoami", {}, CTX))
             assert text(result) == "the web server"
 
     run(scenario)
@@ -541,7 +543,9 @@ def test_http_server_refusing_the_token_is_reported_without_it(
             assert await pool.tools("researcher") == []
             assert "LABBOT_TEST_UNSET" in pool.problems["unset"]
             executor = pool.executor("researcher")
-            return await executor.call("web__whoami", {}, CTX), await executor.call("unset__whoami", {}, CTX)
+            return await executor.call(ToolCall("web__whoami", {}, CTX)), await executor.call(
+                ToolCall("unset__whoami", {}, CTX)
+            )
 
     refused, unset = run(scenario)
     assert refused.is_error and unset.is_error
@@ -560,7 +564,7 @@ def test_env_of_a_stdio_server_is_expanded(tmp_path: Path, monkeypatch: pytest.M
 
     async def scenario() -> None:
         async with McpPool(s) as pool:
-            pid = text(await pool.executor("researcher").call("toy__pid", {}, CTX))
+            pid = text(await pool.executor("researcher").call(ToolCall("toy__pid", {}, CTX)))
             assert starts_of(tmp_path / "s") == [int(pid)]
 
     run(scenario)

@@ -12,7 +12,7 @@ from fakes.anthropic import FakeAnthropic, text, tool_uses
 
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentEvent, AgentRuntime, RunOutcome
-from labbot.agents.fleet.tools import CallContext, ToolResult, ToolSpec
+from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 
 ALICE = CallContext(agent="agent-1", role="helper", owner="U0ALICE001")
 LONG = "r1 is slow because its data loader waits on a full queue; raise num_workers to 4 and watch the step rate."
@@ -22,7 +22,7 @@ class OneTool:
     def tools(self) -> list[ToolSpec]:
         return [ToolSpec("lab__runs", "the runs", {"type": "object", "properties": {}})]
 
-    async def call(self, name: str, arguments: Any, ctx: CallContext) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:
         return ToolResult("3 runs")
 
 

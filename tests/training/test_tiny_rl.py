@@ -461,7 +461,7 @@ def test_hang_at_step_stops_after_that_step_on_the_first_attempt_only(
     def hang(step: int) -> NoReturn:  # the real one sleeps forever (the e2e tests page it as hung)
         raise Hung(step)
 
-    monkeypatch.setattr(tiny_rl, "_hang_forever", hang)
+    monkeypatch.setattr(tiny_rl, "hang_forever", hang)
     rec = Recorder()
     monkeypatch.setenv("LABBOT_ATTEMPT", "1")
     with pytest.raises(Hung):

@@ -91,18 +91,19 @@ import json
 import math
 import os
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypedDict
+from typing import Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 
-from labbot.training.jobs.tiny_lm import TinyLM, TinyLMConfig, config_from_flags, dataclass_parser, pace
+from labbot.training.jobs.flags import config_from_flags, dataclass_parser
+from labbot.training.jobs.model import ModelConfig, TinyLM
+from labbot.training.jobs.runtime import exit_on_sigterm, hang_forever, pace
 from labbot_client import telemetry
 from labbot_client.checkpoints import CheckpointDir, JobEnv, Location, join
 
@@ -288,6 +289,10 @@ class TinyRLConfig:
         """``"[..1..]"``: one character per completion position, in brackets."""
         return self.answer_len + 2
 
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd, block_size=self.block_size)
+
 
 class RLSummary(TypedDict):
     start_step: int
@@ -429,8 +434,7 @@ def clipped_policy_loss(
 
 
 def build_model(cfg: TinyRLConfig) -> TinyLM:
-    shape = TinyLMConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
-    return TinyLM(shape, len(VOCAB))
+    return TinyLM(cfg.model_config, len(VOCAB))
 
 
 def answer_logprobs(model: torch.nn.Module, seqs: torch.Tensor, prompt_len: int, temperature: float) -> torch.Tensor:
@@ -922,12 +926,6 @@ def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, An
 # training
 
 
-def _hang_forever(step: int) -> NoReturn:
-    print(f"injected hang at step {step} (LABBOT_ATTEMPT=1): no further progress", flush=True)
-    while True:
-        time.sleep(1)
-
-
 def train(
     cfg: TinyRLConfig,
     *,
@@ -1084,7 +1082,7 @@ def _train(
                 if path is not None:  # None: the object store was unreachable (logged); training goes on
                     telemetry.checkpoint(step, str(path))
             if not job.is_restart and step == cfg.hang_at_step:
-                _hang_forever(step)
+                hang_forever(step)
             pace(t0, cfg.min_step_s)
     finally:
         source.close()
@@ -1272,7 +1270,7 @@ def parse_config(argv: Sequence[str] | None = None) -> TinyRLConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(argv)
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()
     try:
         s = train(cfg)
     except GateFailed as e:

@@ -257,42 +257,13 @@ def _run(
     if master:
         telemetry.init()
     try:
-        text = load_corpus()
-        vocab = "".join(sorted(set(text)))
-        stoi = {ch: i for i, ch in enumerate(vocab)}
-        data = torch.tensor([stoi[ch] for ch in text], dtype=torch.long)  # (N,)
-
-        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-        raw_model = TinyLM(cfg.model_config, len(vocab))
-        state = load_latest_checkpoint(job.checkpoint_dir, verbose=master)
-        if state is not None:
-            _check_compatible(state, cfg, vocab, job.checkpoint_dir)
-            raw_model.load_state_dict(state["model"])
-        raw_model.to(device)
-        model = prepare_model(raw_model) if prepare_model is not None else raw_model
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99), weight_decay=0.01)
-        start_step = 1
-        if state is not None:
-            optimizer.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["rng"]["torch"])
-            if device.type == "cuda" and state["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-            start_step = int(state["step"]) + 1
-        resumed_from = start_step - 1 if state is not None else None
-        del state
-
+        vocab, data = _load_data()
+        raw_model, model, optimizer, start_step = _build(cfg, job, vocab, device, prepare_model, verbose=master)
+        resumed_from = start_step - 1 if start_step > 1 else None
         # every process of a run carries its run id (labbot's runtime_env reaches Ray Train workers too)
         print(f"rank {rank}/{world_size}: LABBOT_RUN_ID={os.environ.get('LABBOT_RUN_ID', '-')}", flush=True)
         if master:
-            n_params = sum(p.numel() for p in raw_model.parameters())
-            print(
-                f"tiny-lm: {n_params / 1e3:.1f}k params, vocab {len(vocab)}, {len(data)} chars, "
-                f"device {device}, world_size {world_size}, run {job.run_id or '-'} attempt {job.attempt}, "
-                f"checkpoints in {job.checkpoint_dir}",
-                flush=True,
-            )
-            if resumed_from is not None:
-                print(f"resumed from checkpoint step {resumed_from}", flush=True)
+            _announce(job, raw_model, vocab, data, device, world_size, resumed_from)
             checkpoints(job.checkpoint_dir).remove_partial()  # leftovers of a crash mid-write
 
         tokens_per_step = cfg.batch_size * cfg.block_size * world_size
@@ -305,22 +276,7 @@ def _run(
         for step in range(start_step, cfg.steps + 1):
             t0 = time.perf_counter()
             xb, yb = get_batch(data, cfg.batch_size, cfg.block_size, batch_seed(cfg.seed, rank, step), device)
-            _, loss = model(xb, yb)  # logits (B, T, V), loss scalar
-            assert loss is not None
-            if not job.is_restart and step == cfg.crash_at_step:
-                raise RuntimeError(f"injected crash at step {step}")
-            if not job.is_restart and cfg.nan_at_step and step >= cfg.nan_at_step:
-                loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-
-            loss_t = loss.detach()
-            if world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-                torch.distributed.all_reduce(loss_t)  # mean loss over ranks, for logging
-                loss_t = loss_t / world_size
-            last_loss = float(loss_t.item())
+            last_loss = _train_step(cfg, job, step, model, optimizer, xb, yb, world_size)
             if first_loss is None:
                 first_loss = last_loss
             dt = time.perf_counter() - t0
@@ -337,23 +293,7 @@ def _run(
                     print(f"step {step}/{cfg.steps} loss {last_loss:.4f} tok/s {tok_s:.0f}", flush=True)
                     t_print, steps_since_print = now, 0
                 if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                    path = save_checkpoint(
-                        job.checkpoint_dir,
-                        step,
-                        {
-                            "model": raw_model.state_dict(),
-                            "optimizer": optimizer.state_dict(),
-                            "step": step,
-                            "config": asdict(cfg),
-                            "vocab": vocab,
-                            "rng": {
-                                "torch": torch.get_rng_state(),
-                                "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-                            },
-                        },
-                    )
-                    if path is not None:  # None: the object store was unreachable (logged); training goes on
-                        telemetry.checkpoint(step, str(path))
+                    _checkpoint(cfg, job, step, raw_model, optimizer, vocab, device)
             if not job.is_restart and step == cfg.hang_at_step:
                 hang_forever(step, verbose=master)
             pace(t0, cfg.min_step_s)
@@ -374,6 +314,123 @@ def _run(
     finally:
         if master:
             telemetry.finish()
+
+
+def _load_data() -> tuple[str, torch.Tensor]:
+    """The vocabulary (the corpus's characters, sorted) and the corpus as (N,) token ids."""
+    text = load_corpus()
+    vocab = "".join(sorted(set(text)))
+    stoi = {ch: i for i, ch in enumerate(vocab)}
+    return vocab, torch.tensor([stoi[ch] for ch in text], dtype=torch.long)  # (N,)
+
+
+def _build(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    vocab: str,
+    device: torch.device,
+    prepare_model: Callable[[nn.Module], nn.Module] | None,
+    *,
+    verbose: bool,
+) -> tuple[TinyLM, nn.Module, torch.optim.Optimizer, int]:
+    """The model (bare, and as trained: DDP-wrapped by ``prepare_model`` under Ray Train), its optimizer and the
+    first step to run: fresh from ``cfg.seed``, or model, optimizer and RNG state from the newest checkpoint."""
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+    raw_model = TinyLM(cfg.model_config, len(vocab))
+    state = load_latest_checkpoint(job.checkpoint_dir, verbose=verbose)
+    if state is not None:
+        _check_compatible(state, cfg, vocab, job.checkpoint_dir)
+        raw_model.load_state_dict(state["model"])
+    raw_model.to(device)
+    model = prepare_model(raw_model) if prepare_model is not None else raw_model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99), weight_decay=0.01)
+    if state is None:
+        return raw_model, model, optimizer, 1
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if device.type == "cuda" and state["rng"].get("cuda") is not None:
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    return raw_model, model, optimizer, int(state["step"]) + 1
+
+
+def _announce(
+    job: JobEnv,
+    model: nn.Module,
+    vocab: str,
+    data: torch.Tensor,
+    device: torch.device,
+    world_size: int,
+    resumed_from: int | None,
+) -> None:
+    """Rank 0's first lines: the model's size, the data, where it runs and checkpoints, and what it resumed."""
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"tiny-lm: {n_params / 1e3:.1f}k params, vocab {len(vocab)}, {len(data)} chars, "
+        f"device {device}, world_size {world_size}, run {job.run_id or '-'} attempt {job.attempt}, "
+        f"checkpoints in {job.checkpoint_dir}",
+        flush=True,
+    )
+    if resumed_from is not None:
+        print(f"resumed from checkpoint step {resumed_from}", flush=True)
+
+
+def _train_step(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    world_size: int,
+) -> float:
+    """One optimizer step on the batch (with the crash and NaN faults of the first attempt); the loss, averaged
+    over the ranks."""
+    _, loss = model(xb, yb)  # logits (B, T, V), loss scalar
+    assert loss is not None
+    if not job.is_restart and step == cfg.crash_at_step:
+        raise RuntimeError(f"injected crash at step {step}")
+    if not job.is_restart and cfg.nan_at_step and step >= cfg.nan_at_step:
+        loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+    loss_t = loss.detach()
+    if world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(loss_t)  # mean loss over ranks, for logging
+        loss_t = loss_t / world_size
+    return float(loss_t.item())
+
+
+def _checkpoint(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    step: int,
+    raw_model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    vocab: str,
+    device: torch.device,
+) -> None:
+    """Rank 0's checkpoint of ``step``: model, optimizer, step, config, vocabulary and RNG state."""
+    path = save_checkpoint(
+        job.checkpoint_dir,
+        step,
+        {
+            "model": raw_model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "config": asdict(cfg),
+            "vocab": vocab,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+            },
+        },
+    )
+    if path is not None:  # None: the object store was unreachable (logged); training goes on
+        telemetry.checkpoint(step, str(path))
 
 
 def train(

@@ -6,9 +6,10 @@ Launch it by hand, or the way labbot does through Ray's Jobs API::
     python -m labbot.training.jobs.tiny_lm --steps 50 --checkpoint-every 10 --num_workers 2   # Ray Train, 2 workers
     python -m labbot.training.jobs.tiny_lm --help
 
-Every ``TinyLMConfig`` field is a flag; ``--checkpoint_every`` and ``--checkpoint-every`` are the same flag.
-The model is a nanoGPT-style decoder (causal self-attention, a couple of layers) trained on the public-domain
-text in ``training/jobs/data/corpus.txt``. CPU by default, CUDA when available (``--device auto``).
+Every ``TinyLMConfig`` field is a flag (``flags.py``); ``--checkpoint_every`` and ``--checkpoint-every`` are the
+same flag. The model is a nanoGPT-style decoder (causal self-attention, a couple of layers; ``model.py``, shared
+with tiny-rl) trained on the public-domain text in ``training/jobs/data/corpus.txt``. This file is the data, the
+checkpoints, the training loop and its scale-out. CPU by default, CUDA when available (``--device auto``).
 
 Environment (all optional, so the job also runs by hand):
 
@@ -51,28 +52,27 @@ import argparse
 import json
 import math
 import os
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn, TypedDict, TypeVar
+from typing import Any, TypedDict
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 
+from labbot.training.jobs.flags import config_from_flags, dataclass_parser
+from labbot.training.jobs.model import ModelConfig, TinyLM
+from labbot.training.jobs.runtime import exit_on_sigterm, hang_forever, pace
 from labbot_client import telemetry
 from labbot_client.checkpoints import CheckpointDir, JobEnv, Location, join
 
 KEEP_CHECKPOINTS = 3
 DEVICES = ("auto", "cpu", "cuda")
-MODEL_SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size")
-T = TypeVar("T")
+MODEL_SHAPE_FIELDS = tuple(f.name for f in fields(ModelConfig))  # what a checkpoint must match
 
 
 # -----------------------------------------------------------------------------
@@ -130,6 +130,10 @@ class TinyLMConfig:
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd, block_size=self.block_size)
+
 
 class TrainSummary(TypedDict):
     start_step: int  # first step this call ran (1, or resumed checkpoint step + 1)
@@ -168,92 +172,6 @@ def get_batch(
 def batch_seed(seed: int, rank: int, step: int) -> int:
     """Distinct per (seed, rank, step): every rank samples different batches at every step."""
     return ((seed * 1_000_003 + rank) * 1_000_000_007 + step) % (2**63 - 1)
-
-
-# -----------------------------------------------------------------------------
-# model
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: TinyLMConfig) -> None:
-        super().__init__()
-        self.n_head = cfg.n_head
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)  # q, k, v for all heads at once
-        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.size()  # batch, time, channels
-        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C) heads side by side
-        return self.c_proj(y)  # (B, T, C)
-
-
-class MLP(nn.Module):
-    def __init__(self, cfg: TinyLMConfig) -> None:
-        super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(F.gelu(self.c_fc(x)))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
-
-
-class Block(nn.Module):
-    def __init__(self, cfg: TinyLMConfig) -> None:
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd)
-        self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd)
-        self.mlp = MLP(cfg)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))  # (B, T, C)
-        x = x + self.mlp(self.ln_2(x))  # (B, T, C)
-        return x
-
-
-class TinyLM(nn.Module):
-    def __init__(self, cfg: TinyLMConfig, vocab_size: int) -> None:
-        super().__init__()
-        self.block_size = cfg.block_size
-        self.wte = nn.Embedding(vocab_size, cfg.n_embd)  # token embeddings
-        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)  # position embeddings
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd)
-        self.lm_head = nn.Linear(cfg.n_embd, vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # weight tying
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear | nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if idx.size(1) > self.block_size:
-            raise ValueError(f"sequence of {idx.size(1)} is longer than block_size {self.block_size}")
-        B, T = idx.size()
-        pos = torch.arange(T, device=idx.device)  # (T,)
-        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))  # scalar
-        return logits, loss
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, DistributedDataParallel) else model
 
 
 # -----------------------------------------------------------------------------
@@ -322,13 +240,6 @@ def _resolve_device(requested: str) -> torch.device:
     return torch.device("cuda")
 
 
-def _hang_forever(step: int, *, verbose: bool) -> NoReturn:
-    if verbose:
-        print(f"injected hang at step {step} (LABBOT_ATTEMPT=1): no further progress", flush=True)
-    while True:
-        time.sleep(1)
-
-
 def _run(
     cfg: TinyLMConfig,
     job: JobEnv,
@@ -346,42 +257,13 @@ def _run(
     if master:
         telemetry.init()
     try:
-        text = load_corpus()
-        vocab = "".join(sorted(set(text)))
-        stoi = {ch: i for i, ch in enumerate(vocab)}
-        data = torch.tensor([stoi[ch] for ch in text], dtype=torch.long)  # (N,)
-
-        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-        raw_model = TinyLM(cfg, len(vocab))
-        state = load_latest_checkpoint(job.checkpoint_dir, verbose=master)
-        if state is not None:
-            _check_compatible(state, cfg, vocab, job.checkpoint_dir)
-            raw_model.load_state_dict(state["model"])
-        raw_model.to(device)
-        model = prepare_model(raw_model) if prepare_model is not None else raw_model
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99), weight_decay=0.01)
-        start_step = 1
-        if state is not None:
-            optimizer.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["rng"]["torch"])
-            if device.type == "cuda" and state["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-            start_step = int(state["step"]) + 1
-        resumed_from = start_step - 1 if state is not None else None
-        del state
-
+        vocab, data = _load_data()
+        raw_model, model, optimizer, start_step = _build(cfg, job, vocab, device, prepare_model, verbose=master)
+        resumed_from = start_step - 1 if start_step > 1 else None
         # every process of a run carries its run id (labbot's runtime_env reaches Ray Train workers too)
         print(f"rank {rank}/{world_size}: LABBOT_RUN_ID={os.environ.get('LABBOT_RUN_ID', '-')}", flush=True)
         if master:
-            n_params = sum(p.numel() for p in raw_model.parameters())
-            print(
-                f"tiny-lm: {n_params / 1e3:.1f}k params, vocab {len(vocab)}, {len(data)} chars, "
-                f"device {device}, world_size {world_size}, run {job.run_id or '-'} attempt {job.attempt}, "
-                f"checkpoints in {job.checkpoint_dir}",
-                flush=True,
-            )
-            if resumed_from is not None:
-                print(f"resumed from checkpoint step {resumed_from}", flush=True)
+            _announce(job, raw_model, vocab, data, device, world_size, resumed_from)
             checkpoints(job.checkpoint_dir).remove_partial()  # leftovers of a crash mid-write
 
         tokens_per_step = cfg.batch_size * cfg.block_size * world_size
@@ -394,22 +276,7 @@ def _run(
         for step in range(start_step, cfg.steps + 1):
             t0 = time.perf_counter()
             xb, yb = get_batch(data, cfg.batch_size, cfg.block_size, batch_seed(cfg.seed, rank, step), device)
-            _, loss = model(xb, yb)  # logits (B, T, V), loss scalar
-            assert loss is not None
-            if not job.is_restart and step == cfg.crash_at_step:
-                raise RuntimeError(f"injected crash at step {step}")
-            if not job.is_restart and cfg.nan_at_step and step >= cfg.nan_at_step:
-                loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-
-            loss_t = loss.detach()
-            if world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-                torch.distributed.all_reduce(loss_t)  # mean loss over ranks, for logging
-                loss_t = loss_t / world_size
-            last_loss = float(loss_t.item())
+            last_loss = _train_step(cfg, job, step, model, optimizer, xb, yb, world_size)
             if first_loss is None:
                 first_loss = last_loss
             dt = time.perf_counter() - t0
@@ -426,25 +293,9 @@ def _run(
                     print(f"step {step}/{cfg.steps} loss {last_loss:.4f} tok/s {tok_s:.0f}", flush=True)
                     t_print, steps_since_print = now, 0
                 if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                    path = save_checkpoint(
-                        job.checkpoint_dir,
-                        step,
-                        {
-                            "model": raw_model.state_dict(),
-                            "optimizer": optimizer.state_dict(),
-                            "step": step,
-                            "config": asdict(cfg),
-                            "vocab": vocab,
-                            "rng": {
-                                "torch": torch.get_rng_state(),
-                                "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-                            },
-                        },
-                    )
-                    if path is not None:  # None: the object store was unreachable (logged); training goes on
-                        telemetry.checkpoint(step, str(path))
+                    _checkpoint(cfg, job, step, raw_model, optimizer, vocab, device)
             if not job.is_restart and step == cfg.hang_at_step:
-                _hang_forever(step, verbose=master)
+                hang_forever(step, verbose=master)
             pace(t0, cfg.min_step_s)
 
         elapsed = time.perf_counter() - t_start
@@ -463,6 +314,123 @@ def _run(
     finally:
         if master:
             telemetry.finish()
+
+
+def _load_data() -> tuple[str, torch.Tensor]:
+    """The vocabulary (the corpus's characters, sorted) and the corpus as (N,) token ids."""
+    text = load_corpus()
+    vocab = "".join(sorted(set(text)))
+    stoi = {ch: i for i, ch in enumerate(vocab)}
+    return vocab, torch.tensor([stoi[ch] for ch in text], dtype=torch.long)  # (N,)
+
+
+def _build(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    vocab: str,
+    device: torch.device,
+    prepare_model: Callable[[nn.Module], nn.Module] | None,
+    *,
+    verbose: bool,
+) -> tuple[TinyLM, nn.Module, torch.optim.Optimizer, int]:
+    """The model (bare, and as trained: DDP-wrapped by ``prepare_model`` under Ray Train), its optimizer and the
+    first step to run: fresh from ``cfg.seed``, or model, optimizer and RNG state from the newest checkpoint."""
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+    raw_model = TinyLM(cfg.model_config, len(vocab))
+    state = load_latest_checkpoint(job.checkpoint_dir, verbose=verbose)
+    if state is not None:
+        _check_compatible(state, cfg, vocab, job.checkpoint_dir)
+        raw_model.load_state_dict(state["model"])
+    raw_model.to(device)
+    model = prepare_model(raw_model) if prepare_model is not None else raw_model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99), weight_decay=0.01)
+    if state is None:
+        return raw_model, model, optimizer, 1
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if device.type == "cuda" and state["rng"].get("cuda") is not None:
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    return raw_model, model, optimizer, int(state["step"]) + 1
+
+
+def _announce(
+    job: JobEnv,
+    model: nn.Module,
+    vocab: str,
+    data: torch.Tensor,
+    device: torch.device,
+    world_size: int,
+    resumed_from: int | None,
+) -> None:
+    """Rank 0's first lines: the model's size, the data, where it runs and checkpoints, and what it resumed."""
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"tiny-lm: {n_params / 1e3:.1f}k params, vocab {len(vocab)}, {len(data)} chars, "
+        f"device {device}, world_size {world_size}, run {job.run_id or '-'} attempt {job.attempt}, "
+        f"checkpoints in {job.checkpoint_dir}",
+        flush=True,
+    )
+    if resumed_from is not None:
+        print(f"resumed from checkpoint step {resumed_from}", flush=True)
+
+
+def _train_step(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    world_size: int,
+) -> float:
+    """One optimizer step on the batch (with the crash and NaN faults of the first attempt); the loss, averaged
+    over the ranks."""
+    _, loss = model(xb, yb)  # logits (B, T, V), loss scalar
+    assert loss is not None
+    if not job.is_restart and step == cfg.crash_at_step:
+        raise RuntimeError(f"injected crash at step {step}")
+    if not job.is_restart and cfg.nan_at_step and step >= cfg.nan_at_step:
+        loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+    loss_t = loss.detach()
+    if world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(loss_t)  # mean loss over ranks, for logging
+        loss_t = loss_t / world_size
+    return float(loss_t.item())
+
+
+def _checkpoint(
+    cfg: TinyLMConfig,
+    job: JobEnv,
+    step: int,
+    raw_model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    vocab: str,
+    device: torch.device,
+) -> None:
+    """Rank 0's checkpoint of ``step``: model, optimizer, step, config, vocabulary and RNG state."""
+    path = save_checkpoint(
+        job.checkpoint_dir,
+        step,
+        {
+            "model": raw_model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "config": asdict(cfg),
+            "vocab": vocab,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+            },
+        },
+    )
+    if path is not None:  # None: the object store was unreachable (logged); training goes on
+        telemetry.checkpoint(step, str(path))
 
 
 def train(
@@ -521,13 +489,6 @@ def ray_train_loop_per_worker(config: dict[str, Any]) -> None:
         ray.train.report(metrics)
 
 
-def pace(started: float, min_step_s: float) -> None:
-    """Sleep out the rest of ``min_step_s`` since ``started`` (a ``perf_counter`` time); nothing when it is 0."""
-    left = min_step_s - (time.perf_counter() - started)
-    if left > 0:
-        time.sleep(left)
-
-
 def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -578,45 +539,6 @@ def _train_with_ray(cfg: TinyLMConfig, job: JobEnv) -> TrainSummary:
 # command line
 
 
-def dataclass_parser(
-    config: type[Any], *, prog: str, description: str, choices: Mapping[str, Sequence[str]] | None = None
-) -> argparse.ArgumentParser:
-    """One flag per field of the dataclass ``config``, typed from its default; ``--a_b`` and ``--a-b`` both work
-    (the reference jobs' command lines: every config field is a flag)."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        allow_abbrev=False,  # --step must not quietly mean --steps
-    )
-    for f in fields(config):
-        default = f.default
-        if type(default) not in (int, float, str):
-            raise TypeError(f"{config.__name__}.{f.name}: only int, float and str fields become flags")
-        flags = [f"--{f.name}"]
-        if "_" in f.name:
-            flags.append(f"--{f.name.replace('_', '-')}")
-        parser.add_argument(
-            *flags,
-            dest=f.name,
-            type=type(default),
-            default=default,
-            choices=(choices or {}).get(f.name),
-            help=f.metadata.get("help", ""),
-        )
-    return parser
-
-
-def config_from_flags(parser: argparse.ArgumentParser, config: type[T], argv: Sequence[str] | None) -> T:
-    """Flags to a config; bad input exits with status 2 and a usage message (argparse's way), including what the
-    config's own validation refuses."""
-    args = parser.parse_args(argv)
-    try:
-        return config(**vars(args))
-    except ValueError as e:
-        parser.error(str(e))
-
-
 def build_parser() -> argparse.ArgumentParser:
     return dataclass_parser(
         TinyLMConfig,
@@ -632,8 +554,7 @@ def parse_config(argv: Sequence[str] | None = None) -> TinyLMConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(argv)
-    # Ray stops a job with SIGTERM: exit through Python so telemetry's atexit flush sends the last steps
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()
     s = train(cfg)
 
     def fmt(x: float | None) -> str:

@@ -1,0 +1,84 @@
+"""tiny-rl's checkpoints: ``{dir}/ckpt_{step:08d}.pt``, written atomically, the newest ``KEEP_CHECKPOINTS`` kept.
+
+Each holds the step, the policy, its optimiser, the frozen reference (the warm-up model) and the EMA teacher, the RNG
+states (torch's and the training problems'), the generation count, the weight version, the stale batches dropped, the
+config and the vocabulary: everything RL needs to go on as if it had never stopped. The warm-up's own cache is not a
+checkpoint (``warmup.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from labbot.training.jobs.tiny_rl.config import TinyRLConfig
+from labbot.training.jobs.tiny_rl.learner import Learner
+from labbot.training.jobs.tiny_rl.task import VOCAB
+from labbot.training.jobs.tiny_rl.warmup import WARMUP_FIELDS
+from labbot_client.checkpoints import CheckpointDir, Location
+
+KEEP_CHECKPOINTS = 3
+
+
+def checkpoints(ckpt_dir: Location) -> CheckpointDir:
+    return CheckpointDir(ckpt_dir, suffix=".pt", keep=KEEP_CHECKPOINTS)
+
+
+def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Location | None:
+    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones (None: an object store could
+    not take it; logged, training goes on)."""
+    return ckpts.save(step, lambda f: torch.save(state, f))
+
+
+def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
+    """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
+    needed = {"model", "optimizer", "ref", "ema", "rng", "generations", "weight_version", "config"}
+    ckpts = checkpoints(ckpt_dir)
+    for step, path in reversed(ckpts.list()):
+        try:
+            with ckpts.open(path) as f:
+                state = torch.load(f, map_location="cpu", weights_only=False)
+            if not isinstance(state, dict) or state.get("step") != step:
+                raise ValueError(f"expected a checkpoint dict for step {step}")
+            missing = needed - state.keys()
+            if missing:
+                raise ValueError(f"missing {', '.join(sorted(missing))}")
+        except Exception as e:
+            if verbose:
+                print(f"warning: skipping unreadable checkpoint {path}: {e}", file=sys.stderr, flush=True)
+            continue
+        return state
+    return None
+
+
+def checkpoint_state(
+    cfg: TinyRLConfig, step: int, learner: Learner, rng: random.Random, *, generations: int, version: int, stale: int
+) -> dict[str, Any]:
+    """What the checkpoint of ``step`` holds."""
+    return {
+        "step": step,
+        "model": learner.model.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        "ref": learner.ref.state_dict(),
+        "ema": learner.ema.state_dict() if learner.ema is not None else None,
+        "rng": {"torch": torch.get_rng_state(), "python": rng.getstate()},
+        "generations": generations,
+        "weight_version": version,
+        "stale_dropped": stale,
+        "config": asdict(cfg),
+        "vocab": VOCAB,
+    }
+
+
+def check_compatible(state: dict[str, Any], cfg: TinyRLConfig, ckpt_dir: Location) -> None:
+    """A checkpoint resumes only the task and model it was written for: the warm-up fields must match."""
+    saved = {k: state["config"].get(k) for k in WARMUP_FIELDS}
+    if saved != {k: getattr(cfg, k) for k in WARMUP_FIELDS}:
+        raise ValueError(
+            f"checkpoint step {state['step']} in {ckpt_dir} is for a different task or model "
+            f"({saved}); use a fresh LABBOT_CHECKPOINT_DIR or the same flags"
+        )

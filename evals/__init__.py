@@ -21,9 +21,12 @@ One subpackage per concept, and the control plane's side on top:
 - ``running/``: one eval run — ``runner`` (the seal alongside every sample, ``results.json``), ``task`` (a suite as an
   inspect task), ``solvers`` (gold, none, a command, inspect's agent), ``solver_access`` (what a command solver may be
   given: a folder, hosts, secrets), ``job`` (the ``eval`` job);
-- ``incidents/``: the lab's own incidents and 👎 feedback as eval cases — ``cases`` (a page frozen into a case, its
-  prompts and the judge's verdict), ``feedback_cases`` (a 👎 frozen into a case), ``runner`` and ``job`` (the
-  ``eval-incidents`` job);
+- ``incidents/``: the lab's own incidents and 👎 feedback as eval cases — ``cases`` (a case, its prompts and the judge's
+  verdict, pure), ``runner`` and ``job`` (the ``eval-incidents`` job); ``page_cases`` and ``feedback_cases`` freeze
+  cases from the database (the control plane's);
 - ``service``: the control plane's side (suites kept, eval runs launched as runs of the ``eval`` jobs, results read,
   cases frozen).
+
+Everything but ``service``, ``incidents.page_cases`` and ``incidents.feedback_cases`` may run on a cluster node or in
+an eval job, and imports nothing of the control plane's storage (an import-linter contract, pyproject.toml).
 """

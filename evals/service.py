@@ -31,8 +31,9 @@ from typing import IO, Any
 from labbot.common.errors import BadRequest, LabbotError, UnknownRun
 from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
-from labbot.evals.incidents.cases import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
+from labbot.evals.incidents.cases import CASE_ID, INCIDENT_SUITE_ID, suite_of
 from labbot.evals.incidents.feedback_cases import freeze_feedback
+from labbot.evals.incidents.page_cases import freeze
 from labbot.evals.running.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, TOOLCHAIN_IMPORTS, Suite, suite_id

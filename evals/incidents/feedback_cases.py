@@ -1,11 +1,13 @@
 """Eval cases made from people's feedback: an agent's answer a researcher marked 👎 and said what was wrong with.
 
-:func:`freeze` turns a 👎 with a comment on an agent's answer into a case of the incident suite (the same path: kept
-beside the incident cases, run by the ``eval-incidents`` job, graded by the judge model): the researcher's question,
-what the agent's tools returned while it answered (the tool results, not its conclusions), the answer that was
-marked down and the comment. The model being evaluated reads the question and the tool results and answers; the
-judge grades the new answer against the comment (:data:`FEEDBACK_JUDGE_SYSTEM`): correct when it answers the
-question without the mistake the researcher described. Everything kept is redacted first, like an incident case.
+:func:`freeze_feedback` turns a 👎 with a comment on an agent's answer into a case of the incident suite (the same
+path: kept beside the incident cases, run by the ``eval-incidents`` job, graded by the judge model): the researcher's
+question, what the agent's tools returned while it answered (the tool results, not its conclusions), the answer that
+was marked down and the comment. The model being evaluated reads the question and the tool results and answers; the
+judge grades the new answer against the comment (:data:`~labbot.evals.incidents.cases.FEEDBACK_JUDGE_SYSTEM`): correct
+when it answers the question without the mistake the researcher described. Everything kept is redacted first, like an
+incident case. The control plane's side (``EvalService.from_feedback``): it reads the database, so no in-job module
+imports it.
 """
 
 from __future__ import annotations

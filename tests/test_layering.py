@@ -69,6 +69,10 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
         ("agents/fleet/runtime.py", "import labbot.agents.babysitter.pager", "the LLM fleet and the babysitter"),
         ("training/service.py", "import torch", "the control plane does not need torch"),
         ("training/jobs/tiny_lm.py", "import labbot.storage.db", "reference jobs run on cluster nodes"),
+        # indirect: the run service is not named, what it imports is (storage, sqlalchemy)
+        ("training/jobs/tiny_lm.py", "import labbot.training.service", "reference jobs run on cluster nodes"),
+        ("mcp_servers/lab.py", "import labbot.training.specs", "MCP servers go through /api/v1"),
+        ("mcp_servers/codebase.py", "import labbot.storage.db", "MCP servers go through /api/v1"),
         # what issue 26 found: the eval-incidents job reaching the database through the module that freezes cases
         ("evals/incidents/job.py", "import labbot.evals.incidents.page_cases", "eval jobs run on cluster nodes"),
         ("evals/scoring/testrun.py", "import labbot.training.service", "eval jobs run on cluster nodes"),

@@ -125,7 +125,7 @@ EVAL = JobSpec(
         "timeout": 900,  # seconds a solver may take on one sample
         "test_timeout": 600,  # seconds the scoring test run may take
         "memory_mb": 4096,
-        # a command solver's installed agent (evals.solver_access): a name of [eval] solver_dirs, the run's own
+        # a command solver's installed agent (evals.running.solver_access): a name of [eval] solver_dirs, the run's own
         # hosts, the names of its variables and the id of the file that holds them (never a value)
         "solver_dir": "",
         "allow_hosts": "",

@@ -5,15 +5,15 @@
 1. Reads the repository only with git (``rev-parse``, ``status`` without optional locks, ``archive HEAD``): the
    user's checkout is never written, and only committed files are used.
 2. Collects wheels of what the repository declares plus pytest and coverage into the suite's ``wheels/``, and builds
-   the task venv from them in a sandbox (``evals.venvs``).
-3. Validates the original once per suite, in a scratch copy of the archive: the tests run under coverage with
-   per-test contexts (``evals.coverage_map``; this is the first of the two runs), then once more without it in the
-   same workspace (so state a test leaves behind shows). A test whose outcome differs is flaky: dropped from both
-   test lists and listed in ``Suite.flaky``. Tests that fail or skip both times are left out too; only tests that
-   passed twice are in the lists.
+   the task venv from them in a sandbox (``evals.sandbox.venvs``).
+3. Validates the original once per suite, in a scratch copy of the archive: the tests run under coverage with per-test
+   contexts (``evals.generation.coverage_map``; this is the first of the two runs), then once more without it in the
+   same workspace (so state a test leaves behind shows). A test whose outcome differs is flaky: dropped from both test
+   lists and listed in ``Suite.flaky``. Tests that fail or skip both times are left out too; only tests that passed
+   twice are in the lists.
 4. Candidates are functions and methods whose body a stable test executed; a seeded shuffle ordered by preference
    (a non-trivial body, at most ``PREFERRED_MAX_TESTS`` covering tests, not run at import) picks them in turn.
-5. Each candidate is deleted (``evals.delete``) in a scratch copy and its tests run there:
+5. Each candidate is deleted (``evals.generation.delete``) in a scratch copy and its tests run there:
    - when the original's full run took at most ``full_run_max_s``, or for a whole-function deletion or a body that
      also ran at import (either can break a module's import, failing tests that never executed the body), the
      *whole* stable suite runs: ``fail_to_pass`` is what failed, ``pass_to_pass`` the rest, all measured;

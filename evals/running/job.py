@@ -18,7 +18,7 @@ Environment (all optional, so the job also runs by hand):
   step = samples done;
 * ``LABBOT_EVAL_MODEL``: the agent's model when neither ``--solver agent:MODEL`` nor ``--model`` names one;
 * the model provider's key (``ANTHROPIC_API_KEY`` for ``anthropic/...``), read by inspect;
-* ``LABBOT_EVAL_VENV_CACHE``: where ``evals.venvs`` keeps the venvs it builds from a suite's wheels, when
+* ``LABBOT_EVAL_VENV_CACHE``: where ``evals.sandbox.venvs`` keeps the venvs it builds from a suite's wheels, when
   ``--venv`` is not given (default: the generator's cache);
 * ``LABBOT_EVAL_ALLOW_HOSTS``: hosts the samples may reach through the allow-list proxy (none by default);
 * ``LABBOT_EVAL_PROTECT``: paths the isolation probes check no sandbox can see (labbot's home).
@@ -142,16 +142,16 @@ def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
 
 
 def seal_cache() -> SealCache | None:
-    """The seal's cache (``evals.seal_cache``), or None with ``LABBOT_EVAL_SEAL_CACHE=0``."""
+    """The seal's cache (``evals.seal.cache``), or None with ``LABBOT_EVAL_SEAL_CACHE=0``."""
     return SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None
 
 
 def sandbox_battery(
     suite_dir: Path, suite: Suite, venv: Path, *, allow_hosts: Sequence[str] = (), solver_dir: Path | None = None
 ) -> Probes:
-    """The history, leftovers, network and host probes in a fresh sandbox of the first task (``evals.seal``), with
-    the solver's network policy and folder (``/solver``); the runner adds the tampering probes. The passing verdicts
-    of the probes that do not depend on the suite are reused for a day (``evals.seal_cache``; off with
+    """The history, leftovers, network and host probes in a fresh sandbox of the first task (``evals.seal.battery``),
+    with the solver's network policy and folder (``/solver``); the runner adds the tampering probes. The passing
+    verdicts of the probes that do not depend on the suite are reused for a day (``evals.seal.cache``; off with
     ``LABBOT_EVAL_SEAL_CACHE=0``)."""
     cache = seal_cache()
     return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir, cache=cache)

@@ -203,7 +203,7 @@ def run_suite(
     if max_samples < 1:
         raise BadRequest(f"max_samples must be at least 1, got {max_samples}")
     if not (venv / "bin" / "python").exists():
-        raise BadRequest(f"the venv {venv} has no bin/python: build the suite's venv first (evals.venvs)")
+        raise BadRequest(f"the venv {venv} has no bin/python: build the suite's venv first (evals.sandbox.venvs)")
     suite = load(suite_dir)
     if not suite.tasks:
         raise BadRequest(f"the suite at {suite_dir} has no tasks")

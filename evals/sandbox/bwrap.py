@@ -431,7 +431,7 @@ class Sandbox:
         if not spec.workspace.is_dir():
             raise BadRequest(f"the sandbox workspace {spec.workspace} is not a folder")
         if spec.venv is not None and not (spec.venv / "bin" / "python").exists():
-            raise BadRequest(f"the sandbox venv {spec.venv} has no bin/python: build it with evals.venvs first")
+            raise BadRequest(f"the sandbox venv {spec.venv} has no bin/python: build it with evals.sandbox.venvs first")
         if spec.network not in ("none", "proxy"):
             raise BadRequest(f'sandbox network {spec.network!r} is not one of "none", "proxy"')
         if spec.allow_hosts and spec.network != "proxy":

@@ -334,7 +334,7 @@ def ensure_venv(wheels: Path, cache_root: Path, *, progress: Progress = _quiet) 
     The folder returned is meant to be bound read-only at ``/venv`` (``SandboxSpec.venv``)."""
     found = sorted(wheels.glob("*.whl"))
     if not found:
-        raise BadRequest(f"{wheels} holds no wheels: collect them first (evals.venvs.collect_wheels)")
+        raise BadRequest(f"{wheels} holds no wheels: collect them first (evals.sandbox.venvs.collect_wheels)")
     key = wheel_set_hash(wheels)
     final = cache_root / f"venv-{key}"
     if (final / MARKER).is_file():

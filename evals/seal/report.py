@@ -24,7 +24,7 @@ class ProbeResult:
     passed: bool  # True: the way is closed
     evidence: str  # what the probe saw (cut to MAX_EVIDENCE characters): the command's output, the file it found
     # when it ran, in the run's report: "before the samples", "alongside the samples" or "cached <ISO time>" (a
-    # passing verdict reused from that time: see evals.seal_cache); "" until the runner says
+    # passing verdict reused from that time: see evals.seal.cache); "" until the runner says
     ran: str = ""
 
     def __post_init__(self) -> None:

@@ -23,9 +23,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evals")]
 import seal_repo  # noqa: E402
 from contam_support import WideSandbox  # noqa: E402
 
-from labbot.evals import contamination  # noqa: E402
-from labbot.evals.delete import delete  # noqa: E402
-from labbot.evals.sandbox import Sandbox, SandboxSpec  # noqa: E402
+from labbot.evals.generation.delete import delete  # noqa: E402
+from labbot.evals.sandbox.bwrap import Sandbox, SandboxSpec  # noqa: E402
+from labbot.evals.seal import contamination  # noqa: E402
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 SYMBOL = "_parse_letter_version"

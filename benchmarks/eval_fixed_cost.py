@@ -1,13 +1,13 @@
 """The fixed cost of an eval run, before (the battery first, every probe run) and after (the battery alongside the
 samples, the suite-independent verdicts cached) — claim: <= 8 s after — and the samples phase against bare tests.
 
-What is measured: ``python -m labbot.evals.job`` as a subprocess, end to end (the interpreter's start, labbot's and
-inspect's imports, the isolation battery with the tampering probes, inspect's start, every sample, results.json):
+What is measured: ``python -m labbot.evals.running.job`` as a subprocess, end to end (the interpreter's start, labbot's
+and inspect's imports, the isolation battery with the tampering probes, inspect's start, every sample, results.json):
 its wall time. The *samples phase* is the span from the first sample's start to the last sample's end, as the run's
-``.eval`` log records them (inspect's ``started_at``/``completed_at``). The **fixed cost** is the wall time minus
-the samples phase: what a run spends before its first sample starts and after its last one ends. Ray's job start is
-not in it (``benchmarks/eval_throughput.py`` submits the job to a real Ray head; a job's submission adds the
-same seconds in both modes).
+``.eval`` log records them (inspect's ``started_at``/``completed_at``). The **fixed cost** is the wall time minus the
+samples phase: what a run spends before its first sample starts and after its last one ends. Ray's job start is not in
+it (``benchmarks/eval_throughput.py`` submits the job to a real Ray head; a job's submission adds the same seconds in
+both modes).
 
 Before: ``--battery first`` with ``LABBOT_EVAL_SEAL_CACHE=0``. After: the default (``--battery alongside``, the
 seal's cache in a temporary ``XDG_CACHE_HOME``, warmed by one untimed run). The modes alternate over ``--rounds``
@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "evals"), s
 from eval_throughput import bare, samples_span  # noqa: E402
 from run_fixtures import build_pytest_venv, make_suite  # noqa: E402
 
-from labbot.evals.generate import default_cache  # noqa: E402
+from labbot.evals.generation.generator import default_cache  # noqa: E402
 
 CLAIM_S = 8.0
 CLAIM_RATIO = 0.7
@@ -53,7 +53,17 @@ def one_run(mode: str, suite: Path, venv: Path, out: Path, cache_home: Path, max
     }
     env["LABBOT_EVAL_SEAL_CACHE"] = "0" if mode == "before" else "1"
     battery = "first" if mode == "before" else "alongside"
-    cmd = [sys.executable, "-m", "labbot.evals.job", "--suite", str(suite), "--solver", "gold", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "labbot.evals.running.job",
+        "--suite",
+        str(suite),
+        "--solver",
+        "gold",
+        "--out",
+        str(out),
+    ]
     cmd += ["--venv", str(venv), "--max-samples", str(max_samples), "--battery", battery]
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)

@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "evals")]
 from gen_support import git  # noqa: E402
 from real_repos import INFLECTION, fetch_sdist, unpack_sdist  # noqa: E402
 
-from labbot.evals.delete import delete_body  # noqa: E402
-from labbot.evals.generate import default_cache, generate_suite, materialise_task, read_repository  # noqa: E402
+from labbot.evals.generation.delete import delete_body  # noqa: E402
+from labbot.evals.generation.generator import default_cache, generate_suite, materialise_task, read_repository  # noqa: E402
 
 CLAIM_S = 2.0
 

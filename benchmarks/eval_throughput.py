@@ -2,12 +2,12 @@
 scoring), tasks per minute, against running the same tests bare (claim: ratio >= 0.7).
 
 The suite: ``--count`` tasks generated from inflection 0.5.1 (a real project, its sdist pinned by sha256). Bare: for
-each task, the original tree copied and its ``fail_to_pass`` + ``pass_to_pass`` test files run with ``python -m
-pytest`` in the suite's venv, no sandbox, one after another (the whole suite collected when the lists span more than
-``testrun.MAX_NAMED_FILES`` files, as labbot's own test runs do). Labbot: ``python -m labbot.evals.job`` submitted to a
-real local Ray head (embedded, as ``labbot serve`` starts it) and waited for, with ``--max-samples`` samples at once;
-its wall time covers Ray's job start, the isolation battery (sandbox and tampering probes) and every sample's
-solver and scoring. One run each (the claim is about one run); the job's own stages are printed too.
+each task, the original tree copied and its ``fail_to_pass`` + ``pass_to_pass`` test files run with ``python -m pytest``
+in the suite's venv, no sandbox, one after another (the whole suite collected when the lists span more than
+``testrun.MAX_NAMED_FILES`` files, as labbot's own test runs do). Labbot: ``python -m labbot.evals.running.job``
+submitted to a real local Ray head (embedded, as ``labbot serve`` starts it) and waited for, with ``--max-samples``
+samples at once; its wall time covers Ray's job start, the isolation battery (sandbox and tampering probes) and every
+sample's solver and scoring. One run each (the claim is about one run); the job's own stages are printed too.
 
     .venv/bin/python benchmarks/eval_throughput.py [--count 6] [--max-samples 2] [--repo inflection|filler]
 """
@@ -29,10 +29,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from real_repos import INFLECTION, committed_repo, fetch_sdist  # noqa: E402
 
-from labbot.evals.generate import default_cache, generate_suite  # noqa: E402
+from labbot.evals.generation.generator import default_cache, generate_suite  # noqa: E402
+from labbot.evals.sandbox.venvs import ensure_venv  # noqa: E402
+from labbot.evals.scoring.testrun import MAX_NAMED_FILES  # noqa: E402
 from labbot.evals.suite import load, original_dir, wheels_dir  # noqa: E402
-from labbot.evals.testrun import MAX_NAMED_FILES  # noqa: E402
-from labbot.evals.venvs import ensure_venv  # noqa: E402
 from labbot.training.ray_cluster import EmbeddedRayHead  # noqa: E402
 
 CLAIM = 0.7
@@ -79,7 +79,7 @@ def on_ray(suite_dir: Path, venv: Path, out: Path, max_samples: int, home: Path)
     try:
         client = JobSubmissionClient(conn.address, headers=dict(conn.headers))
         entry = (
-            f"{sys.executable} -m labbot.evals.job --suite {suite_dir} --solver gold --out {out} "
+            f"{sys.executable} -m labbot.evals.running.job --suite {suite_dir} --solver gold --out {out} "
             f"--venv {venv} --max-samples {max_samples}"
         )
         start = time.perf_counter()

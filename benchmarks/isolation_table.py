@@ -26,9 +26,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evals")]
 
 import seal_repo  # noqa: E402
 
-from labbot.evals.isolation import IsolationReport  # noqa: E402
-from labbot.evals.probes import HostSurface, naive_copy, run_probes, run_probes_naive  # noqa: E402
-from labbot.evals.sandbox import SandboxSpec  # noqa: E402
+from labbot.evals.sandbox.bwrap import SandboxSpec  # noqa: E402
+from labbot.evals.seal.leak_probes import HostSurface, naive_copy, run_probes, run_probes_naive  # noqa: E402
+from labbot.evals.seal.report import IsolationReport  # noqa: E402
 
 TOKEN = "xoxb-" + "1111111111-2222222222-" + "abcdefABCDEF"
 

@@ -1,5 +1,5 @@
 """Judge agreement: on incident cases with a known right and a known wrong diagnosis, how often the judge model grades
-each correctly — the judge labbot uses for incident evals (``labbot.evals.incidents``: its system prompt, its
+each correctly — the judge labbot uses for incident evals (``labbot.evals.incidents.cases``: its system prompt, its
 prompt, and the strict reading of its answer, where anything but the verdict is "unjudged").
 
 Each case below is a cause as an engineer would record it, a right diagnosis worded differently (sometimes more
@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labbot.evals.incident_run import JUDGE_TIMEOUT_S
-from labbot.evals.incidents import JUDGE_SYSTEM, judge_prompt, parse_verdict
+from labbot.evals.incidents.cases import JUDGE_SYSTEM, judge_prompt, parse_verdict
+from labbot.evals.incidents.runner import JUDGE_TIMEOUT_S
 
 # (recorded cause, a right diagnosis, a wrong diagnosis)
 CASES = [

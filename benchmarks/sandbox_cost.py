@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from labbot.evals.sandbox import Limits, Sandbox, SandboxSpec  # noqa: E402
+from labbot.evals.sandbox.bwrap import Limits, Sandbox, SandboxSpec  # noqa: E402
 
 CLAIM_MS = 10.0
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else os.path.realpath(sys.executable)

@@ -2,13 +2,13 @@
 scored by labbot's sealed scoring and by a naive in-process scorer, side by side (claim: sealed passes 0 of them).
 
 Naive: the cheating workspace's tests as they are, in the same sandbox, the outcomes kept by a plugin inside the tested
-process and written to a writable results file at the session's end (:func:`labbot.evals.tamper.naive_run` — labbot's
-scoring before the outcome channel, less the restoring of tests). Sealed: :func:`labbot.evals.score.score_sample` on
-the same workspace (tests restored, the outcome channel, sentinel and hidden tests, the static check), with
-``pass_to_pass`` run too. Each row says what kept the sealed sample from passing (``caught_by``: every layer that
-fired, so a cheat two layers catch shows both). The suite is the tests' ``mul`` suite (``tests/evals/run_fixtures.py``:
-two failing tests, one of them hidden from the statement); the daemon cheat runs as a real solver command in a
-sandbox over the workspace. Every cell is a real run.
+process and written to a writable results file at the session's end (:func:`labbot.evals.seal.tamper_probes.naive_run` —
+labbot's scoring before the outcome channel, less the restoring of tests). Sealed:
+:func:`labbot.evals.scoring.score.score_sample` on the same workspace (tests restored, the outcome channel, sentinel and
+hidden tests, the static check), with ``pass_to_pass`` run too. Each row says what kept the sealed sample from passing
+(``caught_by``: every layer that fired, so a cheat two layers catch shows both). The suite is the tests' ``mul`` suite
+(``tests/evals/run_fixtures.py``: two failing tests, one of them hidden from the statement); the daemon cheat runs as a
+real solver command in a sandbox over the workspace. Every cell is a real run.
 
     .venv/bin/python benchmarks/tamper_table.py
 """
@@ -27,10 +27,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evals"), str(ROOT / "tests")]
 
 from run_fixtures import build_pytest_venv, make_suite  # noqa: E402
 
-from labbot.evals.sandbox import Limits, Sandbox, SandboxSpec  # noqa: E402
-from labbot.evals.score import score_sample  # noqa: E402
+from labbot.evals.sandbox.bwrap import Limits, Sandbox, SandboxSpec  # noqa: E402
+from labbot.evals.scoring.score import score_sample  # noqa: E402
+from labbot.evals.seal.tamper_probes import CHEATS, Cheat, naive_run  # noqa: E402
 from labbot.evals.suite import EvalTask, Suite, load, original_dir, task_repo  # noqa: E402
-from labbot.evals.tamper import CHEATS, Cheat, naive_run  # noqa: E402
 
 LIMITS = Limits(timeout_s=120.0, memory_mb=4096, file_mb=256)
 

@@ -305,8 +305,8 @@ class Settings:
     @property
     def eval_solver_dirs(self) -> dict[str, Path]:
         """``[eval] solver_dirs``: the folders (installed agents) a command solver may have at ``/solver``, by name;
-        none may overlap labbot's own files (``evals.solver_access.check_solver_dirs``)."""
-        from labbot.evals.solver_access import check_solver_dirs
+        none may overlap labbot's own files (``evals.running.solver_access.check_solver_dirs``)."""
+        from labbot.evals.running.solver_access import check_solver_dirs
 
         protected = [self.home, self.eval_suites_root, self.checkpoint_root]
         if self.config_path is not None:

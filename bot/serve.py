@@ -50,8 +50,8 @@ from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackRuntime
+from labbot.evals.running.solver_access import SolverAccess
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
-from labbot.evals.solver_access import SolverAccess
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced, Lease, holder_id

@@ -31,9 +31,10 @@ from typing import IO, Any
 from labbot.common.errors import BadRequest, LabbotError, UnknownRun
 from labbot.common.humanize import format_bytes
 from labbot.common.redact import Redactor
-from labbot.evals.feedback_cases import freeze_feedback
-from labbot.evals.incidents import CASE_ID, INCIDENT_SUITE_ID, freeze, suite_of
-from labbot.evals.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
+from labbot.evals.incidents.cases import CASE_ID, INCIDENT_SUITE_ID, suite_of
+from labbot.evals.incidents.feedback_cases import freeze_feedback
+from labbot.evals.incidents.page_cases import freeze
+from labbot.evals.running.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, TOOLCHAIN_IMPORTS, Suite, suite_id
 from labbot.storage.artifacts import ArtifactStore
@@ -205,8 +206,8 @@ class EvalService:
 
     def from_incident(self, page_id: str, *, by: str) -> dict[str, Any]:
         """Freeze resolved page ``page_id`` (its cause recorded) into an eval case, kept beside the others, and the
-        incident suite they now form (:mod:`labbot.evals.incidents`). Making the same case again replaces it (a cause
-        corrected). BadRequest says what to record when there is no cause; nothing is kept then."""
+        incident suite they now form (:mod:`labbot.evals.incidents.cases`). Making the same case again replaces it (a
+        cause corrected). BadRequest says what to record when there is no cause; nothing is kept then."""
 
         def logs(run_id: str) -> str:
             return self.runs.logs(run_id, tail=80)
@@ -216,8 +217,8 @@ class EvalService:
 
     def from_feedback(self, feedback_id: str, *, by: str) -> dict[str, Any]:
         """Freeze a 👎 with a comment on an agent's answer into a case of the incident suite
-        (:mod:`labbot.evals.feedback_cases`), kept like an incident case; the suite the cases now form. Making it
-        again replaces it (a comment corrected)."""
+        (:mod:`labbot.evals.incidents.feedback_cases`), kept like an incident case; the suite the cases now form. Making
+        it again replaces it (a comment corrected)."""
         case = freeze_feedback(self.runs.db, feedback_id, by=by, redactor=self.redactor)
         return self._keep_case(case)
 
@@ -291,19 +292,21 @@ class EvalService:
         may see: a suite another researcher has not shared is refused like an unknown one. ``solver_dir`` (a name of
         ``[eval] solver_dirs``), ``allow_hosts`` (each allowed by ``[eval] solver_hosts``) and ``solver_env`` (the
         caller's variables: kept in a file for the job, never in the run's params) are a command solver's
-        (:mod:`labbot.evals.solver_access`)."""
+        (:mod:`labbot.evals.running.solver_access`)."""
         self.suite(suite_id_, viewer=viewer, admin=admin)  # 404 before anything is created
         job = EVAL_JOB
         params: dict[str, Any] = {"suite": suite_id_, "solver": solver}
         if INCIDENT_SUITE_ID.fullmatch(suite_id_):
-            from labbot.evals.incident_job import check_incident_solver
+            from labbot.evals.incidents.job import check_incident_solver
 
             check_incident_solver(solver)  # BadRequest naming what an incident suite accepts
             job = EVAL_INCIDENTS_JOB
             if judge:
                 params["judge"] = judge
         else:
-            from labbot.evals.solvers import parse_solver  # inspect is a heavy import; only launches need it here
+            from labbot.evals.running.solvers import (
+                parse_solver,  # inspect is a heavy import; only launches need it here
+            )
 
             spec = parse_solver(solver)  # BadRequest naming the accepted forms, before anything is created
             if spec.kind != "cmd" and (solver_dir or allow_hosts or solver_env):

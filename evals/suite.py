@@ -78,7 +78,7 @@ class Suite:
     flaky: list[str] = field(default_factory=list)  # tests dropped from both lists: their outcome changed on a rerun
     python: str = ""  # the interpreter version the suite was validated with
     test_roots: list[str] = field(default_factory=list)  # import roots put first on sys.path (``src`` layouts)
-    # tasks left out because their deleted code is readable in the sandbox (evals.contamination): each
+    # tasks left out because their deleted code is readable in the sandbox (evals.seal.contamination): each
     # {"task", "symbols", "paths" (as the sandbox shows them), "kinds" (what matched, per path)}
     contaminated: list[dict[str, Any]] = field(default_factory=list)
     # vendored trees of the venv's toolchain the tests import (setuptools', pkg_resources'): shown in its sandboxes

@@ -40,7 +40,7 @@ def make_eval_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_
 
 
 def make_suite(folder: Path, *, tasks: int = 2) -> Suite:
-    """A suite folder by hand: the shape ``labbot.evals.generate`` writes."""
+    """A suite folder by hand: the shape ``labbot.evals.generation.generator`` writes."""
     folder.mkdir(parents=True)
     (folder / "original" / "pkg").mkdir(parents=True)
     (folder / "original" / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")

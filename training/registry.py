@@ -117,7 +117,7 @@ TINY_RL = JobSpec(
 EVAL = JobSpec(
     name="eval",
     description="an eval suite run sealed, scored by its tests (`labbot eval run SUITE --solver S` launches it)",
-    entrypoint="python -m labbot.evals.job",
+    entrypoint="python -m labbot.evals.running.job",
     params={
         "suite": "",
         "solver": "gold",
@@ -125,7 +125,7 @@ EVAL = JobSpec(
         "timeout": 900,  # seconds a solver may take on one sample
         "test_timeout": 600,  # seconds the scoring test run may take
         "memory_mb": 4096,
-        # a command solver's installed agent (evals.solver_access): a name of [eval] solver_dirs, the run's own
+        # a command solver's installed agent (evals.running.solver_access): a name of [eval] solver_dirs, the run's own
         # hosts, the names of its variables and the id of the file that holds them (never a value)
         "solver_dir": "",
         "allow_hosts": "",
@@ -141,7 +141,7 @@ EVAL = JobSpec(
 EVAL_GENERATE = JobSpec(
     name="eval-generate",
     description="an eval suite generated from the codebase labbot serves (delete-and-restore tasks, validated)",
-    entrypoint="python -m labbot.evals.generate_job",
+    entrypoint="python -m labbot.evals.generation.job",
     params={"count": 10, "seed": 0, "deletion": "body", "deletions": 1, "prefer": "any"},
     checks={
         "count": ParamCheck(min=1, max=500),
@@ -159,7 +159,7 @@ EVAL_GENERATE = JobSpec(
 EVAL_INCIDENTS = JobSpec(
     name="eval-incidents",
     description="an incident suite: a model diagnoses each frozen incident, a judge model grades it (`eval run`)",
-    entrypoint="python -m labbot.evals.incident_job",
+    entrypoint="python -m labbot.evals.incidents.job",
     params={"suite": "", "solver": "agent", "judge": ""},
     stall_after=1800,
     max_restarts=0,  # a restarted run would ask (and pay for) every case twice

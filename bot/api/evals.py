@@ -16,7 +16,7 @@ Routes (admin token)::
 
 ``solver_dir`` is a name of ``[eval] solver_dirs`` (never a path), ``allow_hosts`` a list of hosts each allowed by
 ``[eval] solver_hosts``, ``solver_env`` ``{NAME: value}``: the caller's own secrets for its command solver, kept out
-of the run's params and of every answer (:mod:`labbot.evals.solver_access`).
+of the run's params and of every answer (:mod:`labbot.evals.running.solver_access`).
 
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.

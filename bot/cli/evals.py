@@ -156,7 +156,7 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -
 def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
     from labbot.agents.fleet.model import ModelSettings
     from labbot.bot.cli.statements import statement_rewriter
-    from labbot.evals.generate import generate_suite
+    from labbot.evals.generation.generator import generate_suite
     from labbot.evals.service import pack
 
     if a.count < 1 or a.count > 500:
@@ -260,7 +260,7 @@ def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> 
 
 def probe(a: argparse.Namespace, *, print_json: Any) -> int:
     """``labbot eval probe``: the battery on this machine, against a suite folder (no control plane needed)."""
-    from labbot.evals.seal import probe_suite
+    from labbot.evals.seal.battery import probe_suite
 
     venv = Path(a.venv).expanduser().resolve() if a.venv else None
     report = probe_suite(Path(a.path).expanduser().resolve(), task_id=a.task, venv=venv)

@@ -28,7 +28,7 @@ from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest
 from labbot.common.humanize import format_bytes
-from labbot.evals.incidents import INCIDENT_SUITE_ID
+from labbot.evals.incidents.cases import INCIDENT_SUITE_ID
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_JOBS, EvalService, eval_dir
 from labbot.storage.lease import aguard
 from labbot.training.service import RunService

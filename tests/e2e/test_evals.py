@@ -117,7 +117,8 @@ def test_generate_then_gold_from_slack_and_a_cheat_on_a_real_project_compared(
     assert {s["task"] for s in gold["samples"]} == {t["id"] for t in generated["tasks"]}
     _sealed(gold)
 
-    # (no change scoring 0 % is tests/evals/test_eval_run.py's, in process: the cheat changes something and fails)
+    # (no change scoring 0 % is tests/evals/running/test_eval_run.py's, in process: the cheat changes something and
+    # fails)
     cheat = _run(lab, suite, CHEAT)
     assert cheat["pass_rate"] == 0.0 and not any(s["passed"] for s in cheat["samples"]), cheat
     _sealed(cheat)

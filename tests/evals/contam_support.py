@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from labbot.evals.sandbox import Sandbox, host_view, interpreter_prefixes, venv_masks
+from labbot.evals.sandbox.bwrap import Sandbox, host_view, interpreter_prefixes, venv_masks
 
 
 def wide_view() -> list[str]:

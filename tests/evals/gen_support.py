@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from real_repos import GIT_ENV
 
-from labbot.evals.sandbox import Limits, SandboxSpec
+from labbot.evals.sandbox.bwrap import Limits, SandboxSpec
+from labbot.evals.scoring.testrun import run_tests
 from labbot.evals.suite import Suite, original_dir, task_repo
-from labbot.evals.testrun import run_tests
 
 
 def git(repo: Path, *args: str) -> str:

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from labbot.evals.probes import needles
+from labbot.evals.seal.leak_probes import needles
 from labbot.evals.suite import EvalTask
 
 HOST_BODY = b"hello from the host\n"  # what the tests' HTTP server on the host answers
@@ -110,7 +110,7 @@ class SealRepo:
         return self.suite / "original"
 
     def needles(self) -> list[str]:
-        from labbot.evals.probes import deleted_source
+        from labbot.evals.seal.leak_probes import deleted_source
 
         return needles([CANARY], [deleted_source(self.original, self.task)], workspace=self.task_repo)
 

@@ -8,7 +8,10 @@ windows, with a block-bootstrap interval on the difference of the window means (
 Anything that cannot be compared is a ``BadRequest`` that names what differs, before any statistics: one eval run and
 one training run, a metric one of them does not report, two headlines that differ, a run with no points yet.
 
-This sits in ``bot`` because it is the one place that may import both ``evals`` and ``training``.
+This sits in ``bot``, beside the front doors it serves, because it dispatches on the runs' kind between two services
+(``EvalService``, ``RunService`` with the telemetry store) and must work when evals are switched off
+(:class:`EvalsNotRunning`); the layers would allow it in ``evals`` too, which may import ``training``
+(``evals/service.py`` does).
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_the_walks_cheap_filters_rule_out_no_copy() -> None:
     import json as json_module
     import typing
 
-    from labbot.evals import contamination_walk as walk
+    from labbot.evals.seal import contamination_walk as walk
 
     sources = [inspect.getsource(m) for m in (ast_module, typing, json_module.decoder, inspect)]
     sources.append(

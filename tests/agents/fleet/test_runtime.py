@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anthropic
@@ -28,19 +28,6 @@ ASK = [{"role": "user", "content": "Why did run r1 stop?"}]
 EPHEMERAL = {"type": "ephemeral"}
 
 ToolFn = Callable[[Mapping[str, Any]], Awaitable[Any]]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    """The module's Anthropic fake with nothing recorded or scripted."""
-    server.reset()
-    return server
 
 
 class Tools:

@@ -156,7 +156,8 @@ def test_permission_retries_double_clicks(slack: SlackSide) -> None:
     # TaskSet: once it is done, a second stop for the second click would have been told to the owner already
     slack.command(f"restart {run_id}", user=ADMIN)
     wait_for(lambda: slack.run(run_id)["attempt"] == 2, what="the admin's restart")
-    assert len([t for t in slack.ephemerals(OWNER) if "stopped the run" in t]) == 1, "the double click acted once"
+    stops = [t for t in slack.ephemerals(OWNER) if f"`{run_id}`: stopped the run" in t]
+    assert len(stops) == 1, "the double click acted once"
     slack.command(f"stop {run_id}")
 
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +28,28 @@ class NoJitter(random.Random):
 
     def random(self) -> float:
         return 0.0
+
+
+class Clock:
+    """A clock moved only by hand, for the code that takes a ``clock`` returning an aware datetime: it starts at
+    ``start`` (now, by default); ``at(s)`` sets it to ``start`` + s seconds, ``advance(s)`` moves it on."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.start = start or datetime.now(UTC)
+        self.now = self.start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def at(self, seconds: float) -> datetime:
+        self.now = self.start + timedelta(seconds=seconds)
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def timestamp(self) -> float:
+        return self.now.timestamp()
 
 
 def wait_for(cond: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1, what: str = "condition") -> T:

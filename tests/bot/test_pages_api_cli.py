@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from support import Clock
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
@@ -32,19 +33,11 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 UNKNOWN = "unknown page 'pnope22'; list open pages with `labbot pages` or `/lab pages`"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 class Lab:
     """The control plane's API with a pager, and three pages: r1 hung (t0), r2 failed (t0+1m), the cluster (t0+2m)."""
 
     def __init__(self, tmp_path: Path, database_url: str) -> None:
-        self.clock = Clock()
+        self.clock = Clock(T0)
         self.db = Database(database_url)
         service = RunService(
             self.db,

@@ -103,10 +103,16 @@ def test_forged_unsigned_and_stale_requests_are_refused(slack: SlackSide) -> Non
     stale = signed(body, SECRET, timestamp=int(time.time()) - 6 * 60)
     for headers in (forged, stale, {"Content-Type": "application/x-www-form-urlencoded"}):
         assert slack.post(body, headers=headers).status_code == 401
-    time.sleep(0.5)  # nothing may happen after the refusal either; give it a moment to (not) happen
     assert len(slack.fake.calls) == before
+    # nothing may happen after the refusal either: the same command, signed, goes the same way after them (a launch,
+    # spawned on the same TaskSet); once its run is launched, a refused request let through would have launched too
+    cards_before = [m.ts for m in slack.fake.messages(slack.ws.channel) if m.bot_id]
+    run_id = slack.launched("launch sleeper")
     with slack.serve.client() as api:
-        assert not [r for r in api.get("/runs").json()["runs"] if r["job"] == "sleeper"]
+        assert [r["id"] for r in api.get("/runs").json()["runs"] if r["job"] == "sleeper"] == [run_id]
+    cards = [m for m in slack.fake.messages(slack.ws.channel) if m.bot_id and m.ts not in cards_before]
+    assert len(cards) == 1, "one card: the signed command's"
+    slack.command(f"stop {run_id}")
 
 
 def test_bad_input_gets_an_ephemeral_answer_and_does_nothing(slack: SlackSide) -> None:
@@ -145,12 +151,13 @@ def test_permission_retries_double_clicks(slack: SlackSide) -> None:
     slack.click("stop", run_id)
     wait_for(lambda: slack.run(run_id)["status"] == "stopped", what="the stop")
     wait_for(lambda: "stopped the run" in json.dumps(slack.card(run_id).blocks), what="the card to show who stopped it")
-    time.sleep(1)
     assert json.dumps(slack.card(run_id).blocks).count("stopped the run") == 1
-    assert len([t for t in slack.ephemerals(OWNER) if "stopped the run" in t]) == 1
-    # an admin may restart someone else's run
+    # an admin may restart someone else's run; a run action after the double click, spawned after it on the same
+    # TaskSet: once it is done, a second stop for the second click would have been told to the owner already
     slack.command(f"restart {run_id}", user=ADMIN)
     wait_for(lambda: slack.run(run_id)["attempt"] == 2, what="the admin's restart")
+    stops = [t for t in slack.ephemerals(OWNER) if f"`{run_id}`: stopped the run" in t]
+    assert len(stops) == 1, "the double click acted once"
     slack.command(f"stop {run_id}")
 
 
@@ -171,24 +178,30 @@ def test_thread_replies_stored_once_bots_ignored(slack: SlackSide) -> None:
     slack.post(json.dumps(bot_event), content_type=JSON)
     second = slack.fake.user_message(slack.ws.channel, OWNER, "second reply", thread_ts=root)
     slack.post(json.dumps(slack.fake.validated_event(second, event_id="Ev0REPLY2")), content_type=JSON)
-    time.sleep(1)
-    notes = [m for m in slack.thread(run_id) if "No model is configured" in m.text]
-    assert len(notes) == 1, "said once per thread"
     from labbot.storage.db import Database
     from labbot.storage.models import ThreadMessage
 
     db = Database(f"sqlite:///{slack.serve.home / 'labbot.db'}")
-    with db.session() as s:
-        texts = [m.text for m in s.query(ThreadMessage).filter_by(run_id=run_id).order_by(ThreadMessage.id)]
-    assert texts == ["why is the loss flat?", "second reply"]  # the retry and the bot's message are not stored
+
+    def stored() -> list[str]:
+        with db.session() as s:
+            return [m.text for m in s.query(ThreadMessage).filter_by(run_id=run_id).order_by(ThreadMessage.id)]
+
+    # the second reply is the later event: handled after the retry and the bot's message (each spawned before it on
+    # the same TaskSet), so once it is stored they would have been stored, and noted, already
+    wait_for(lambda: "second reply" in stored(), what="the second reply stored")
+    notes = [m for m in slack.thread(run_id) if "No model is configured" in m.text]
+    assert len(notes) == 1, "said once per thread"
+    assert stored() == ["why is the loss flat?", "second reply"]  # the retry and the bot's message are not stored
     slack.command(f"stop {run_id}")
 
 
 def test_slack_429_and_500_are_retried_without_duplicates(slack: SlackSide) -> None:
     slack.fake.fail_next(429, on="chat.postMessage", retry_after=1)
     slack.fake.fail_next(500, on="chat.postMessage")
+    # launched() returns once the launch confirmation is in the card's thread: posted after the card, so every
+    # attempt at posting the card (a retry that posted it twice included) is over by then
     run_id = slack.launched("launch sleeper")
-    time.sleep(1)
     cards = [m for m in slack.fake.messages(slack.ws.channel) if m.bot_id and run_id in json.dumps(m.blocks)]
     assert len(cards) == 1, "one card, not one per attempt"
     failed = [c for c in slack.fake.calls_to("chat.postMessage") if c.failed]

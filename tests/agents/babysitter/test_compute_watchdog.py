@@ -5,12 +5,13 @@ submit is neither submitted nor paged, but left due for the new leader."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from compute_support import RecordingRay, compute_service
 from sqlalchemy import select, update
+from support import Clock
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
@@ -22,14 +23,6 @@ from labbot.training import launcher as launcher_module
 from labbot.training.launcher import submission_id
 from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _watchdog(service: RunService, clock: Clock) -> Watchdog:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from sqlalchemy import select, update
-from support import NoJitter
+from support import Clock, NoJitter
 
 from labbot.agents.babysitter.outbox import Envelope, Notifier, Outbox, Outcome, PagerDutyNotifier
 from labbot.agents.babysitter.pager import Pager
@@ -30,18 +30,6 @@ pytestmark = pytest.mark.databases
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 ACCEPTED = Outcome("accepted")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, seconds: float) -> datetime:
-        self.now = T0 + timedelta(seconds=seconds)
-        return self.now
 
 
 class Recorder:
@@ -159,7 +147,7 @@ def outbox_for(db: Database, clock: Clock, notifiers: Mapping[str, Notifier], **
 
 
 def test_due_deliveries_go_out_oldest_first_and_are_recorded_as_sent(db: Database) -> None:
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     for key, page in (("d1", "pa"), ("d2", "pb"), ("d3", "pa")):
         add(db, key, page)
     outbox = outbox_for(db, clock, {"slack": slack})
@@ -180,7 +168,7 @@ def test_due_deliveries_go_out_oldest_first_and_are_recorded_as_sent(db: Databas
 
 
 def test_a_delivery_not_yet_due_waits(db: Database) -> None:
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     add(db, "d1")
     with db.session() as s:
         s.scalars(select(Delivery)).one().next_attempt_at = T0 + timedelta(seconds=10)
@@ -195,7 +183,7 @@ def test_a_delivery_not_yet_due_waits(db: Database) -> None:
 
 
 def test_retries_back_off_exponentially_up_to_the_cap(db: Database, caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     slack = Recorder(*[Outcome("retry", "Slack answered 500 internal_error")] * 4)
     add(db, "d1")
     outbox = outbox_for(db, clock, {"slack": slack}, max_backoff_s=3.0)
@@ -224,7 +212,7 @@ def test_retries_back_off_exponentially_up_to_the_cap(db: Database, caplog: pyte
 
 
 def test_a_retry_after_from_the_receiver_is_the_wait(db: Database) -> None:
-    clock, slack = Clock(), Recorder(Outcome("retry", "ratelimited", retry_after_s=7.0))
+    clock, slack = Clock(T0), Recorder(Outcome("retry", "ratelimited", retry_after_s=7.0))
     add(db, "d1")
     outbox = outbox_for(db, clock, {"slack": slack})
     assert drain(outbox) == 0
@@ -236,7 +224,7 @@ def test_a_retry_after_from_the_receiver_is_the_wait(db: Database) -> None:
 
 
 def test_the_waits_are_the_shared_backoffs_jittered_and_a_retry_after_is_capped_at_an_hour(db: Database) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     slack = Recorder(Outcome("retry", "Slack answered 500"), Outcome("retry", "ratelimited", retry_after_s=86400.0))
     add(db, "d1")
     outbox = outbox_for(db, clock, {"slack": slack}, rng=random.Random(3))
@@ -252,7 +240,7 @@ def test_the_waits_are_the_shared_backoffs_jittered_and_a_retry_after_is_capped_
 
 
 def test_a_rejected_delivery_is_dead_logged_and_never_retried(db: Database, caplog: pytest.LogCaptureFixture) -> None:
-    clock, slack = Clock(), Recorder(Outcome("rejected", "Slack refused it: channel_not_found"))
+    clock, slack = Clock(T0), Recorder(Outcome("rejected", "Slack refused it: channel_not_found"))
     add(db, "d1", target="channel:C0GONE0001")
     add(db, "d2", "pb")
     outbox = outbox_for(db, clock, {"slack": slack})
@@ -272,7 +260,7 @@ def test_a_rejected_delivery_is_dead_logged_and_never_retried(db: Database, capl
 
 
 def test_within_an_incident_a_newer_delivery_waits_for_an_older_ones_retry(db: Database) -> None:
-    clock, slack = Clock(), Recorder(Outcome("retry", "Slack did not answer"))
+    clock, slack = Clock(T0), Recorder(Outcome("retry", "Slack did not answer"))
     add(db, "pa-page", "pa")
     add(db, "pa-refresh", "pa", action="refresh", target="pages", payload={})
     add(db, "pb-page", "pb")
@@ -292,7 +280,7 @@ def test_within_an_incident_a_newer_delivery_waits_for_an_older_ones_retry(db: D
 
 
 def test_a_notifier_that_raises_is_retried_and_logged(db: Database, caplog: pytest.LogCaptureFixture) -> None:
-    clock, slack = Clock(), Recorder(RuntimeError("bug in the renderer"))
+    clock, slack = Clock(T0), Recorder(RuntimeError("bug in the renderer"))
     add(db, "d1")
     outbox = outbox_for(db, clock, {"slack": slack})
     with caplog.at_level(logging.ERROR, logger="labbot.agents.babysitter.outbox"):
@@ -310,7 +298,7 @@ def test_a_notifier_that_raises_is_retried_and_logged(db: Database, caplog: pyte
 def test_a_channel_without_a_notifier_stays_pending_with_one_warning(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     add(db, "pd-1", channel="pagerduty", action="trigger", target="labbot-r1-hung", payload={"summary": "s"})
     add(db, "pd-2", "pb", channel="pagerduty", action="trigger", target="labbot-r1-failed", payload={"summary": "s"})
     add(db, "slack-1")
@@ -332,7 +320,7 @@ def test_a_channel_without_a_notifier_stays_pending_with_one_warning(
 
 
 def test_a_delivery_cut_off_mid_send_is_sent_again_after_recover_with_attempts_above_1(db: Database) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     add(db, "done")
     add(db, "d1")
     first = outbox_for(db, clock, {"slack": Recorder(ACCEPTED, Crash())})
@@ -410,7 +398,7 @@ def test_a_claim_whose_lease_was_taken_before_the_send_is_not_sent_and_the_batch
     """A leader paused between claiming a delivery and sending it, and superseded meanwhile: resumed, it sends nothing
     (by its own clock, which has not moved, it still leads: only the database tells it), the rest of its batch stays
     queued, and the new leader sends the claimed one, looking for an earlier copy first (attempts 2)."""
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     for key, page in (("d1", "pa"), ("d2", "pb"), ("d3", "pa")):
         add(db, key, page)
     a, _ = leader(db)
@@ -438,7 +426,7 @@ def test_a_send_that_finishes_after_its_lease_was_lost_is_not_recorded_as_sent(d
     """The lease moves on while a send is in flight (the leader paused mid-send): the send's outcome is not recorded
     by the replica that lost it, whether another replica leads now or it took the lease back under a new token;
     whoever leads sends it again with attempts 2, which makes the Slack notifier look for this copy first."""
-    clock = Clock()
+    clock = Clock(T0)
     add(db, "d1", "pa")
     add(db, "d2", "pb")
     a, _ = leader(db)
@@ -476,7 +464,7 @@ def test_a_lease_that_lapses_between_claim_and_send_sends_nothing_and_puts_the_c
     """The leader's own deadline passes between a claim and its send (a pause, the database slow to renew) and
     nobody took over: nothing is sent, the batch stops, and the claim goes back to the queue (a lease renewed under
     the same token would never recover it); renewed, the replica sends all of it, the claimed one with attempts 2."""
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     for key, page in (("d1", "pa"), ("d2", "pb"), ("d3", "pa")):
         add(db, key, page)
     a, local = leader(db)
@@ -502,7 +490,7 @@ def test_a_lease_that_lapses_between_claim_and_send_sends_nothing_and_puts_the_c
 
 
 def test_a_refresh_carries_the_sent_page_posts_of_its_incident(db: Database) -> None:
-    clock, slack = Clock(), Recorder()
+    clock, slack = Clock(T0), Recorder()
     level0 = {"template": "page", "level": 0, "renotify": 0}
     level1 = {"template": "page", "level": 1, "renotify": 0}
     add(db, "pa-thread", payload=level0)
@@ -536,7 +524,7 @@ def test_a_refresh_carries_the_sent_page_posts_of_its_incident(db: Database) -> 
 
 
 def test_a_refresh_leaves_out_posts_that_did_not_go_out(db: Database) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     add(db, "pa-thread")
     add(db, "pa-dm", target="dm:U0ALICE001")
     add(db, "pa-refresh", action="refresh", target="pages", payload={})
@@ -605,7 +593,7 @@ def drains(outbox: Outbox, fake: PagerDutyFake, steps: list[Callable[[], object]
 def test_pagerduty_deliveries_trigger_acknowledge_and_resolve_the_alert_of_the_incident_key(
     db: Database, fake: PagerDutyFake
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     pager = page_pagerduty(db, clock)
     [trigger] = pd_rows(db)
     assert (trigger.action, trigger.target) == ("trigger", KEY)
@@ -634,7 +622,7 @@ def test_pagerduty_deliveries_trigger_acknowledge_and_resolve_the_alert_of_the_i
 
 
 def test_pagerduty_429_is_retried_after_its_retry_after(db: Database, fake: PagerDutyFake) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     page_pagerduty(db, clock)
     fake.fail_next(429, retry_after=3)
     outbox = outbox_for(db, clock, {})
@@ -688,7 +676,7 @@ def test_the_pagerduty_notifier_answers_what_pagerduty_made_of_the_event(fake: P
 
 
 def test_pagerduty_503_is_retried_with_backoff(db: Database, fake: PagerDutyFake) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     page_pagerduty(db, clock)
     fake.fail_next(503)
     outbox = outbox_for(db, clock, {})
@@ -701,7 +689,7 @@ def test_pagerduty_503_is_retried_with_backoff(db: Database, fake: PagerDutyFake
 def test_pagerduty_400_is_dead_logged_and_not_retried(
     db: Database, fake: PagerDutyFake, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     page_pagerduty(db, clock)
     fake.fail_next(400)
     outbox = outbox_for(db, clock, {})
@@ -717,7 +705,7 @@ def test_pagerduty_400_is_dead_logged_and_not_retried(
 def test_a_pagerduty_event_the_client_refuses_is_dead_not_retried_forever(
     db: Database, fake: PagerDutyFake, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     add(db, "pd-empty", channel="pagerduty", action="trigger", target="labbot-r1-hung", payload={"summary": " "})
     add(db, "pd-resolve", channel="pagerduty", action="resolve", target="labbot-r1-hung", payload={})
     outbox = outbox_for(db, clock, {})
@@ -742,7 +730,7 @@ class SlowRecorder(Recorder):
 def test_overlapping_drains_send_each_delivery_once(db: Database) -> None:
     """The watchdog's drain, the outbox's own every second and a button's may run at once (and replicas each run
     theirs): each delivery is claimed by one of them, never sent twice (an on-call post was, after a restart)."""
-    clock = Clock()
+    clock = Clock(T0)
     slack = SlowRecorder()
     ids = [add(db, "page-thread", "pa"), add(db, "page-oncall", "pb", target="oncall")]
     outboxes = [Outbox(db, {"slack": slack}, clock=clock) for _ in range(2)]  # this process twice, or two replicas

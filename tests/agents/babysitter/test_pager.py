@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from support import Clock
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
@@ -33,20 +34,6 @@ HUNG = Finding("hung", PAGE, "step 40 has not advanced for 45s (threshold 30s)",
 FAILED = Finding("failed", PAGE, "Ray says the job failed", {"error_type": "JOB_SUPERVISOR_ACTOR_DIED"})
 SLOW = Finding("slow", WARNING, "0.4 steps/s, under half its median of 1.0", {"rate": 0.4})
 INFRA_DOWN = Finding(INFRA, PAGE, "the Ray API at http://ray:8265 has not answered for 2m", {"down_for_s": 120.0})
-
-
-class Clock:
-    """The pager's clock, moved by hand: ``at(s)`` is T0 + s seconds."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, seconds: float) -> datetime:
-        self.now = T0 + timedelta(seconds=seconds)
-        return self.now
 
 
 @dataclass
@@ -115,7 +102,7 @@ def make_lab(
     db = Database(f"sqlite:///{tmp_path / 'db.sqlite'}")
     db.upgrade()
     add_run(db, **run)
-    clock = Clock()
+    clock = Clock(T0)
     return Lab(db, Pager(db, policy, slack=slack, pagerduty=pagerduty, clock=clock), clock)
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
-from support import make_service
+from support import Clock, make_service
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
@@ -32,14 +32,6 @@ RL_SLEEPER = {
         "watch": {"entropy_floor": 0.05},
     }
 }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _setup(tmp_path: Path, ray: RayConnection, **launch: object) -> tuple[RunService, Watchdog, Clock, str]:

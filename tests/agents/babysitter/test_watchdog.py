@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
-from support import SLEEPER, free_port, make_service, wait_for
+from support import SLEEPER, Clock, free_port, make_service, wait_for
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
@@ -20,14 +20,6 @@ from labbot.training.service import RunService
 from labbot.training.specs import LaunchRequest
 
 T0 = datetime(2026, 1, 5, 9, 0, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _watchdog(service: RunService, clock: Clock):  # type: ignore[no-untyped-def]

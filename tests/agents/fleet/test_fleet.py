@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,19 +31,6 @@ CHANNEL = "C0RUNS0001"
 THREAD, OTHER_THREAD = "1700000000.000100", "1700000000.000200"
 EPHEMERAL = {"type": "ephemeral"}
 ROLES = load_roles()
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    """The module's Anthropic fake with nothing recorded or scripted."""
-    server.reset()
-    return server
 
 
 @pytest.fixture

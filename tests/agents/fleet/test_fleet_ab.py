@@ -4,7 +4,6 @@ call in the thread, sub-agents' included, goes to the arm's model); the split is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,6 @@ from labbot.storage.models import AgentSession, AgentTurn
 ALICE = "U0ALICE001"
 CHANNEL = "C0RUNS0001"
 AB = AbTest(("model-a", "model-b"))
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    server.reset()
-    return server
 
 
 class NoTools:

@@ -4,10 +4,8 @@ Anthropic fake's server-sent events), every turn's text reaches ``on_event`` in 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fakes.anthropic import FakeAnthropic, text, tool_uses
 
 from labbot.agents.fleet.model import ModelSettings
@@ -24,12 +22,6 @@ class OneTool:
 
     async def call(self, call: ToolCall) -> ToolResult:
         return ToolResult("3 runs")
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def run(fake: FakeAnthropic, on_event: Any) -> RunOutcome:

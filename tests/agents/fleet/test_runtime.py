@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anthropic
@@ -28,19 +28,6 @@ ASK = [{"role": "user", "content": "Why did run r1 stop?"}]
 EPHEMERAL = {"type": "ephemeral"}
 
 ToolFn = Callable[[Mapping[str, Any]], Awaitable[Any]]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    """The module's Anthropic fake with nothing recorded or scripted."""
-    server.reset()
-    return server
 
 
 class Tools:
@@ -181,12 +168,27 @@ def test_usage_is_summed_over_the_run(fake: FakeAnthropic) -> None:
 
 
 def test_the_tool_calls_of_one_turn_run_concurrently(fake: FakeAnthropic) -> None:
+    started: list[str] = []
+    all_started = asyncio.Event()
+
+    def rendezvous(name: str) -> ToolFn:
+        """Returns only once all three tools have started: run one after another, the first would time out."""
+
+        async def fn(arguments: Mapping[str, Any]) -> str:
+            started.append(name)
+            if len(started) == 3:
+                all_started.set()
+            await asyncio.wait_for(all_started.wait(), 10)
+            return name
+
+        return fn
+
     fake.script(tool_uses(("a", {}), ("b", {}), ("c", {})), text("all three done"))
-    tools = Tools(a=sleeper(0.2, "a"), b=sleeper(0.2, "b"), c=sleeper(0.2, "c"))
+    tools = Tools(a=rendezvous("a"), b=rendezvous("b"), c=rendezvous("c"))
     outcome = run(fake, tools)
+    assert [r.get("is_error", False) for r in fake.requests[1].tool_results()] == [False, False, False]
     starts, ends = [c[2] for c in tools.calls], [c[3] for c in tools.calls]
-    assert len(tools.calls) == 3 and all(end - start >= 0.2 for _, _, start, end in tools.calls)
-    assert max(ends) - min(starts) < 0.35, "three 0.2 s tools took as long as running them one after another"
+    assert max(starts) < min(ends), "every call started before any finished"
     assert outcome.stop == "end_turn"
 
 
@@ -581,40 +583,55 @@ def test_the_fake_checks_the_key_and_answers_in_the_messages_api_shape(fake: Fak
     assert [r.status for r in fake.requests] == [401, 200]
 
 
-def human_approval(seconds: float, answer: str) -> ToolFn:
-    """A tool that first waits ``seconds`` for a person's decision, as the approval gate does
-    (labbot.agents.fleet.human_wait)."""
+class Clock:
+    """The runtime's ``clock``, moved only by hand."""
 
-    async def fn(arguments: Mapping[str, Any]) -> str:
-        with waiting_for_human():
-            await asyncio.sleep(seconds)
-        return answer
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    return fn
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_waiting_for_a_humans_approval_is_cut_neither_by_the_tool_timeout_nor_the_time_budget(
     fake: FakeAnthropic,
 ) -> None:
+    clock = Clock()
+
+    async def ten_minute_approval(arguments: Mapping[str, Any]) -> str:
+        """The person takes ten minutes of the runtime's clock, and (for the tool timeout, which is real time) longer
+        than the 0.3 s timeout in real seconds."""
+        with waiting_for_human():
+            clock.now += 600
+            await asyncio.sleep(0.6)
+        return "stopped r1"
+
     fake.script(tool_uses(("lab__stop_run", {"run": "r1"}), ("lab__runs", {})), text("stopped r1"))
-    tools = Tools(lab__stop_run=human_approval(0.6, "stopped r1"), lab__runs=quick)
-    outcome = run(fake, tools, budgets=Budgets(tool_timeout_s=0.3, wall_time_s=0.5))
+    tools = Tools(lab__stop_run=ten_minute_approval, lab__runs=quick)
+    outcome = run(fake, tools, budgets=Budgets(tool_timeout_s=0.3, wall_time_s=60), clock=clock)
     results = fake.requests[1].tool_results()
     assert [r.get("is_error", False) for r in results] == [False, False] and results[0]["content"] == "stopped r1"
-    assert outcome.stop == "end_turn", "the 0.6 s spent waiting for a human is not the agent's time"
-    assert outcome.elapsed_s < 0.5
+    assert outcome.stop == "end_turn", "the 600 s spent waiting for a human is not the agent's time"
+    assert clock.now == 600 and outcome.elapsed_s == 0.0
 
 
 def test_a_tool_that_hangs_after_its_approval_is_still_cut_by_the_tool_timeout(fake: FakeAnthropic) -> None:
+    marks: dict[str, float] = {}
+
     async def approved_then_hangs(arguments: Mapping[str, Any]) -> str:
         with waiting_for_human():
-            await asyncio.sleep(0.3)
-        await asyncio.sleep(30)
+            await asyncio.sleep(0.6)  # longer than the tool timeout: the deadline must move by it
+        marks["approved"] = time.monotonic()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            marks["cancelled"] = time.monotonic()
         return "never"
 
     fake.script(tool_use("lab__stop_run", {"run": "r1"}), text("it hung"))
-    started = time.monotonic()
-    run(fake, Tools(lab__stop_run=approved_then_hangs), budgets=Budgets(tool_timeout_s=0.4, wall_time_s=20))
+    run(fake, Tools(lab__stop_run=approved_then_hangs), budgets=Budgets(tool_timeout_s=0.4, wall_time_s=60))
     [result] = fake.requests[1].tool_results()
     assert result["is_error"] and "took longer than 400ms" in result["content"]
-    assert 0.6 < time.monotonic() - started < 5, "0.3 s for the human, then 0.4 s of the tool's own"
+    assert "approved" in marks, "the tool was cut while the human was still deciding"
+    # the tool's own 0.4 s (less the moment it took to ask) counted from the approval, not from the call's start
+    assert marks["cancelled"] - marks["approved"] >= 0.3

@@ -11,6 +11,7 @@ from typing import Any, cast
 from fakes.slack import SlackFake
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+from support import Clock
 
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
@@ -66,17 +67,9 @@ def texts(view: dict[str, Any] | None) -> str:
     return "\n".join(out)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def home_for(slack: SlackFake, db: Database, clock: Clock | None = None, **kw: Any) -> AppHome:
     client = web_client(slack.bot_token, slack.start())
-    return AppHome(client, db, Cadence(card_every_s=120.0), clock=clock or Clock(), **kw)
+    return AppHome(client, db, Cadence(card_every_s=120.0), clock=clock or Clock(T0), **kw)
 
 
 def test_a_user_with_nothing_gets_a_friendly_home(slack: SlackFake, db: Database) -> None:
@@ -158,7 +151,7 @@ def opened_event(user: str, n: int) -> str:
 
 def test_app_home_opened_again_and_again_publishes_once_per_change(slack: SlackFake, db: Database) -> None:
     [run_id] = add_runs(db, ALICE, 1)
-    clock = Clock()
+    clock = Clock(T0)
     home = home_for(slack, db, clock)
     client = web_client(slack.bot_token, slack.start())
 

@@ -18,7 +18,7 @@ import pytest
 from fakes.slack import Call, SlackFake, started
 from slack_sdk.http_retry import builtin_async_handlers
 from sqlalchemy import select
-from support import NoJitter
+from support import Clock, NoJitter
 
 from labbot.agents.babysitter.outbox import Outbox
 from labbot.agents.babysitter.pager import Pager
@@ -42,22 +42,6 @@ RUN_ID = "r0pager001"
 HUNG = Finding("hung", "page", "step stuck at 40 for 30s", {})
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 UNREACHABLE_RAY = "http://127.0.0.1:9"  # the notifier never calls Ray; nothing answers there
-
-
-class Clock:
-    """The one clock of a test: the pager, the outbox, the notifier and the emulator's message timestamps."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def timestamp(self) -> float:
-        return self.now.timestamp()
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class Lab:
@@ -147,7 +131,7 @@ def _context(m: Message) -> str:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(START)
 
 
 @pytest.fixture

@@ -183,6 +183,39 @@ def make_service(
 
 SLEEPER = {"sleeper": {"entrypoint": "sleep 120", "description": "does nothing for two minutes"}}
 
+
+@contextlib.contextmanager
+def api_client(tmp_path: Path, database_url: str, admin_token: str) -> Iterator[Any]:
+    """The HTTP app in process (starlette's TestClient, the admin token sent, the app's 500s answered not raised)
+    over a real RunService, pager, audit trail and artifact store on ``database_url``; Ray an address where nothing
+    listens, so a launch that gets as far as Ray is a 503, not a job."""
+    from starlette.testclient import TestClient
+
+    from labbot.agents.babysitter.pager import Pager
+    from labbot.agents.babysitter.policy import PagingPolicy
+    from labbot.bot.api import create_app
+    from labbot.storage.artifacts import ArtifactStore
+    from labbot.training.ray_cluster import RayConnection
+    from labbot.training.telemetry_store import TelemetryStore
+
+    nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
+    service = make_service(tmp_path, nowhere, SLEEPER, database_url=database_url)
+    app = create_app(
+        service,
+        TelemetryStore(service.db),
+        admin_token=admin_token,
+        pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
+        db=service.db,
+        artifacts=ArtifactStore(service.db, str(tmp_path / "artifacts")),
+    )
+    try:
+        with TestClient(app, headers={"Authorization": f"Bearer {admin_token}"}, raise_server_exceptions=False) as c:
+            yield c
+    finally:
+        service.launcher.close()
+        service.db.dispose()
+
+
 # labbot.toml's jobs for the paging stories: one that fails at once (a page), one that holds a run open
 CRASHER_AND_SLEEPER_TOML = """
 [jobs.crasher]

@@ -13,16 +13,11 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import SLEEPER, free_port, make_service
+from support import api_client
 
-from labbot.agents.babysitter.pager import Pager
-from labbot.agents.babysitter.policy import PagingPolicy
-from labbot.bot.api import create_app
 from labbot.bot.api.edge import refusal, unstorable
 from labbot.common.errors import BadRequest
 from labbot.common.json_input import loads_json, unstorable_in
-from labbot.training.ray_cluster import RayConnection
-from labbot.training.telemetry_store import TelemetryStore
 
 ADMIN = "edge-admin-token"
 UNSTORABLE = [
@@ -40,19 +35,8 @@ UNSTORABLE = [
 
 @pytest.fixture
 def client(tmp_path: Path, database_url: str) -> Iterator[TestClient]:
-    nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
-    service = make_service(tmp_path, nowhere, SLEEPER, database_url=database_url)
-    app = create_app(
-        service,
-        TelemetryStore(service.db),
-        admin_token=ADMIN,
-        pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
-        db=service.db,
-    )
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}, raise_server_exceptions=False) as c:
+    with api_client(tmp_path, database_url, ADMIN) as c:
         yield c
-    service.launcher.close()
-    service.db.dispose()
 
 
 @pytest.mark.databases

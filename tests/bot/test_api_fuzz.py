@@ -19,37 +19,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
-from support import SLEEPER, free_port, make_service
+from support import api_client
 
-from labbot.agents.babysitter.pager import Pager
-from labbot.agents.babysitter.policy import PagingPolicy
-from labbot.bot.api import create_app
 from labbot.common.errors import BadRequest
-from labbot.storage.artifacts import ArtifactStore
-from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_ingest import parse_batch
-from labbot.training.telemetry_store import TelemetryStore
 
 ADMIN = "fuzz-admin-token"
 
 
 @pytest.fixture
 def client(tmp_path: Path, database_url: str) -> Iterator[TestClient]:
-    tmp = tmp_path
-    nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
-    service = make_service(tmp, nowhere, SLEEPER, database_url=database_url)
-    app = create_app(
-        service,
-        TelemetryStore(service.db),
-        admin_token=ADMIN,
-        pager=Pager(service.db, PagingPolicy(), slack=False, pagerduty=False),
-        db=service.db,
-        artifacts=ArtifactStore(service.db, str(tmp / "artifacts")),
-    )
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}, raise_server_exceptions=False) as c:
+    with api_client(tmp_path, database_url, ADMIN) as c:
         yield c
-    service.launcher.close()
-    service.db.dispose()
 
 
 SEGMENT = st.one_of(

@@ -1,5 +1,5 @@
 """The A/B report's honesty: on simulated votes with a known difference between two models' 👍 rates, how often the
-95 % interval of B − A that ``/lab ab`` shows (``labbot.bot.feedback.ab_report``: Newcombe's square-and-add interval
+95 % interval of B − A that ``/lab ab`` shows (``labbot.agents.feedback.report``: Newcombe's square-and-add interval
 from two Wilson intervals) covers the true difference, against the textbook normal (Wald) interval on the same
 votes; and how often the report calls a difference significant when there is none.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labbot.bot.feedback.ab_report import ab_report
+from labbot.agents.feedback.report import ab_report
 from labbot.evals.stats import Z95
 
 # (true 👍 rate of A, of B, votes on A, votes on B)

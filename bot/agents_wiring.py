@@ -18,7 +18,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
 from labbot.agents.fleet.audit import AuditedExecutor
 from labbot.agents.fleet.conversations import Fleet

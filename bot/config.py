@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 from labbot.agents.babysitter.deadman import DeadmanSettings
 from labbot.agents.babysitter.pagerduty import EVENTS_URL
 from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.integrations import Integrations
 from labbot.common.api_client import given_admin_token

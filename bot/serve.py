@@ -35,7 +35,7 @@ from labbot.agents.babysitter.outbox import Notifier, Outbox, PagerDutyNotifier
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.pagerduty import PagerDutyClient
 from labbot.agents.babysitter.watchdog import Watchdog
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
 from labbot.bot.agents_wiring import AgentsStack, build_agents
 from labbot.bot.api import create_app
 from labbot.bot.api.in_process import InProcessApi

@@ -43,6 +43,11 @@ class UnknownPage(LabbotError):
     code = "unknown_page"
 
 
+class UnknownFeedback(LabbotError):
+    status = 404
+    code = "unknown_feedback"
+
+
 class Conflict(LabbotError):
     status = 409
     code = "conflict"

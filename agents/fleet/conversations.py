@@ -9,7 +9,7 @@ waits for the first and sees its exchange. The database work of an ask — findi
 its history (with the run's state, which ``run_context`` reads), then saving the answer — goes to a worker thread in
 two trips (``anyio.to_thread``), never on the event loop that serves every other agent.
 
-A/B tests (``ab``, ``[agents.ab]``): a new thread's session gets an arm and its model (``labbot.agents.fleet.ab``),
+A/B tests (``ab``, ``[agents.ab]``): a new thread's session gets an arm and its model (``labbot.agents.feedback.ab``),
 kept with the session, so every answer in that thread — its sub-agents' too — comes from that model. Each answer is
 kept as a turn (model, role, model calls, tokens, time), in the transaction that saves the history; feedback on the
 answer's Slack message is counted against it.
@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.roles import DELEGATE, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
@@ -147,7 +147,7 @@ class Fleet:
         self.max_depth = max_depth
         self.max_fanout = max_fanout
         self.sessions = SessionStore(db)
-        self.ab = ab  # [agents.ab]: new threads split between two models (labbot.agents.fleet.ab)
+        self.ab = ab  # [agents.ab]: new threads split between two models (labbot.agents.feedback.ab)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def ask(

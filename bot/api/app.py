@@ -40,7 +40,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import BaseRoute, Route
 
 from labbot.agents.babysitter.pager import Pager
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
+from labbot.agents.feedback.store import FeedbackStore
 from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
 from labbot.bot.api.body import read_limited, receive_into
@@ -51,13 +52,12 @@ from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.feedback import feedback_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
 from labbot.bot.api.probes import REFUSE_ANONYMOUS, ProbeAccess, Readiness
-from labbot.bot.compare import RunComparer
-from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.metrics import CONTENT_TYPE, Metrics
 from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json
+from labbot.evals.comparisons import RunComparer
 from labbot.evals.service import EvalService
 from labbot.storage.artifacts import (
     ArtifactError,

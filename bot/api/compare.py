@@ -1,7 +1,7 @@
 """``GET /api/v1/compare?a=RUN&b=RUN[&metric=M][&better=lower|higher][&window=N][&by=WHO]`` →
-``{"comparison": {...}}`` with ``kind`` ``training`` or ``eval`` (``labbot.bot.compare.RunComparer``). Admin token;
-what cannot be compared is a 400 naming what differs. Eval runs are compared for ``by`` only when WHO may see both
-(as ``/api/v1/evals/compare``: ``labbot.bot.api.evals.viewer_of``); else a 404 like an unknown eval run."""
+``{"comparison": {...}}`` with ``kind`` ``training`` or ``eval`` (``labbot.evals.comparisons.RunComparer``). Admin
+token; what cannot be compared is a 400 naming what differs. Eval runs are compared for ``by`` only when WHO may see
+both (as ``/api/v1/evals/compare``: ``labbot.bot.api.evals.viewer_of``); else a 404 like an unknown eval run."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from labbot.bot.api.evals import viewer_of
-from labbot.bot.compare import RunComparer
 from labbot.common.errors import BadRequest
+from labbot.evals.comparisons import RunComparer
 
 Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
 MAX_WINDOW = 1_000_000

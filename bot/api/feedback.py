@@ -1,5 +1,5 @@
 """``/api/v1/feedback`` and ``/api/v1/ab``: people's votes, and the A/B report of the agents' models; thin shells over
-``labbot.bot.feedback``.
+``labbot.agents.feedback``.
 
 Routes (admin token)::
 
@@ -20,10 +20,10 @@ from anyio import to_thread
 from starlette.requests import Request
 from starlette.routing import Route
 
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
+from labbot.agents.feedback.report import ab_document
+from labbot.agents.feedback.store import FeedbackStore
 from labbot.bot.api.body import read_limited
-from labbot.bot.feedback.ab_report import ab_report
-from labbot.bot.feedback.store import FeedbackStore
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.json_input import loads_json
 from labbot.storage.db import Database
@@ -42,18 +42,6 @@ def _limit(request: Request) -> int:
     if not (raw.isascii() and raw.isdigit() and 1 <= int(raw[:6]) <= 1000):
         raise BadRequest(f"query parameter limit={raw[:40]!r} must be a whole number from 1 to 1000")
     return int(raw)
-
-
-def ab_document(store: FeedbackStore, ab: AbTest | None) -> dict[str, Any]:
-    """The A/B report, or what to set when there is no test."""
-    if ab is None:
-        return {
-            "configured": False,
-            "message": 'no A/B test is running: set [agents.ab] models = ["MODEL_A", "MODEL_B"] in labbot.toml and '
-            "restart labbot; new agent threads are then split between the two",
-        }
-    report = ab_report(store.arm_numbers(ab.models))
-    return {"configured": True, "models": list(ab.models), "split": ab.split, "roles": list(ab.roles), **report}
 
 
 def feedback_routes(db: Database | None, ab: AbTest | None, admin: Admin) -> list[Route]:

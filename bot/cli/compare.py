@@ -1,7 +1,7 @@
 """``labbot compare A B``: two runs told apart only when the data can — two training runs on a metric over their
 final windows (a block-bootstrap interval on the difference), or two eval runs of one suite paired by task (what
 ``labbot eval compare`` says). A client of ``GET /api/v1/compare``; the statistics are the control plane's
-(``labbot.bot.compare``, ``labbot.training.compare``)."""
+(``labbot.evals.comparisons``, ``labbot.training.compare``)."""
 
 from __future__ import annotations
 

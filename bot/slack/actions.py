@@ -19,19 +19,18 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.babysitter.pager import Pager
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
+from labbot.agents.feedback.report import ab_document
+from labbot.agents.feedback.store import FeedbackStore
 from labbot.agents.fleet.approvals import ApprovalGate
 from labbot.agents.fleet.identity import store_of
 from labbot.agents.fleet.roles import load_roles
 from labbot.agents.fleet.tools import CallContext
-from labbot.bot.api.feedback import ab_document
 from labbot.bot.cli import render
 from labbot.bot.cli.compare import comparison_text
 from labbot.bot.cli.feedback import ab_text, feedback_table
 from labbot.bot.commands import LAB, Parsed, help_text, usage
-from labbot.bot.compare import RunComparer, thinned
 from labbot.bot.config import SlackSettings
-from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.slack.agent_threads import AgentConversations
 from labbot.bot.slack.blocks import ephemeral_error, overlay_plot_png, run_card, text_blocks
 from labbot.bot.slack.blocks.pages import pages_list
@@ -41,6 +40,7 @@ from labbot.bot.slack.eval_actions import EvalActions
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
+from labbot.evals.comparisons import RunComparer, thinned
 from labbot.storage.artifacts import ArtifactNotFound, ArtifactStore
 from labbot.training.params import parse_assignments
 from labbot.training.permissions import approvers, may, who_may

@@ -29,11 +29,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.fleet.tools import CallContext, ToolResult
 from labbot.bot.integrations import Integrations
-from labbot.bot.run_report import plot_image, report_metrics, run_report
 from labbot.bot.slack.blocks.run_card import escape, mention
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.training.permissions import approvers, may
+from labbot.training.report import plot_image, report_metrics, run_report
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 

@@ -1,5 +1,5 @@
 """Feedback in Slack: the 👍/👎 buttons under every agent answer, the "what went wrong?" modal a 👎 opens, and 👍/👎
-reactions on answers, run cards and eval results — each a row in ``labbot.bot.feedback.store``.
+reactions on answers, run cards and eval results — each a row in ``labbot.agents.feedback.store``.
 
 The buttons are Block Kit's ``feedback_buttons`` (in a ``context_actions`` block, ``action_id`` ``answer_feedback``);
 each button's value names the vote and the answer's turn (``up:trn_…``), so a vote lands on the answer whichever of
@@ -19,7 +19,7 @@ from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from labbot.bot.feedback.store import FeedbackStore, Target, vote_of_reaction
+from labbot.agents.feedback.store import FeedbackStore, Target, vote_of_reaction
 from labbot.common.errors import LabbotError
 from labbot.storage.db import Database
 from labbot.storage.models import AgentTurn

@@ -18,18 +18,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from labbot.common.errors import BadRequest, LabbotError
+from labbot.common.errors import BadRequest, UnknownFeedback
 from labbot.common.redact import Redactor, redact_json
 from labbot.evals.incidents.cases import text_of, tool_results
 from labbot.storage.db import Database
 from labbot.storage.models import AgentMessage, AgentSession, AgentTurn, Feedback, Run
 
 __all__ = ["feedback_case_id", "freeze_feedback"]
-
-
-class UnknownFeedback(LabbotError):
-    status = 404
-    code = "unknown_feedback"
 
 
 def feedback_case_id(feedback_id: str) -> str:

@@ -14,11 +14,11 @@ import uvicorn
 from starlette.testclient import TestClient
 from support import free_port, wait_for
 
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
+from labbot.agents.feedback.store import FeedbackStore
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
 from labbot.bot.api import create_app
 from labbot.bot.cli.main import main
-from labbot.bot.feedback.store import FeedbackStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import RayConnection

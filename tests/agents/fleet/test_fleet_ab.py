@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 
-from labbot.agents.fleet.ab import AbTest
+from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.conversations import Fleet
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime

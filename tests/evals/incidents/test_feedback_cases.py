@@ -13,12 +13,11 @@ import pytest
 from eval_services import LABBOTS_OWN_SECRET, make_eval_service
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
 
+from labbot.agents.feedback.store import FeedbackStore
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
-from labbot.bot.feedback.store import FeedbackStore
-from labbot.common.errors import BadRequest
+from labbot.common.errors import BadRequest, UnknownFeedback
 from labbot.common.redact import Redactor
 from labbot.evals.incidents.cases import FEEDBACK_JUDGE_SYSTEM, FEEDBACK_SYSTEM, case_prompt
-from labbot.evals.incidents.feedback_cases import UnknownFeedback
 from labbot.evals.incidents.runner import run_incidents
 from labbot.evals.service import EvalService
 

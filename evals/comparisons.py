@@ -8,10 +8,8 @@ windows, with a block-bootstrap interval on the difference of the window means (
 Anything that cannot be compared is a ``BadRequest`` that names what differs, before any statistics: one eval run and
 one training run, a metric one of them does not report, two headlines that differ, a run with no points yet.
 
-This sits in ``bot``, beside the front doors it serves, because it dispatches on the runs' kind between two services
-(``EvalService``, ``RunService`` with the telemetry store) and must work when evals are switched off
-(:class:`EvalsNotRunning`); the layers would allow it in ``evals`` too, which may import ``training``
-(``evals/service.py`` does).
+This sits in ``evals``, where both its inputs are: the layer that holds ``EvalService`` and may import ``training``
+(``RunService``, the telemetry store). It must work when evals are switched off (:class:`EvalsNotRunning`).
 """
 
 from __future__ import annotations

@@ -7,10 +7,9 @@ from datetime import timedelta
 
 import pytest
 
+from labbot.agents.feedback.store import FeedbackStore, vote_of_reaction
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
-from labbot.bot.feedback.store import FeedbackStore, vote_of_reaction
-from labbot.common.errors import BadRequest
-from labbot.evals.incidents.feedback_cases import UnknownFeedback
+from labbot.common.errors import BadRequest, UnknownFeedback
 from labbot.storage.db import Database
 from labbot.storage.models import Feedback, Run, RunThread, utcnow
 

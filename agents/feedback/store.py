@@ -18,8 +18,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, update
 
-from labbot.common.errors import BadRequest
-from labbot.evals.incidents.feedback_cases import UnknownFeedback
+from labbot.common.errors import BadRequest, UnknownFeedback
 from labbot.storage.db import Database
 from labbot.storage.models import AgentSession, AgentTurn, Feedback, RunThread, VotableMessage, utcnow
 

@@ -8,7 +8,7 @@ or A is preferred only when the interval excludes zero. "How many more votes" is
 proportions (two-sided 5 %, 80 % power) at the difference seen so far, minus the votes each arm has; when the arms
 agree to within ``SMALLEST_DIFFERENCE`` it says how many votes per arm a difference that small would take instead.
 Votes on one arm's answers are independent of the other's (different threads), so the unpaired form is the right
-one. The statistics are :mod:`labbot.evals.stats`'s, the same as an eval's pass rate.
+one. The statistics are :mod:`labbot.common.proportions`, the same as an eval's pass rate.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from labbot.evals.stats import Z95, unpaired_interval, wilson
+from labbot.agents.feedback.ab import AbTest
+from labbot.agents.feedback.store import FeedbackStore
+from labbot.common.proportions import Z95, unpaired_interval, wilson
 
-__all__ = ["MIN_VOTES", "ab_report", "votes_needed"]
+__all__ = ["MIN_VOTES", "ab_document", "ab_report", "votes_needed"]
 
 MIN_VOTES = 10  # per arm, before any verdict but "not enough votes"
 SMALLEST_DIFFERENCE = 0.05
@@ -120,3 +122,15 @@ def _more_needed(a: Mapping[str, Any], b: Mapping[str, Any], *, significant: boo
         "per_arm": max(need - min(na, nb), min_votes - min(na, nb), 0),
         "note": f"about {need} votes per arm would show a difference of {pb - pa:+.0%} (80% power)",
     }
+
+
+def ab_document(store: FeedbackStore, ab: AbTest | None) -> dict[str, Any]:
+    """The A/B report, or what to set when there is no test."""
+    if ab is None:
+        return {
+            "configured": False,
+            "message": 'no A/B test is running: set [agents.ab] models = ["MODEL_A", "MODEL_B"] in labbot.toml and '
+            "restart labbot; new agent threads are then split between the two",
+        }
+    report = ab_report(store.arm_numbers(ab.models))
+    return {"configured": True, "models": list(ab.models), "split": ab.split, "roles": list(ab.roles), **report}

@@ -1,4 +1,4 @@
-"""labbot.bot.run_report: a run's Notion report as Markdown — the facts, the loss curve drawn in text and sampled in a
+"""labbot.training.report: a run's Notion report as Markdown — the facts, the loss curve drawn in text and sampled in a
 table,
 the config — from the run's JSON and its series (pure functions)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from labbot.bot.run_report import loss_chart, plot_image, report_metrics, run_report
+from labbot.training.report import loss_chart, plot_image, report_metrics, run_report
 
 RUN = {
     "id": "k3xq7p",

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from labbot.bot.feedback.ab_report import MIN_VOTES, ab_report, votes_needed
+from labbot.agents.feedback.report import MIN_VOTES, ab_report, votes_needed
 
 
 def arms(a_up: int, a_down: int, b_up: int, b_down: int) -> list[dict[str, object]]:

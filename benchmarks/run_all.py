@@ -40,6 +40,7 @@ SCRIPTS = [
     "queue_admission.py",
     "ab_coverage.py",
     "checkpoint_store.py",
+    "house.py",
 ]
 
 

@@ -80,6 +80,16 @@ def build_server(
         "holds Datadog's full payload). Muting a monitor changes Datadog: a human approves each such call.",
     )
 
+    for register in (_metrics_tools, _logs_tools, _monitors_tools, _events_tools):
+        register(server, dd, payloads)
+    if not read_only:
+        _mute_tool(server, dd)
+    return server
+
+
+def _metrics_tools(server: MCPServer, dd: DatadogApi, payloads: Payloads) -> None:
+    """The metric query: a window of points, summarised per series."""
+
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def query_metrics(
         query: Annotated[str, Field(description="a Datadog metric query, e.g. avg:trainer.loss{run:r42} by {host}")],
@@ -98,6 +108,10 @@ def build_server(
         if doc.get("status") == "error":
             raise ToolError(f"Datadog: the query could not run: {cut(str(doc.get('error') or 'no reason given'))}")
         return summarise_timeseries(doc) + "\n" + await payloads.keep("metrics", answer.raw, as_agent)
+
+
+def _logs_tools(server: MCPServer, dd: DatadogApi, payloads: Payloads) -> None:
+    """The log search: the newest matching lines, paged as Datadog pages them."""
 
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def search_logs(
@@ -142,6 +156,10 @@ def build_server(
             out.append(f"(more logs match: raise limit (at most {MAX_LOGS}) or narrow the query or the window)")
         return "\n".join([*out, stored])
 
+
+def _monitors_tools(server: MCPServer, dd: DatadogApi, payloads: Payloads) -> None:
+    """Monitors: the list, alerting first, and one in full."""
+
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_monitors(
         name: Annotated[str | None, Field(description="only monitors whose name contains this")] = None,
@@ -184,6 +202,10 @@ def build_server(
         stored = await payloads.keep("monitor", answer.raw, as_agent)
         return "\n".join([*monitor_facts(m), untrusted(f"datadog monitor {monitor_id}", told), stored])
 
+
+def _events_tools(server: MCPServer, dd: DatadogApi, payloads: Payloads) -> None:
+    """Events: deploys, alerts, restarts, newest first."""
+
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_events(
         window: Annotated[str, Field(description="how far back from now, e.g. 1h, 1d")] = "1d",
@@ -212,8 +234,9 @@ def build_server(
             out.append(f"… and {len(events) - len(shown)} more: narrow with sources, tags, priority or the window")
         return "\n".join([*out, stored])
 
-    if read_only:
-        return server
+
+def _mute_tool(server: MCPServer, dd: DatadogApi) -> None:
+    """The one write: a monitor muted for a while (a human approves each call)."""
 
     @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def mute_monitor(
@@ -241,5 +264,3 @@ def build_server(
             f"muted monitor {monitor_id} until {iso(until)} (downtime {downtime.get('id')}); cancel the "
             "downtime in Datadog (Monitors → Manage Downtimes) to unmute sooner"
         )
-
-    return server

@@ -48,6 +48,15 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
         instructions="Linear: teams (with their workflow states and labels) and issues: search, read." + writes,
     )
 
+    _read_tools(server, linear)
+    if not read_only:
+        _write_tools(server, linear)
+    return server
+
+
+def _read_tools(server: MCPServer, linear: LinearApi) -> None:
+    """Teams and issues: listing, searching, reading."""
+
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def list_teams() -> str:
         """The Linear teams: key, name, workflow states (with their type) and labels; then the workspace's labels."""
@@ -95,8 +104,9 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
         comments.sort(key=lambda c: str(c.get("createdAt") or ""))
         return issue_text(found, comments)
 
-    if read_only:
-        return server
+
+def _write_tools(server: MCPServer, linear: LinearApi) -> None:
+    """Creating issues, commenting, changing an issue's state: each needs a human's approval."""
 
     @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def create_issue(
@@ -152,5 +162,3 @@ def build_server(api: LinearApi | None = None, *, read_only: bool = False) -> MC
         data = await linear.execute(queries.ISSUE_UPDATE, {"id": found["id"], "input": {"stateId": target["id"]}})
         moved = _payload(data, "issueUpdate", "issue", "change the issue's state")
         return f"{moved['identifier']} moved from {found['state']['name']} to {moved['state']['name']} · {moved['url']}"
-
-    return server

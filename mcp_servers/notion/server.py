@@ -45,6 +45,15 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
     notion = api or NotionApi()
     server: MCPServer = MCPServer("labbot-notion", instructions=INSTRUCTIONS)
 
+    _read_tools(server, notion)
+    if not read_only:
+        _write_tools(server, notion)
+    return server
+
+
+def _read_tools(server: MCPServer, notion: NotionApi) -> None:
+    """Searching, reading pages and querying data sources."""
+
     @server.tool(annotations=VENDOR_READ, structured_output=False)
     async def search(
         query: Annotated[str, Field(description="words in the title; empty lists everything shared")],
@@ -99,8 +108,9 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
         text = untrusted(f"notion data source {dsid}", "\n".join(entry_line(r, with_properties=True) for r in rows))
         return text + ("\n" + _more(len(rows), "rows") if more else "")
 
-    if read_only:
-        return server
+
+def _write_tools(server: MCPServer, notion: NotionApi) -> None:
+    """Creating pages, appending blocks, commenting: each needs a human's approval."""
 
     @server.tool(annotations=VENDOR_WRITE, structured_output=False)
     async def create_page(
@@ -171,8 +181,6 @@ def build_server(api: NotionApi | None = None, *, read_only: bool = False) -> MC
             raise ToolError(f"the comment is too long for Notion (over {MAX_RICH_TEXT} pieces of text): shorten it")
         made = await notion.request("POST", "/v1/comments", json_body={"parent": {"page_id": pid}, "rich_text": rich})
         return f"commented on page {pid} (comment {made.get('id', '?')})"
-
-    return server
 
 
 async def _undo(notion: NotionApi, page_id: str, url: str, error: str) -> str:

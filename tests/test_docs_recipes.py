@@ -72,3 +72,27 @@ def test_every_snippet_parses_and_its_labbot_imports_resolve(recipe: Path) -> No
             continue
         problems += [f"snippet {i}: {why}" for m, n in imports if (why := unresolved(m, n))]
     assert not problems, f"{recipe.name}: " + "; ".join(problems)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [*RECIPES, ROOT / "docs" / "architecture.md", ROOT / "README.md"]
+MODULE = re.compile(r"`((?:[A-Za-z0-9_]+/)*[A-Za-z0-9_]+\.py)`")  # `bot/slack/app.py`, `runner.py`
+NEW = {"my_job", "test_my_job", "test_weather", "NAME"}  # the files a recipe has its reader create
+
+
+def test_every_module_the_docs_name_exists() -> None:
+    """A module the recipes, the architecture or the README name is in the tree, so a rename that leaves a doc
+    behind fails here: ``a/b.py`` is a file whose path ends so (the docs name a subpackage's modules relative to
+    it), a bare ``b.py`` a file of that name; the placeholders a recipe is about to create are left out."""
+    tree = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py") if not {".venv", ".git"} & set(p.parts)]
+    names = {path.rsplit("/", 1)[-1] for path in tree}
+    missing = []
+    for doc in DOCS:
+        for path in MODULE.findall(doc.read_text()):
+            if (PLACEHOLDERS | NEW) & set(Path(path).with_suffix("").parts):
+                continue
+            found = path in names if "/" not in path else any(t == path or t.endswith("/" + path) for t in tree)
+            if not found:
+                missing.append(f"{doc.name}: {path}")
+    assert len(DOCS) >= 6
+    assert not missing, "named in the docs but not in the tree: " + ", ".join(sorted(set(missing)))

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
-from labbot.evals.generation.coverage_map import Covered, map_functions, run_with_coverage
+from labbot.evals.generation.coverage_map import CoverageRun, Covered, map_functions, run_with_coverage
 from labbot.evals.generation.delete import Deletion, delete, plant_canary
 from labbot.evals.sandbox import venvs
 from labbot.evals.sandbox.bwrap import ExecResult, Limits, SandboxSpec
@@ -643,144 +643,213 @@ def _generate(
     full_run_max_s: float,
     timeout_s: float,
 ) -> Suite:
-    name = source.root.name
+    """Cut the suite into ``staging``: the tree and its venv, the original's tests run twice, the tasks, the
+    originals with their canaries, the suite's file."""
     with tempfile.TemporaryDirectory(prefix="labbot-generate-") as tmp:
         tree = Path(tmp) / "archive"
-        skipped = extract(source.archive, tree)
-        if skipped:
-            say(f"left out of the tree: {len(skipped)} links pointing outside it ({', '.join(skipped[:5])})")
-        if not _has_tests(tree):
-            raise BadRequest(
-                f"{name} has no tests at {source.commit[:12]}: generate needs a pytest suite (committed test_*.py "
-                "or *_test.py files) to tell a restored feature from a broken one"
-            )
-        test_roots = _layout(tree)
-        reqs = venvs.with_tools([*venvs.requirements(tree, say), *extra_requirements])
-        venvs.collect_wheels(reqs, wheels_dir(staging), cache=cache / "wheels", progress=say)
-        venv = venvs.ensure_venv(wheels_dir(staging), cache / "venvs", progress=say)
-        toolchain = venvs.toolchain_needed(tree)
-        if toolchain:
-            say(f"its code imports setuptools or pkg_resources: the venv's {', '.join(toolchain)} stay visible")
-        spec = SandboxSpec(workspace=tree, venv=venv, limits=Limits(timeout_s=timeout_s), toolchain=tuple(toolchain))
-
-        # the original, twice, in one scratch workspace: under coverage, then plain
-        work = Path(tmp) / "original-run"
-        extract(source.archive, work)
-        say("running the original's tests under coverage (1 of 2)")
-        cov = run_with_coverage(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
-        _check_collected(cov.run, name)
-        say("running the original's tests again (2 of 2)")
-        second = run_tests(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
-        _check_collected(second, name)
-        base = baseline(cov.run, second, tree)
-        if base.flaky:
-            say(
-                f"flaky: {len(base.flaky)} tests changed outcome on a rerun, dropped from both lists: "
-                + ", ".join(base.flaky[:10])
-            )
-        if base.failing:
-            say(f"{len(base.failing)} tests fail or are skipped on the original: left out of both lists")
-        if base.unnamed:
-            say(f"{len(base.unnamed)} tests whose JUnit names do not give their file: left out of both lists")
-        if not base.stable:
-            raise BadRequest(
-                f"none of the tests of {name} pass (reliably) on the original commit, so no deletion can be told "
-                f"from the original: fix them first. pytest's output ended with:\n{_tail(second.result)}"
-            )
-        say(f"{len(base.stable)} tests pass on the original, twice ({format_duration(base.duration_s)} a run)")
-
-        covered = [replace(c, tests=c.tests & base.stable) for c in map_functions(tree, cov)]
-        candidates = [c for c in covered if c.tests and c.symbol.deletable and not c.symbol.abstract]
-        if not candidates:
-            raise BadRequest(
-                f"no function or method of {name} is executed by its passing tests (outside test files): there is "
-                "no feature to delete whose loss a test would notice"
-            )
-        full = base.duration_s <= full_run_max_s
-        say(
-            f"{len(candidates)} candidate functions; each deleted version runs "
-            + ("the whole suite" if full else "the test files that cover it (whole suite for removals)")
-        )
-        rng = random.Random(seed)
-        tasks: list[EvalTask] = []
-        texts: dict[str, str] = {}
-        rejected: list[str] = []
-        contaminated: list[dict[str, Any]] = []
-        ranked = rank(candidates, seed, shape.prefer)
-        for covered_fn in ranked:
-            if len(tasks) == count:
-                break
-            deletion = _deletion_for(shape.mode, rng)
-            group = [covered_fn, *partners(covered_fn, ranked, shape.deletions - 1)]
-            where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
-            if len(group) < shape.deletions:
-                reason = f"its file has {len(group)} of the {shape.deletions} features a task deletes"
-                rejected.append(f"{where}: {reason}")
-                say(f"skipped {where} ({reason})")
-                continue
-            tid = task_id(len(tasks) + 1, covered_fn.path, covered_fn.symbol.qualname)
-            original = texts.get(covered_fn.path) or (tree / covered_fn.path).read_text()
-            texts[covered_fn.path] = original
-            attempt = _validate(
-                group,
-                deletion,
-                source=source,
-                original=original,
-                base=base,
-                spec=spec,
-                test_roots=test_roots,
-                full=full,
-                tid=tid,
-                seed=seed,
-                timeout_s=timeout_s,
-            )
-            if attempt.task is None:
-                rejected.append(f"{where}: {attempt.reason}")
-                say(f"skipped {where} ({attempt.reason})")
-                continue
-            materialise_task(source.archive, task_repo(staging, tid), covered_fn.path, attempt.text, f"task {tid}")
-            found = _contamination(replace(spec, workspace=task_repo(staging, tid)), original, attempt.task)
-            if found:
-                contaminated.append(found)
-                shutil.rmtree(task_repo(staging, tid).parent)
-                say(f"skipped {where} (contaminated: its deleted code is readable in the sandbox at {found['paths']})")
-                continue
-            hidden = hidden_tests(attempt.task.fail_to_pass, seed, tid)
-            text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass, hidden=hidden)
-            task = replace(attempt.task, statement=_rewritten(text, rewrite, say), hidden=hidden)
-            tasks.append(task)
-            say(
-                f"task {len(tasks)}/{count}: {tid} ({len(task.fail_to_pass)} fail to pass, "
-                f"{len(task.pass_to_pass)} pass to pass)"
-            )
-        if not tasks:
-            reasons = "; ".join(rejected[:10])
-            raise BadRequest(f"none of the {len(rejected)} candidates of {name} made a valid task: {reasons}")
-        if len(tasks) < count:
-            say(f"made {len(tasks)} of the {count} tasks asked: the candidates ran out ({len(rejected)} rejected)")
-
-        # the originals, each task's canary in its deleted body (never bound into a sandbox)
-        original_tree = original_dir(staging)
-        extract(source.archive, original_tree)
-        for task in tasks:
-            file = original_tree / task.path
-            text = file.read_text()
-            for symbol in task.symbols:
-                text = plant_canary(text, symbol, task.canary, task.path)
-            file.write_text(text)
-
+        spec, test_roots = _sandbox_for(source, tree, staging, cache, extra_requirements, timeout_s, say)
+        base, cov = _original_runs(source, spec, test_roots, Path(tmp) / "original-run", timeout_s, say)
+        tasks = _Tasks(source, staging, spec, test_roots, base, rewrite, say, timeout_s)
+        tasks.make(_candidates(source, tree, base, cov), count, seed, shape, full=base.duration_s <= full_run_max_s)
+        _plant_canaries(source, staging, tasks.made)
         draft = Suite(
             id="",
-            source=name,
+            source=source.root.name,
             commit=source.commit,
             seed=seed,
-            tasks=tasks,
+            tasks=tasks.made,
             flaky=sorted(base.flaky),
             python=platform.python_version(),
             test_roots=test_roots,
             toolchain=list(spec.toolchain),
-            contaminated=contaminated,
+            contaminated=tasks.contaminated,
         )
         suite = replace(draft, id=suite_id(draft.to_json()))
         save(suite, staging)
         return suite
+
+
+def _sandbox_for(
+    source: Source,
+    tree: Path,
+    staging: Path,
+    cache: Path,
+    extra_requirements: Sequence[str],
+    timeout_s: float,
+    say: Progress,
+) -> tuple[SandboxSpec, list[str]]:
+    """The source's tree extracted at ``tree``, its wheels in the suite and its venv built: the sandbox every run
+    of generation uses, and the test roots."""
+    skipped = extract(source.archive, tree)
+    if skipped:
+        say(f"left out of the tree: {len(skipped)} links pointing outside it ({', '.join(skipped[:5])})")
+    if not _has_tests(tree):
+        raise BadRequest(
+            f"{source.root.name} has no tests at {source.commit[:12]}: generate needs a pytest suite (committed "
+            "test_*.py or *_test.py files) to tell a restored feature from a broken one"
+        )
+    test_roots = _layout(tree)
+    reqs = venvs.with_tools([*venvs.requirements(tree, say), *extra_requirements])
+    venvs.collect_wheels(reqs, wheels_dir(staging), cache=cache / "wheels", progress=say)
+    venv = venvs.ensure_venv(wheels_dir(staging), cache / "venvs", progress=say)
+    toolchain = venvs.toolchain_needed(tree)
+    if toolchain:
+        say(f"its code imports setuptools or pkg_resources: the venv's {', '.join(toolchain)} stay visible")
+    spec = SandboxSpec(workspace=tree, venv=venv, limits=Limits(timeout_s=timeout_s), toolchain=tuple(toolchain))
+    return spec, test_roots
+
+
+def _original_runs(
+    source: Source, spec: SandboxSpec, test_roots: list[str], work: Path, timeout_s: float, say: Progress
+) -> tuple[Baseline, CoverageRun]:
+    """The original's tests, twice, in one scratch workspace (under coverage, then plain): what passes both times
+    is what a deletion can be told by."""
+    name = source.root.name
+    extract(source.archive, work)
+    say("running the original's tests under coverage (1 of 2)")
+    cov = run_with_coverage(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
+    _check_collected(cov.run, name)
+    say("running the original's tests again (2 of 2)")
+    second = run_tests(replace(spec, workspace=work), test_roots=test_roots, timeout_s=timeout_s)
+    _check_collected(second, name)
+    base = baseline(cov.run, second, spec.workspace)
+    if base.flaky:
+        say(
+            f"flaky: {len(base.flaky)} tests changed outcome on a rerun, dropped from both lists: "
+            + ", ".join(base.flaky[:10])
+        )
+    if base.failing:
+        say(f"{len(base.failing)} tests fail or are skipped on the original: left out of both lists")
+    if base.unnamed:
+        say(f"{len(base.unnamed)} tests whose JUnit names do not give their file: left out of both lists")
+    if not base.stable:
+        raise BadRequest(
+            f"none of the tests of {name} pass (reliably) on the original commit, so no deletion can be told "
+            f"from the original: fix them first. pytest's output ended with:\n{_tail(second.result)}"
+        )
+    say(f"{len(base.stable)} tests pass on the original, twice ({format_duration(base.duration_s)} a run)")
+    return base, cov
+
+
+def _candidates(source: Source, tree: Path, base: Baseline, cov: CoverageRun) -> list[Covered]:
+    """The functions and methods a deletion may take: executed by tests that pass on the original, deletable."""
+    covered = [replace(c, tests=c.tests & base.stable) for c in map_functions(tree, cov)]
+    candidates = [c for c in covered if c.tests and c.symbol.deletable and not c.symbol.abstract]
+    if not candidates:
+        raise BadRequest(
+            f"no function or method of {source.root.name} is executed by its passing tests (outside test files): "
+            "there is no feature to delete whose loss a test would notice"
+        )
+    return candidates
+
+
+class _Tasks:
+    """The tasks, made one candidate at a time in rank order until ``count`` are: each deletion validated against
+    the original's tests, its repository materialised, checked for contamination, its statement written."""
+
+    def __init__(
+        self,
+        source: Source,
+        staging: Path,
+        spec: SandboxSpec,
+        test_roots: list[str],
+        base: Baseline,
+        rewrite: Rewrite | None,
+        say: Progress,
+        timeout_s: float,
+    ) -> None:
+        self.source, self.staging, self.spec, self.test_roots = source, staging, spec, test_roots
+        self.base, self.rewrite, self.say, self.timeout_s = base, rewrite, say, timeout_s
+        self.made: list[EvalTask] = []
+        self.rejected: list[str] = []
+        self.contaminated: list[dict[str, Any]] = []
+        self._texts: dict[str, str] = {}  # a file's original text, read once
+
+    def make(self, candidates: list[Covered], count: int, seed: int, shape: _Shape, *, full: bool) -> None:
+        self.say(
+            f"{len(candidates)} candidate functions; each deleted version runs "
+            + ("the whole suite" if full else "the test files that cover it (whole suite for removals)")
+        )
+        rng = random.Random(seed)
+        ranked = rank(candidates, seed, shape.prefer)
+        for covered_fn in ranked:
+            if len(self.made) == count:
+                break
+            group = [covered_fn, *partners(covered_fn, ranked, shape.deletions - 1)]
+            self._try(covered_fn, group, _deletion_for(shape.mode, rng), shape, seed, full=full, count=count)
+        name = self.source.root.name
+        if not self.made:
+            reasons = "; ".join(self.rejected[:10])
+            raise BadRequest(f"none of the {len(self.rejected)} candidates of {name} made a valid task: {reasons}")
+        if len(self.made) < count:
+            self.say(
+                f"made {len(self.made)} of the {count} tasks asked: the candidates ran out "
+                f"({len(self.rejected)} rejected)"
+            )
+
+    def _reject(self, where: str, reason: str) -> None:
+        self.rejected.append(f"{where}: {reason}")
+        self.say(f"skipped {where} ({reason})")
+
+    def _try(
+        self,
+        covered_fn: Covered,
+        group: list[Covered],
+        deletion: Deletion,
+        shape: _Shape,
+        seed: int,
+        *,
+        full: bool,
+        count: int,
+    ) -> None:
+        where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
+        if len(group) < shape.deletions:
+            self._reject(where, f"its file has {len(group)} of the {shape.deletions} features a task deletes")
+            return
+        tid = task_id(len(self.made) + 1, covered_fn.path, covered_fn.symbol.qualname)
+        original = self._texts.get(covered_fn.path) or (self.spec.workspace / covered_fn.path).read_text()
+        self._texts[covered_fn.path] = original
+        attempt = _validate(
+            group,
+            deletion,
+            source=self.source,
+            original=original,
+            base=self.base,
+            spec=self.spec,
+            test_roots=self.test_roots,
+            full=full,
+            tid=tid,
+            seed=seed,
+            timeout_s=self.timeout_s,
+        )
+        if attempt.task is None:
+            self._reject(where, attempt.reason)
+            return
+        repo = task_repo(self.staging, tid)
+        materialise_task(self.source.archive, repo, covered_fn.path, attempt.text, f"task {tid}")
+        found = _contamination(replace(self.spec, workspace=repo), original, attempt.task)
+        if found:
+            self.contaminated.append(found)
+            shutil.rmtree(repo.parent)
+            self.say(f"skipped {where} (contaminated: its deleted code is readable in the sandbox at {found['paths']})")
+            return
+        hidden = hidden_tests(attempt.task.fail_to_pass, seed, tid)
+        text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass, hidden=hidden)
+        task = replace(attempt.task, statement=_rewritten(text, self.rewrite, self.say), hidden=hidden)
+        self.made.append(task)
+        self.say(
+            f"task {len(self.made)}/{count}: {tid} ({len(task.fail_to_pass)} fail to pass, "
+            f"{len(task.pass_to_pass)} pass to pass)"
+        )
+
+
+def _plant_canaries(source: Source, staging: Path, tasks: list[EvalTask]) -> None:
+    """The originals, each task's canary in its deleted body (never bound into a sandbox)."""
+    original_tree = original_dir(staging)
+    extract(source.archive, original_tree)
+    for task in tasks:
+        file = original_tree / task.path
+        text = file.read_text()
+        for symbol in task.symbols:
+            text = plant_canary(text, symbol, task.canary, task.path)
+        file.write_text(text)

@@ -54,7 +54,7 @@ from labbot.bot.api.probes import REFUSE_ANONYMOUS, ProbeAccess, Readiness
 from labbot.bot.compare import RunComparer
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.metrics import CONTENT_TYPE, Metrics
-from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png
+from labbot.bot.render.plots import loss_plot_png, metrics_plot_png
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json

@@ -18,7 +18,7 @@ from typing import Any
 from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import feedback as cli_feedback
-from labbot.bot.cli import render
+from labbot.bot.render import tables
 from labbot.common.api_client import (
     BAD_ADMIN_TOKEN,
     BAD_ID,
@@ -240,7 +240,7 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
             after = format_duration(elapsed)
             say(f"  still {run['status']} after {after}; labbot keeps watching it (labbot run {run['id']})")
             return run
-        where = render.queue_words(run)
+        where = tables.queue_words(run)
         if where:
             say(f"  queued: {where} ({format_duration(elapsed)}); it starts when capacity frees")
         else:
@@ -287,7 +287,7 @@ def _run_command(a: argparse.Namespace) -> int:
             if a.status:
                 params["status"] = a.status
             runs = api.json("GET", "/runs", params=params)["runs"]
-            _print_json(runs) if a.json else print(render.runs_table(runs))
+            _print_json(runs) if a.json else print(tables.runs_table(runs))
             return 0
         if a.command in ("run", "stop", "restart"):
             method, path = ("GET", run_path(a.id)) if a.command == "run" else ("POST", run_path(a.id, a.command))
@@ -295,7 +295,7 @@ def _run_command(a: argparse.Namespace) -> int:
             if a.json:
                 _print_json(run)
             elif a.command == "run":
-                print(render.run_details(run))
+                print(tables.run_details(run))
             elif a.command == "stop":
                 print(f"run {run['id']} stopped")
             else:
@@ -310,7 +310,7 @@ def _run_command(a: argparse.Namespace) -> int:
             if a.run:
                 query["run"] = check_id("run", a.run)
             pages = api.json("GET", "/pages", params=query)["pages"]
-            _print_json(pages) if a.json else print(render.pages_table(pages))
+            _print_json(pages) if a.json else print(tables.pages_table(pages))
             return 0
         if a.command in ("ack", "resolve"):
             cause = getattr(a, "cause", None)
@@ -331,13 +331,13 @@ def _run_command(a: argparse.Namespace) -> int:
             return 0
         if a.command == "capacity":
             doc = api.json("GET", "/capacity")
-            _print_json(doc) if a.json else print(render.capacity_text(doc))
+            _print_json(doc) if a.json else print(tables.capacity_text(doc))
             return 0
         if a.command == "priority":
             run = api.json("POST", run_path(a.id, "priority"), params={"by": _who()}, json={"priority": a.priority})[
                 "run"
             ]
-            _print_json(run) if a.json else print(f"run {run['id']}: {render.priority_words(run)}")
+            _print_json(run) if a.json else print(f"run {run['id']}: {tables.priority_words(run)}")
             return 0
         if a.command == "jobs":
             jobs = api.json("GET", "/jobs")["jobs"]
@@ -347,7 +347,7 @@ def _run_command(a: argparse.Namespace) -> int:
                 rows = [
                     [j["name"], j["description"], " ".join(f"{k}={v}" for k, v in j["params"].items())] for j in jobs
                 ]
-                print(render.table(["job", "description", "parameters (defaults)"], rows))
+                print(tables.table(["job", "description", "parameters (defaults)"], rows))
             return 0
         if a.command == "eval":
             return cli_evals.run(api, a, print_json=_print_json, error=CLIError)
@@ -358,7 +358,7 @@ def _run_command(a: argparse.Namespace) -> int:
         if a.command == "audit":
             query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
             calls = api.json("GET", "/audit", params=query)["audit"]
-            _print_json(calls) if a.json else print(render.audit_table(calls, agent=a.agent))
+            _print_json(calls) if a.json else print(tables.audit_table(calls, agent=a.agent))
             return 0
     finally:
         api.close()

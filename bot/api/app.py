@@ -5,7 +5,7 @@ runs (``/api/v1/compare``: ``labbot.bot.api.compare``) and feedback and the A/B 
 ``/api/v1/ab``: ``labbot.bot.api.feedback``).
 
 Service calls block (SQL, Ray, the artifact filesystem), so they run on worker threads; errors become JSON once, in
-``labbot.bot.api.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not
+``labbot.bot.web.errors`` (the artifact store's own errors are mapped onto labbot's tree here: bad request 400, not
 found 404, not the owner 403, over quota 413). A service the composition root did not pass in answers 503.
 
 Artifact routes (admin token; ``agent`` names whose store it is, as the ``lab`` MCP server sends it)::
@@ -43,10 +43,7 @@ from labbot.agents.babysitter.pager import Pager
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.audit import audit_rows
 from labbot.bot.api.auth import bearer, require_admin
-from labbot.bot.api.body import read_limited, receive_into
 from labbot.bot.api.compare import compare_routes
-from labbot.bot.api.edge import RefuseUnstorable
-from labbot.bot.api.errors import error_response, from_exception
 from labbot.bot.api.evals import eval_routes
 from labbot.bot.api.feedback import feedback_routes
 from labbot.bot.api.plots import SIGNATURE_HEX, signature_ok, well_formed_signature
@@ -55,6 +52,9 @@ from labbot.bot.compare import RunComparer
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.metrics import CONTENT_TYPE, Metrics
 from labbot.bot.render.plots import loss_plot_png, metrics_plot_png
+from labbot.bot.web.body import read_limited, receive_into
+from labbot.bot.web.edge import RefuseUnstorable
+from labbot.bot.web.errors import error_response, from_exception
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json
@@ -530,7 +530,7 @@ def create_app(
         *feedback_routes(db, ab, admin),
         *compare_routes(RunComparer(service, telemetry_store, evals), admin, admins),
     ]
-    # ids and query values no database can hold are a 400 here, once for every route (labbot.bot.api.edge)
+    # ids and query values no database can hold are a 400 here, once for every route (labbot.bot.web.edge)
     return Starlette(routes=routes, middleware=[Middleware(RefuseUnstorable)])
 
 

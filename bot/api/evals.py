@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from labbot.bot.api.body import read_limited, receive_into
+from labbot.bot.web.body import read_limited, receive_into
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json

@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from labbot.agents.fleet.ab import AbTest
-from labbot.bot.api.body import read_limited
 from labbot.bot.feedback.ab_report import ab_report
 from labbot.bot.feedback.store import FeedbackStore
+from labbot.bot.web.body import read_limited
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.json_input import loads_json
 from labbot.storage.db import Database

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from labbot.bot.cli.output import print_json
 from labbot.bot.render.compare import comparison_text
 from labbot.common.api_client import ApiClient, check_id
 
@@ -29,6 +30,7 @@ def add_parser(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    s.set_defaults(func=_compare)
     s.add_argument("run_a", help="the first run's id")
     s.add_argument("run_b", help="the second run's id (two training runs, or two eval runs of one suite)")
     s.add_argument("--metric", metavar="M", help="training runs: the metric (default: their headline, e.g. loss)")
@@ -39,7 +41,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
 
 
-def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any) -> int:
+def _compare(api: ApiClient, a: argparse.Namespace) -> int:
     params: dict[str, Any] = {"a": check_id("run", a.run_a), "b": check_id("run", a.run_b)}
     for key in ("metric", "better", "window"):
         if getattr(a, key) is not None:

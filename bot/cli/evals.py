@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from labbot.bot.cli.output import CLIError, print_json
 from labbot.bot.render.evals import (
     TERMINAL,
     comparison_text,
@@ -41,6 +42,7 @@ def add_parser(sub: Any) -> None:
     esub.required = True
 
     s = esub.add_parser("generate", help="a suite of tasks from a git repository with a pytest suite")
+    s.set_defaults(func=_generate)
     s.add_argument("path", help="the repository (its committed files are used; the checkout is never changed)")
     s.add_argument("--count", type=int, default=10, metavar="N", help="how many tasks (default: 10)")
     s.add_argument("--seed", type=int, default=0, metavar="S", help="which functions are chosen (default: 0)")
@@ -65,6 +67,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print the suite and its tasks as JSON")
 
     s = esub.add_parser("run", help="run a suite as a labbot run: labbot eval run SUITE --solver gold")
+    s.set_defaults(func=_run)
     s.add_argument("suite", help=SUITE_ID_HELP)
     s.add_argument(
         "--solver",
@@ -97,78 +100,86 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("show", help="an eval run's results: pass rate, samples, isolation")
+    s.set_defaults(func=_show)
     s.add_argument("id", help="the eval run's id (from `labbot eval list` or `labbot runs`)")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("compare", help="two eval runs of one suite, paired by task: the difference and its interval")
+    s.set_defaults(func=_compare)
     s.add_argument("run_a", help="the first eval run's id")
     s.add_argument("run_b", help="the second eval run's id (the same suite and tasks)")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("from-incident", help="a resolved page whose cause was recorded, as an eval case")
+    s.set_defaults(func=_from_incident)
     s.add_argument("page", help="a page id from `labbot pages --all`")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("from-feedback", help="a 👎 with a comment on an agent's answer, as an eval case")
+    s.set_defaults(func=_from_feedback)
     s.add_argument("feedback", help="a feedback id from `labbot feedback --vote down`")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("list", help="the suites labbot keeps and the eval runs, newest first")
+    s.set_defaults(func=_list)
     s.add_argument("--limit", type=int, default=50, metavar="N")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("probe", help="run the isolation probes against a suite folder on this machine")
+    s.set_defaults(func=probe, offline=True)  # on this machine's suite folder: no control plane needed
     s.add_argument("path", help="a suite folder (as `labbot eval generate --out DIR` keeps it)")
     s.add_argument("--task", help="the task whose sandbox to probe (default: the first)")
     s.add_argument("--venv", metavar="DIR", help="the suite's venv (default: built from its wheels, cached)")
     s.add_argument("--json", action="store_true")
 
 
-def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any, error: Any) -> int:
-    if a.eval_command == "generate":
-        return _generate(api, a, print_json, error)
-    if a.eval_command == "run":
-        return _run(api, a, print_json, error)
-    if a.eval_command == "show":
-        doc = api.json("GET", f"/evals/runs/{check_id('run', a.id)}")["eval"]
-        print_json(public(doc)) if a.json else print(results_text(doc))
-        return 0
-    if a.eval_command == "compare":
-        params = {"a": check_id("run", a.run_a), "b": check_id("run", a.run_b)}
-        doc = api.json("GET", "/evals/compare", params=params)["comparison"]
-        print_json(doc) if a.json else print(comparison_text(doc))
-        return 0
-    if a.eval_command == "from-incident":
-        path = api_path("evals", "incidents", check_id("page", a.page))
-        made = api.json("POST", path, params={"by": getpass.getuser()})
-        print_json(made) if a.json else print(incident_case_text(made))
-        return 0
-    if a.eval_command == "from-feedback":
-        path = api_path("evals", "feedback", check_id("feedback", a.feedback))
-        made = api.json("POST", path, params={"by": getpass.getuser()})
-        print_json(made) if a.json else print(feedback_case_text(made))
-        return 0
-    if a.eval_command == "list":
-        suites = api.json("GET", "/evals/suites")["suites"]
-        runs = api.json("GET", "/evals/runs", params={"limit": a.limit})["evals"]
-        if a.json:
-            print_json({"suites": suites, "runs": [public(r) for r in runs]})
-        else:
-            print(suites_table(suites))
-            print()
-            print(eval_runs_table(runs))
-        return 0
-    raise error(f"unknown eval subcommand {a.eval_command!r}", 2)
+def _show(api: ApiClient, a: argparse.Namespace) -> int:
+    doc = api.json("GET", f"/evals/runs/{check_id('run', a.id)}")["eval"]
+    print_json(public(doc)) if a.json else print(results_text(doc))
+    return 0
 
 
-def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
+def _compare(api: ApiClient, a: argparse.Namespace) -> int:
+    params = {"a": check_id("run", a.run_a), "b": check_id("run", a.run_b)}
+    doc = api.json("GET", "/evals/compare", params=params)["comparison"]
+    print_json(doc) if a.json else print(comparison_text(doc))
+    return 0
+
+
+def _from_incident(api: ApiClient, a: argparse.Namespace) -> int:
+    path = api_path("evals", "incidents", check_id("page", a.page))
+    made = api.json("POST", path, params={"by": getpass.getuser()})
+    print_json(made) if a.json else print(incident_case_text(made))
+    return 0
+
+
+def _from_feedback(api: ApiClient, a: argparse.Namespace) -> int:
+    path = api_path("evals", "feedback", check_id("feedback", a.feedback))
+    made = api.json("POST", path, params={"by": getpass.getuser()})
+    print_json(made) if a.json else print(feedback_case_text(made))
+    return 0
+
+
+def _list(api: ApiClient, a: argparse.Namespace) -> int:
+    suites = api.json("GET", "/evals/suites")["suites"]
+    runs = api.json("GET", "/evals/runs", params={"limit": a.limit})["evals"]
+    if a.json:
+        print_json({"suites": suites, "runs": [public(r) for r in runs]})
+    else:
+        print(suites_table(suites))
+        print()
+        print(eval_runs_table(runs))
+    return 0
+
+
+def _generate(api: ApiClient, a: argparse.Namespace) -> int:
     from labbot.agents.fleet.model import ModelSettings
     from labbot.bot.cli.statements import statement_rewriter
     from labbot.evals.generation.generator import generate_suite
     from labbot.evals.service import pack
 
     if a.count < 1 or a.count > 500:
-        raise error(f"--count {a.count} is out of range: ask for 1 to 500 tasks", 2)
+        raise CLIError(f"--count {a.count} is out of range: ask for 1 to 500 tasks", 2)
     say = (lambda _text: None) if a.json else (lambda text: print(text, file=sys.stderr, flush=True))
     with tempfile.TemporaryDirectory(prefix="labbot-suite-") as tmp:
         out = Path(a.out).expanduser().resolve() if a.out else Path(tmp) / "suite"
@@ -219,7 +230,7 @@ def _generate(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any
     return 0
 
 
-def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> int:
+def _run(api: ApiClient, a: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "suite": a.suite,
         "solver": a.solver,
@@ -237,7 +248,7 @@ def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> 
     if a.solver_env:
         missing = [n for n in a.solver_env if not os.environ.get(n)]
         if missing:
-            raise error(f"--solver-env {', '.join(missing)}: not set in your environment (export it first)", 2)
+            raise CLIError(f"--solver-env {', '.join(missing)}: not set in your environment (export it first)", 2)
         body["solver_env"] = {n: os.environ[n] for n in a.solver_env}  # this shell's, sent with the launch only
     doc = api.json("POST", "/evals/runs", json=body)["eval"]
     run_id = doc["id"]
@@ -262,11 +273,11 @@ def _run(api: ApiClient, a: argparse.Namespace, print_json: Any, error: Any) -> 
     else:
         print(results_text(doc))
     if doc["status"] == "failed":
-        raise error(f"eval run {run_id} failed: {doc.get('run', {}).get('error') or 'labbot logs ' + run_id}", 1)
+        raise CLIError(f"eval run {run_id} failed: {doc.get('run', {}).get('error') or 'labbot logs ' + run_id}", 1)
     return 0
 
 
-def probe(a: argparse.Namespace, *, print_json: Any) -> int:
+def probe(a: argparse.Namespace) -> int:
     """``labbot eval probe``: the battery on this machine, against a suite folder (no control plane needed)."""
     from labbot.evals.seal.battery import probe_suite
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from labbot.bot.cli.output import print_json
 from labbot.bot.render.feedback import ab_text, feedback_table
 from labbot.common.api_client import ApiClient
 
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("feedback", help="people's votes on agents' answers, run cards and eval results, newest first")
+    s.set_defaults(func=_feedback)
     s.add_argument("--kind", choices=("answer", "run", "eval"), help="only votes on this kind of message")
     s.add_argument("--vote", choices=("up", "down"), help="only 👍 (up) or 👎 (down)")
     s.add_argument("--model", metavar="M", help="only votes on answers by model M")
@@ -20,15 +22,18 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print the rows as one JSON list")
 
     s = sub.add_parser("ab", help="the A/B test of the agents' models: each arm's 👍 rate with its 95%% interval")
+    s.set_defaults(func=_ab)
     s.add_argument("--json", action="store_true")
 
 
-def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any) -> int:
-    if a.command == "feedback":
-        q = {"limit": a.limit, "kind": a.kind, "vote": a.vote, "model": a.model, "run": a.run}
-        rows = api.json("GET", "/feedback", params={k: v for k, v in q.items() if v is not None})["feedback"]
-        print_json(rows) if a.json else print(feedback_table(rows))
-        return 0
+def _feedback(api: ApiClient, a: argparse.Namespace) -> int:
+    q = {"limit": a.limit, "kind": a.kind, "vote": a.vote, "model": a.model, "run": a.run}
+    rows = api.json("GET", "/feedback", params={k: v for k, v in q.items() if v is not None})["feedback"]
+    print_json(rows) if a.json else print(feedback_table(rows))
+    return 0
+
+
+def _ab(api: ApiClient, a: argparse.Namespace) -> int:
     doc = api.json("GET", "/ab")["ab"]
     print_json(doc) if a.json else print(ab_text(doc))
     return 0

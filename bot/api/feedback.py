@@ -19,9 +19,8 @@ from anyio import to_thread
 from starlette.requests import Request
 from starlette.routing import Route
 
-from labbot.agents.fleet.ab import AbTest
 from labbot.bot.api.deps import ApiDeps
-from labbot.bot.feedback.ab_report import ab_report
+from labbot.bot.feedback.ab_document import ab_document
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.web.body import read_limited
 from labbot.common.errors import BadRequest, LabbotError
@@ -40,18 +39,6 @@ def _limit(request: Request) -> int:
     if not (raw.isascii() and raw.isdigit() and 1 <= int(raw[:6]) <= 1000):
         raise BadRequest(f"query parameter limit={raw[:40]!r} must be a whole number from 1 to 1000")
     return int(raw)
-
-
-def ab_document(store: FeedbackStore, ab: AbTest | None) -> dict[str, Any]:
-    """The A/B report, or what to set when there is no test."""
-    if ab is None:
-        return {
-            "configured": False,
-            "message": 'no A/B test is running: set [agents.ab] models = ["MODEL_A", "MODEL_B"] in labbot.toml and '
-            "restart labbot; new agent threads are then split between the two",
-        }
-    report = ab_report(store.arm_numbers(ab.models))
-    return {"configured": True, "models": list(ab.models), "split": ab.split, "roles": list(ab.roles), **report}
 
 
 def routes(deps: ApiDeps) -> list[Route]:

@@ -24,10 +24,10 @@ from labbot.agents.fleet.approvals import ApprovalGate
 from labbot.agents.fleet.identity import store_of
 from labbot.agents.fleet.roles import load_roles
 from labbot.agents.fleet.tools import CallContext
-from labbot.bot.api.feedback import ab_document
 from labbot.bot.commands import LAB, Parsed, help_text, usage
 from labbot.bot.compare import RunComparer, thinned
 from labbot.bot.config import SlackSettings
+from labbot.bot.feedback.ab_document import ab_document
 from labbot.bot.feedback.store import FeedbackStore
 from labbot.bot.render import tables as render
 from labbot.bot.render.compare import comparison_text

@@ -21,7 +21,7 @@ of the run's params and of every answer (:mod:`labbot.evals.running.solver_acces
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
 
-X
+On the read routes ``?by=WHO`` asks for the person a client acts for (the ``lab`` MCP server passes an agent's
 researcher): only the suites WHO may run and the eval runs of those suites (``EvalService.visible``: their owners,
 admins — ``[roles] admins`` — and everyone once shared); another's run is a 404 exactly like an unknown id, naming
 the runs WHO can see. Without ``by`` the caller is the admin-token holder (the CLI): everything.

@@ -50,6 +50,13 @@ AGENT_ENV = "LABBOT_AGENT"
 DEFAULT_AGENT = "agent"
 _TEXTUAL = {"application/json", "application/xml", "application/yaml", "application/toml", "application/x-yaml"}
 
+# ``as_agent``: which agent a call is for. labbot sets it for its own agents (one server speaks for them all); an
+# outside client leaves it out and is ``LabApi.agent``. One declaration for each thing it names.
+_AS_AGENT = "(set by labbot for its own agents; leave it out)"
+Launcher = Annotated[str | None, Field(description=f"who launches {_AS_AGENT}")]
+StoreOwner = Annotated[str | None, Field(description=f"whose store {_AS_AGENT}")]
+Reader = Annotated[str | None, Field(description=f"for whom {_AS_AGENT}")]
+
 
 class LabApi(AsyncApiClient):
     """The control plane's ``/api/v1`` (:class:`~labbot.common.api_client.AsyncApiClient`) for the tools: its
@@ -212,18 +219,29 @@ def _decode(data: bytes, content_type: str) -> str | None:
 
 
 def build_server(api: LabApi | None = None) -> MCPServer:
+    """The server, its tools added by concept (each ``_add_*`` registers a few); ``api`` defaults to ``LabApi()``."""
     lab = api or LabApi()
     server: MCPServer = MCPServer(
         "labbot-lab",
         instructions="labbot's runs, metrics, logs and pages, and your artifact store. Launching, stopping, "
         "restarting and acknowledging change things: a human approves each such call.",
     )
+    # in this order: the order of the tool list agents see
+    for add in (_add_reads, _add_actions, _add_artifact_tools, _add_eval_suite_tools, _add_eval_run_tools):
+        add(server, lab)
+    return server
 
-    def launcher(as_agent: str | None) -> str:
-        return launcher_of(as_agent or lab.agent)
 
-    def viewer(as_agent: str | None) -> dict[str, str]:
-        return viewer_params(as_agent or lab.agent)
+def _launcher(lab: LabApi, as_agent: str | None) -> str:
+    return launcher_of(as_agent or lab.agent)
+
+
+def _viewer(lab: LabApi, as_agent: str | None) -> dict[str, str]:
+    return viewer_params(as_agent or lab.agent)
+
+
+def _add_reads(server: MCPServer, lab: LabApi) -> None:
+    """Runs, their metrics and logs, and pages: read only."""
 
     @server.tool(annotations=READ, structured_output=False)
     async def list_runs(
@@ -295,6 +313,10 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             or "no pages"
         )
 
+
+def _add_actions(server: MCPServer, lab: LabApi) -> None:
+    """Launching, stopping and restarting runs, acknowledging pages: each needs a human's approval."""
+
     @server.tool(annotations=WRITE, structured_output=False)
     async def launch_run(
         job: str,
@@ -303,16 +325,14 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         alerts: Annotated[
             list[str] | None, Field(description="metric alerts, e.g. ['pass_rate below 0.2 for 10m']")
         ] = None,
-        as_agent: Annotated[
-            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Launcher = None,
         purpose: Annotated[
             str | None,
             Field(description="training, eval, data, research or serving (default: the job's); its cap applies"),
         ] = None,
     ) -> str:
         """Launch a job on Ray (needs a human's approval). Over its purpose's cap it waits queued."""
-        body: dict[str, Any] = {"job": job, "params": params or {}, "owner": launcher(as_agent)}
+        body: dict[str, Any] = {"job": job, "params": params or {}, "owner": _launcher(lab, as_agent)}
         if stall_after:
             body["stall_after"] = stall_after
         if alerts:
@@ -343,11 +363,13 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         page = (await lab.json("POST", _path("page", page_id, "ack"), params={"by": "agent"}))["page"]
         return f"page {page['id']} is {page['state']}"
 
+
+def _add_artifact_tools(server: MCPServer, lab: LabApi) -> None:
+    """The agent's own artifact store (``/api/v1/artifacts``): putting and sharing only add to it, so no approval."""
+
     @server.tool(annotations=READ, structured_output=False)
     async def list_artifacts(
-        as_agent: Annotated[
-            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: StoreOwner = None,
     ) -> str:
         """Your artifacts and those other agents shared with you: id, name, size, content type, sharing."""
         agent = as_agent or lab.agent
@@ -363,9 +385,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def put_artifact(
         name: Annotated[str, Field(description="a name in your store, e.g. report.md; the same name replaces it")],
         text: Annotated[str, Field(description="the content (text)")],
-        as_agent: Annotated[
-            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: StoreOwner = None,
     ) -> str:
         """Store text as an artifact in your own store (a report, notes, a small CSV or JSON file)."""
         headers = {"Content-Type": _text_type(name)}
@@ -378,9 +398,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     @server.tool(annotations=READ, structured_output=False)
     async def get_artifact(
         artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
-        as_agent: Annotated[
-            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: StoreOwner = None,
     ) -> str:
         """An artifact's content as text (yours or one shared with you); the first 64 KiB of a longer one."""
         path = _path("artifact", artifact_id)
@@ -401,9 +419,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def share_artifact(
         artifact_id: Annotated[str, Field(description="an id of one of your own artifacts")],
         with_agent: Annotated[str, Field(description="the agent that may then read it")],
-        as_agent: Annotated[
-            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: StoreOwner = None,
     ) -> str:
         """Let another agent read one of your artifacts (it can read it, not change or delete it)."""
         params = {"agent": as_agent or lab.agent, "with": with_agent}
@@ -413,9 +429,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     @server.tool(annotations=ADD, structured_output=False)
     async def post_artifact(
         artifact_id: Annotated[str, Field(description="an id from list_artifacts")],
-        as_agent: Annotated[
-            str | None, Field(description="whose store (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: StoreOwner = None,
         in_channel: Annotated[str | None, Field(description="set by labbot: the Slack channel you work in")] = None,
         in_thread: Annotated[str | None, Field(description="set by labbot: the Slack thread you work in")] = None,
     ) -> str:
@@ -428,16 +442,16 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         posted = await lab.json("POST", _path("artifact", artifact_id, "post"), params=params)
         return f"posted {posted['name']} into the thread"
 
-    # -- evals: suites generated from the codebase, eval runs (both are labbot runs, so both need approval) --------
+
+def _add_eval_suite_tools(server: MCPServer, lab: LabApi) -> None:
+    """Eval suites: the ones the agent's researcher may run, and generating one (a labbot run: needs approval)."""
 
     @server.tool(annotations=READ, structured_output=False)
     async def list_eval_suites(
-        as_agent: Annotated[
-            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Reader = None,
     ) -> str:
         """The eval suites you may run: id, source repository and commit, number of tasks, flaky tests dropped."""
-        suites = (await lab.json("GET", "/evals/suites", params=viewer(as_agent)))["suites"]
+        suites = (await lab.json("GET", "/evals/suites", params=_viewer(lab, as_agent)))["suites"]
         return (
             "\n".join(
                 f"{s['suite']} · {s['source']} @ {s['commit'][:10]} · {s['tasks']} tasks"
@@ -450,13 +464,11 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     @server.tool(annotations=READ, structured_output=False)
     async def get_eval_suite(
         suite_id: Annotated[str, Field(description="an id from list_eval_suites")],
-        as_agent: Annotated[
-            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Reader = None,
     ) -> str:
         """One suite's tasks (JSON): each task's file, symbol, statement, fail_to_pass and pass_to_pass tests."""
         path = _eval_path("suites", "suite", suite_id)
-        suite = (await lab.json("GET", path, params=viewer(as_agent)))["suite"]
+        suite = (await lab.json("GET", path, params=_viewer(lab, as_agent)))["suite"]
         for task in suite.get("tasks", []):
             task.pop("canary", None)  # the seal's marker: not for a model's eyes
         return json.dumps(suite, indent=1)
@@ -475,17 +487,19 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         prefer: Annotated[
             Literal["any", "deep"], Field(description="deep: the largest function bodies first (a harder suite)")
         ] = "any",
-        as_agent: Annotated[
-            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Launcher = None,
     ) -> str:
         """Generate an eval suite from the codebase labbot serves, as a labbot run of the eval-generate job (needs a
         human's approval): functions its tests execute are deleted (``deletions`` of one file per task), each task
         validated in a sandbox. list_eval_suites shows the suite when the run has succeeded."""
         params = {"count": count, "seed": seed, "deletion": deletion, "deletions": deletions, "prefer": prefer}
-        body = {"job": "eval-generate", "params": params, "owner": launcher(as_agent)}
+        body = {"job": "eval-generate", "params": params, "owner": _launcher(lab, as_agent)}
         run = (await lab.json("POST", "/runs", json=body))["run"]
         return f"generating: {run_line(run)}"
+
+
+def _add_eval_run_tools(server: MCPServer, lab: LabApi) -> None:
+    """Eval runs: running a suite (a labbot run: needs approval), its results, two runs compared."""
 
     @server.tool(annotations=WRITE, structured_output=False)
     async def run_eval(
@@ -503,31 +517,31 @@ def build_server(api: LabApi | None = None) -> MCPServer:
             list[str] | None,
             Field(description="hosts the command solver may reach through labbot's proxy ([eval] solver_hosts)"),
         ] = None,
-        as_agent: Annotated[
-            str | None, Field(description="who launches (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Launcher = None,
     ) -> str:
         """Run an eval suite as a labbot run of the eval job (needs a human's approval); get_eval_results reads it.
         An installed agent is a command solver with its folder (solver_dir) and the hosts it needs (allow_hosts); its
         own secrets are never an agent's to pass (the researcher's CLI sends them)."""
-        body: dict[str, Any] = {"suite": _checked("suite", suite_id), "solver": solver, "owner": launcher(as_agent)}
+        body: dict[str, Any] = {
+            "suite": _checked("suite", suite_id),
+            "solver": solver,
+            "owner": _launcher(lab, as_agent),
+        }
         if solver_dir:
             body["solver_dir"] = solver_dir
         if allow_hosts:
             body["allow_hosts"] = allow_hosts
-        doc = (await lab.json("POST", "/evals/runs", json=body, params=viewer(as_agent)))["eval"]
+        doc = (await lab.json("POST", "/evals/runs", json=body, params=_viewer(lab, as_agent)))["eval"]
         return f"eval run {doc['id']} launched: {doc['suite']} with solver {doc['solver']} ({doc['status']})"
 
     @server.tool(annotations=READ, structured_output=False)
     async def get_eval_results(
         run_id: Annotated[str, Field(description="the eval run's id")],
-        as_agent: Annotated[
-            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Reader = None,
     ) -> str:
         """An eval run's results: status, pass rate with its 95% interval, each sample's result, time and tokens, and
         the isolation probes' verdicts (a run of a suite you may run)."""
-        doc = (await lab.json("GET", _eval_path("runs", "run", run_id), params=viewer(as_agent)))["eval"]
+        doc = (await lab.json("GET", _eval_path("runs", "run", run_id), params=_viewer(lab, as_agent)))["eval"]
         iso = doc.get("isolation") or {}
         rate, ci = doc.get("pass_rate"), doc.get("interval")
         shown = f" · pass rate {rate:.0%}" if isinstance(rate, int | float) else ""
@@ -544,13 +558,15 @@ def build_server(api: LabApi | None = None) -> MCPServer:
     async def compare_eval_runs(
         run_a: Annotated[str, Field(description="an eval run's id")],
         run_b: Annotated[str, Field(description="another eval run of the same suite and tasks")],
-        as_agent: Annotated[
-            str | None, Field(description="for whom (set by labbot for its own agents; leave it out)")
-        ] = None,
+        as_agent: Reader = None,
     ) -> str:
         """Two eval runs of one suite, paired by task: the difference of pass rates with its 95% interval, and
         whether the suite can tell the two solvers apart (only when the interval excludes zero)."""
-        params = {"a": api_client.check_id("run", run_a), "b": api_client.check_id("run", run_b), **viewer(as_agent)}
+        params = {
+            "a": api_client.check_id("run", run_a),
+            "b": api_client.check_id("run", run_b),
+            **_viewer(lab, as_agent),
+        }
         doc = (await lab.json("GET", "/evals/compare", params=params))["comparison"]
         paired, unpaired = doc["paired"], doc["unpaired"]
         return "\n".join(
@@ -562,8 +578,6 @@ def build_server(api: LabApi | None = None) -> MCPServer:
                 f"verdict: {doc['verdict']}" + (" — the seal failed on a run: untrusted" if doc["untrusted"] else ""),
             ]
         )
-
-    return server
 
 
 def _eval_path(collection: str, kind: str, the_id: str) -> str:

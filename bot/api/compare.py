@@ -5,22 +5,23 @@ both (as ``/api/v1/evals/compare``: ``labbot.bot.api.evals.viewer_of``); else a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
 from starlette.requests import Request
 from starlette.routing import Route
 
+from labbot.bot.api.deps import ApiDeps
 from labbot.bot.api.evals import viewer_of
 from labbot.common.errors import BadRequest
 from labbot.evals.comparisons import RunComparer
 
-Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
 MAX_WINDOW = 1_000_000
 
 
-def compare_routes(comparer: RunComparer, admin: Admin, admins: frozenset[str] = frozenset()) -> list[Route]:
+def routes(deps: ApiDeps) -> list[Route]:
+    comparer, admin, admins = RunComparer(deps.service, deps.telemetry, deps.evals), deps.admin, deps.admins
+
     async def compare(request: Request) -> Any:
         q = request.query_params
         viewer, is_admin = viewer_of(request, admins)

@@ -21,7 +21,7 @@ of the run's params and of every answer (:mod:`labbot.evals.running.solver_acces
 An eval run is a labbot run of the ``eval`` job: ``/api/v1/runs`` shows it too. Without an eval service the routes
 answer 503.
 
-X
+On the read routes ``?by=WHO`` asks for the person a client acts for (the ``lab`` MCP server passes an agent's
 researcher): only the suites WHO may run and the eval runs of those suites (``EvalService.visible``: their owners,
 admins — ``[roles] admins`` — and everyone once shared); another's run is a 404 exactly like an unknown id, naming
 the runs WHO can see. Without ``by`` the caller is the admin-token holder (the CLI): everything.
@@ -30,7 +30,6 @@ the runs WHO can see. Without ``by`` the caller is the admin-token holder (the C
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
@@ -39,7 +38,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from labbot.bot.api.body import read_limited, receive_into
+from labbot.agents.feedback.store import FeedbackStore
+from labbot.bot.api.deps import ApiDeps
+from labbot.bot.web.body import read_limited, receive_into
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
 from labbot.common.json_input import loads_json
@@ -49,7 +50,6 @@ MAX_SUITE_UPLOAD = 200 << 20
 MAX_BODY = 64 * 1024
 SPOOL_BYTES = 1 << 20
 
-Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
 MAX_BY = 100  # a person's name as labbot keeps it (a run's owner is VARCHAR(100))
 
 
@@ -86,14 +86,11 @@ class EvalRunRequest(BaseModel):
     solver_env: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
-def eval_routes(
-    evals: EvalService | None,
-    admin: Admin,
-    mark_case: Callable[[str, str], None] | None = None,
-    admins: frozenset[str] = frozenset(),
-) -> list[Route]:
-    """``mark_case(feedback_id, case_id)`` records on the feedback row the case made from it; ``admins`` (``[roles]
-    admins``) see every suite and run when a read names one of them in ``?by=``."""
+def routes(deps: ApiDeps) -> list[Route]:
+    """``deps.admins`` (``[roles] admins``) see every suite and run when a read names one of them in ``?by=``; with
+    a database, a case made from feedback is recorded on its feedback row (``FeedbackStore.mark_case``)."""
+    evals, admin, admins = deps.evals, deps.admin, deps.admins
+    mark_case = FeedbackStore(deps.db).mark_case if deps.db is not None else None
 
     def service() -> EvalService:
         if evals is None:

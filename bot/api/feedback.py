@@ -13,22 +13,19 @@ Without a database the routes answer 503; ``/api/v1/ab`` without ``[agents.ab]``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
 from starlette.requests import Request
 from starlette.routing import Route
 
-from labbot.agents.feedback.ab import AbTest
 from labbot.agents.feedback.report import ab_document
 from labbot.agents.feedback.store import FeedbackStore
-from labbot.bot.api.body import read_limited
+from labbot.bot.api.deps import ApiDeps
+from labbot.bot.web.body import read_limited
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.json_input import loads_json
-from labbot.storage.db import Database
 
-Admin = Callable[[Callable[[Request], Any]], Callable[[Request], Any]]
 MAX_BODY = 16 * 1024
 
 
@@ -44,7 +41,9 @@ def _limit(request: Request) -> int:
     return int(raw)
 
 
-def feedback_routes(db: Database | None, ab: AbTest | None, admin: Admin) -> list[Route]:
+def routes(deps: ApiDeps) -> list[Route]:
+    db, ab, admin = deps.db, deps.ab, deps.admin
+
     def store() -> FeedbackStore:
         if db is None:
             raise FeedbackOff("feedback is not kept in this labbot (it was started without a database)")

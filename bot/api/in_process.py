@@ -19,7 +19,7 @@ from __future__ import annotations
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from labbot.bot.api.errors import error_response
+from labbot.bot.web.errors import error_response
 from labbot.mcp_servers.lab import LabApi
 
 __all__ = ["IN_PROCESS_URL", "InProcessApi"]

@@ -7,7 +7,7 @@ under a key derived from the admin token, is the permission, and it grants nothi
 the links labbot has always made) or ``metrics`` (the metrics the run's job plots, one panel each, as in its Slack
 thread). A wrong or missing signature is 403, the same whether or not the run exists; a malformed one (not 32 hex
 digits) is 400, saying so. Links are only made when ``LABBOT_PUBLIC_URL`` is not a loopback address: a report's
-readers must be able to reach it.
+readers must be able to reach it. The images are ``labbot.bot.render.plots``', as in the run's Slack thread.
 """
 
 from __future__ import annotations
@@ -15,7 +15,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlparse
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from labbot.bot.api.deps import ApiDeps, blocking
+from labbot.bot.render.plots import loss_plot_png, metrics_plot_png
+from labbot.bot.web.errors import error_response, from_exception
 
 __all__ = [
     "PLOT_IMAGES",
@@ -23,6 +32,7 @@ __all__ = [
     "plot_signature",
     "plot_url",
     "reachable_by_others",
+    "routes",
     "signature_ok",
     "well_formed_signature",
 ]
@@ -75,3 +85,47 @@ def plot_url(public_url: str, secret: str, run_id: str, image: str = "loss") -> 
         return None
     sig = plot_signature(secret, run_id, image)
     return f"{public_url.rstrip('/')}/plots/{run_id}/{image}.png?sig={sig}"
+
+
+def routes(deps: ApiDeps) -> list[Route]:
+    """``/plots/{run_id}/loss.png`` and ``/plots/{run_id}/metrics.png``, each behind its signature."""
+    return [
+        Route("/plots/{run_id}/loss.png", _signed_plot(deps, "loss")),
+        Route("/plots/{run_id}/metrics.png", _signed_plot(deps, "metrics")),
+    ]
+
+
+def _signed_plot(deps: ApiDeps, image: str) -> Callable[[Request], Awaitable[Response]]:
+    """The route of one of a run's plot images (``PLOT_IMAGES``), its signature checked."""
+    service, telemetry = deps.service, deps.telemetry
+
+    async def plot(request: Request) -> Response:
+        run_id, sig = request.path_params["run_id"], request.query_params.get("sig")
+        if sig and not well_formed_signature(sig):  # the format is no secret: say what is wrong (400)
+            return error_response(
+                400,
+                "bad_request",
+                f"the plot link's sig={sig[:40]!r} is not {SIGNATURE_HEX} hex digits: copy the "
+                "whole link, or ask labbot for a new one",
+            )
+        if not signature_ok(deps.admin_token, run_id, sig, image):
+            return JSONResponse(
+                {"error": {"code": "forbidden", "message": "this plot link is not valid: ask labbot for a new one"}},
+                status_code=403,
+            )
+        try:
+            run = await blocking(service.get, run_id)
+        except Exception as e:
+            return from_exception(e)
+        starts = await blocking(telemetry.attempt_starts, run_id)
+        if image == "loss":
+            points = await blocking(telemetry.metrics, run_id, "loss")
+            png = await blocking(loss_plot_png, points, title=f"{run['name']} — loss", attempts=starts)
+        else:
+            names = list(run["plot"])
+            series = await blocking(telemetry.series, run_id, names)
+            title = f"{run['name']} — {', '.join(names)}"
+            png = await blocking(metrics_plot_png, series, title=title, attempts=starts)
+        return Response(png, media_type="image/png", headers={"Cache-Control": "max-age=300"})
+
+    return plot

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from labbot.bot.api.auth import bearer
-from labbot.bot.api.errors import error_response
+from labbot.bot.web.errors import error_response
 
 __all__ = ["METRICS_TOKEN_ENV", "OPEN_PROBES_ENV", "REFUSE_ANONYMOUS", "ProbeAccess", "Readiness", "is_loopback"]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from labbot.bot.cli.evals import comparison_text as eval_comparison_text
+from labbot.bot.cli.output import print_json
+from labbot.bot.render.compare import comparison_text
 from labbot.common.api_client import ApiClient, check_id
 
 EXAMPLES = """examples:
@@ -29,6 +30,7 @@ def add_parser(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    s.set_defaults(func=_compare)
     s.add_argument("run_a", help="the first run's id")
     s.add_argument("run_b", help="the second run's id (two training runs, or two eval runs of one suite)")
     s.add_argument("--metric", metavar="M", help="training runs: the metric (default: their headline, e.g. loss)")
@@ -39,7 +41,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
 
 
-def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any) -> int:
+def _compare(api: ApiClient, a: argparse.Namespace) -> int:
     params: dict[str, Any] = {"a": check_id("run", a.run_a), "b": check_id("run", a.run_b)}
     for key in ("metric", "better", "window"):
         if getattr(a, key) is not None:
@@ -47,45 +49,3 @@ def run(api: ApiClient, a: argparse.Namespace, *, print_json: Any) -> int:
     doc = api.json("GET", "/compare", params=params)["comparison"]
     print_json(doc) if a.json else print(comparison_text(doc))
     return 0
-
-
-def comparison_text(doc: dict[str, Any]) -> str:
-    """A comparison in words: the eval one as ``labbot eval compare`` says it; a training one as a short table."""
-    if doc.get("kind") == "eval":
-        return eval_comparison_text(doc)
-    a, b, metric = doc["a"], doc["b"], doc["metric"]
-    rows = [["", "run", "name", "window (steps)", "points", f"mean {metric}"]]
-    for label, side in (("A", a), ("B", b)):
-        left_out = f" (+{side['left_out']} NaN/inf)" if side["left_out"] else ""
-        rows.append(
-            [
-                label,
-                str(side["id"]),
-                str(side["name"]),
-                f"{side['steps'][0]}–{side['steps'][1]}",
-                f"{side['points']}{left_out}",
-                _num(side["mean"]),
-            ]
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    low, high = doc["interval"]
-    pct = f"{doc['confidence']:.0%}"
-    lines += [
-        f"A − B = {_num(doc['difference'], signed=True)}, {pct} CI {_num(low, signed=True)} to "
-        f"{_num(high, signed=True)}",
-        f"{metric}: {doc['rule']}",
-        f"method: {doc['method']}",
-        *[f"note: {n}" for n in doc.get("notes") or []],
-    ]
-    if doc["winner"] is None and doc["verdict"].startswith("no difference"):
-        lines.append(f"verdict: {doc['verdict']} — the interval includes zero; these runs are not told apart")
-    else:
-        lines.append(f"verdict: {doc['verdict']} (the interval excludes zero)")
-    return "\n".join(lines)
-
-
-def _num(value: Any, *, signed: bool = False) -> str:
-    if not isinstance(value, int | float):
-        return str(value)
-    return f"{value:+.4g}" if signed else f"{value:.4g}"

@@ -2,13 +2,15 @@
 
 ``serve`` and ``db upgrade`` run in this process; every other command is a client of the running control plane's
 ``/api/v1``. ``--json`` prints one JSON document on stdout. Exit codes: 0 done, 1 it failed, 2 bad input.
+
+Each subcommand's parser names its handler (``set_defaults(func=...)``): ``handler(api, args)`` for a client of the
+API, which ``main`` opens and closes around it, or ``handler(args)`` with ``offline=True`` for what runs here alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import sys
 import time
 import uuid
@@ -18,7 +20,8 @@ from typing import Any
 from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import feedback as cli_feedback
-from labbot.bot.cli import render
+from labbot.bot.cli.output import CLIError, print_json
+from labbot.bot.render import tables
 from labbot.common.api_client import (
     BAD_ADMIN_TOKEN,
     BAD_ID,
@@ -43,15 +46,6 @@ ADVICE = {
 }
 
 
-class CLIError(Exception):
-    """Something to tell the user, with the exit code to leave with (2: bad input, 1: it failed)."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
 def _exit_code(e: ApiError) -> int:
     """2 when the input was bad (an id not of its format, or a 4xx other than a conflict with the run's state), else
     1."""
@@ -71,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler; Slack when configured)")
+    s = sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler; Slack when configured)")
+    s.set_defaults(func=_serve, offline=True)
     s = sub.add_parser("console", help="labbot with a local Slack in this terminal (what `make run` starts)")
+    s.set_defaults(func=_console, offline=True)
     s.add_argument(
         "--fast", action="store_true", help="demo cadence: card every 5s, progress every 15s, escalation after 1m"
     )
@@ -85,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     s = sub.add_parser("launch", help="launch a job on Ray: labbot launch tiny-lm steps=100")
+    s.set_defaults(func=_launch)
     s.add_argument("job", help="a job name from `labbot jobs`")
     s.add_argument("params", nargs="*", metavar="KEY=VALUE", help="job parameters, e.g. steps=100 lr=3e-4")
     s.add_argument("--name", help="a name for the run (default: JOB-ID)")
@@ -125,25 +122,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the run as JSON")
 
     s = sub.add_parser("runs", help="list runs, newest first")
+    s.set_defaults(func=_runs)
     s.add_argument("--status", help="only runs in this status")
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--json", action="store_true")
 
     for name, text in (("run", "show one run"), ("stop", "stop a run"), ("restart", "restart from checkpoint")):
         s = sub.add_parser(name, help=text)
+        s.set_defaults(func=_show_run if name == "run" else _act_on_run)
         s.add_argument("id", help="a run id from `labbot runs`")
         s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("logs", help="a run's logs from Ray")
+    s.set_defaults(func=_logs)
     s.add_argument("id")
     s.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
     s = sub.add_parser("pages", help="open pages (stalls, failures, divergence, the cluster down)")
+    s.set_defaults(func=_pages)
     s.add_argument("--all", action="store_true", help="resolved pages too")
     s.add_argument("--run", metavar="ID", help="only this run's pages")
     s.add_argument("--json", action="store_true")
     for name, text in (("ack", "acknowledge a page: its escalation stops"), ("resolve", "resolve a page by hand")):
         s = sub.add_parser(name, help=text)
+        s.set_defaults(func=_act_on_page)
         s.add_argument("page", help="a page id from `labbot pages`")
         s.add_argument("--json", action="store_true")
         if name == "resolve":
@@ -154,16 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
             )
 
     s = sub.add_parser("capacity", help="each purpose's use of the cluster against its cap, who uses it, the queue")
+    s.set_defaults(func=_capacity)
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("priority", help="move a queued run in its purpose's line (admins): higher goes first")
+    s.set_defaults(func=_priority)
     s.add_argument("id", help="a run id from `labbot runs`")
     s.add_argument("priority", type=int, help="a whole number from -1000 to 1000; 0 is a launch's")
     s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("jobs", help="the jobs that can be launched")
+    s.set_defaults(func=_jobs)
     s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("audit", help="the agents' tool calls, newest first (arguments redacted)")
+    s.set_defaults(func=_audit)
     s.add_argument("--limit", type=int, default=100, metavar="N", help="at most N calls (default: 100)")
     s.add_argument("--agent", metavar="A", help="only agent A's calls")
     s.add_argument("--json", action="store_true", help="print the calls as one JSON list")
@@ -173,9 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_compare.add_parser(sub)
 
     s = sub.add_parser("db", help="database maintenance")
+    s.set_defaults(func=_db, offline=True)
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
 
     s = sub.add_parser("mcp", help="run a built-in MCP server over stdio (or --http): labbot mcp codebase")
+    s.set_defaults(func=_mcp, offline=True)
     s.add_argument("name", help="a built-in server: codebase, lab, notion, linear or datadog")
     s.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (bearer token) instead")
     s.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
@@ -185,10 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve only tools that change nothing (also: read_only = true in [mcp.servers.NAME] of labbot.toml)",
     )
     return p
-
-
-def _print_json(doc: Any) -> None:
-    print(json.dumps(doc, indent=2))
 
 
 def _launch(api: ApiClient, a: argparse.Namespace) -> int:
@@ -223,7 +227,7 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
     if not a.no_wait:
         run = _wait_running(api, run, a.wait_timeout, say)
     if a.json:
-        _print_json(run)
+        print_json(run)
     elif run["status"] == "failed":
         raise CLIError(f"run {run['id']} failed: {run.get('error') or 'see `labbot logs ' + run['id'] + '`'}")
     else:
@@ -240,7 +244,7 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
             after = format_duration(elapsed)
             say(f"  still {run['status']} after {after}; labbot keeps watching it (labbot run {run['id']})")
             return run
-        where = render.queue_words(run)
+        where = tables.queue_words(run)
         if where:
             say(f"  queued: {where} ({format_duration(elapsed)}); it starts when capacity frees")
         else:
@@ -252,117 +256,130 @@ def _wait_running(api: ApiClient, run: dict[str, Any], timeout: float, say: Any)
 
 
 def _run_command(a: argparse.Namespace) -> int:
-    if a.command == "serve":
-        from labbot.bot.config import Settings
-        from labbot.bot.serve import serve
-
-        return serve(Settings.from_env())
-    if a.command == "console":
-        from labbot.bot.config import Settings
-        from labbot.bot.console.repl import run_console
-
-        return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast)
-    if a.command == "db":
-        from labbot.bot.config import Settings
-        from labbot.storage.db import Database
-
-        settings = Settings.from_env()
-        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        Database(settings.database_url).upgrade()
-        print("database is at the latest migration", file=sys.stderr)
-        return 0
-
-    if a.command == "mcp":
-        return _mcp(a)
-
-    if a.command == "eval" and a.eval_command == "probe":  # on this machine's suite folder: no control plane needed
-        return cli_evals.probe(a, print_json=_print_json)
-
+    """The subcommand's handler (its parser's ``func``): alone, or with a client of the control plane's API."""
+    if getattr(a, "offline", False):
+        return int(a.func(a))
     api = ApiClient()
     try:
-        if a.command == "launch":
-            return _launch(api, a)
-        if a.command == "runs":
-            params: dict[str, Any] = {"limit": a.limit}
-            if a.status:
-                params["status"] = a.status
-            runs = api.json("GET", "/runs", params=params)["runs"]
-            _print_json(runs) if a.json else print(render.runs_table(runs))
-            return 0
-        if a.command in ("run", "stop", "restart"):
-            method, path = ("GET", run_path(a.id)) if a.command == "run" else ("POST", run_path(a.id, a.command))
-            run = api.json(method, path, params={"by": _who()} if method == "POST" else None)["run"]
-            if a.json:
-                _print_json(run)
-            elif a.command == "run":
-                print(render.run_details(run))
-            elif a.command == "stop":
-                print(f"run {run['id']} stopped")
-            else:
-                print(f"run {run['id']} restarting as attempt {run['attempt']} from its latest checkpoint")
-            return 0
-        if a.command == "logs":
-            params = {"tail": a.tail} if a.tail is not None else {}
-            sys.stdout.write(api.request("GET", run_path(a.id, "logs"), params=params).text.rstrip("\n") + "\n")
-            return 0
-        if a.command == "pages":
-            query: dict[str, Any] = {"all": "1"} if a.all else {}
-            if a.run:
-                query["run"] = check_id("run", a.run)
-            pages = api.json("GET", "/pages", params=query)["pages"]
-            _print_json(pages) if a.json else print(render.pages_table(pages))
-            return 0
-        if a.command in ("ack", "resolve"):
-            cause = getattr(a, "cause", None)
-            page = api.json(
-                "POST",
-                page_path(a.page, a.command),
-                params={"by": _who()},
-                json={"cause": cause} if cause is not None else None,
-            )["page"]
-            if a.json:
-                _print_json(page)
-            else:
-                by = page.get("acknowledged_by") if a.command == "ack" else page.get("resolved_by")
-                print(
-                    f"page {page['id']} ({page['kind']} on {page.get('run_id') or 'the cluster'}) is {page['state']}"
-                    f"{f' by {by}' if by else ''}"
-                )
-            return 0
-        if a.command == "capacity":
-            doc = api.json("GET", "/capacity")
-            _print_json(doc) if a.json else print(render.capacity_text(doc))
-            return 0
-        if a.command == "priority":
-            run = api.json("POST", run_path(a.id, "priority"), params={"by": _who()}, json={"priority": a.priority})[
-                "run"
-            ]
-            _print_json(run) if a.json else print(f"run {run['id']}: {render.priority_words(run)}")
-            return 0
-        if a.command == "jobs":
-            jobs = api.json("GET", "/jobs")["jobs"]
-            if a.json:
-                _print_json(jobs)
-            else:
-                rows = [
-                    [j["name"], j["description"], " ".join(f"{k}={v}" for k, v in j["params"].items())] for j in jobs
-                ]
-                print(render.table(["job", "description", "parameters (defaults)"], rows))
-            return 0
-        if a.command == "eval":
-            return cli_evals.run(api, a, print_json=_print_json, error=CLIError)
-        if a.command in ("feedback", "ab"):
-            return cli_feedback.run(api, a, print_json=_print_json)
-        if a.command == "compare":
-            return cli_compare.run(api, a, print_json=_print_json)
-        if a.command == "audit":
-            query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
-            calls = api.json("GET", "/audit", params=query)["audit"]
-            _print_json(calls) if a.json else print(render.audit_table(calls, agent=a.agent))
-            return 0
+        return int(a.func(api, a))
     finally:
         api.close()
-    raise CLIError(f"unknown command {a.command!r}", exit_code=2)
+
+
+def _serve(a: argparse.Namespace) -> int:
+    from labbot.bot.config import Settings
+    from labbot.bot.serve import serve
+
+    return serve(Settings.from_env())
+
+
+def _console(a: argparse.Namespace) -> int:
+    from labbot.bot.config import Settings
+    from labbot.bot.console.repl import run_console
+
+    return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast)
+
+
+def _db(a: argparse.Namespace) -> int:
+    from labbot.bot.config import Settings
+    from labbot.storage.db import Database
+
+    settings = Settings.from_env()
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    Database(settings.database_url).upgrade()
+    print("database is at the latest migration", file=sys.stderr)
+    return 0
+
+
+def _runs(api: ApiClient, a: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"limit": a.limit}
+    if a.status:
+        params["status"] = a.status
+    runs = api.json("GET", "/runs", params=params)["runs"]
+    print_json(runs) if a.json else print(tables.runs_table(runs))
+    return 0
+
+
+def _show_run(api: ApiClient, a: argparse.Namespace) -> int:
+    run = api.json("GET", run_path(a.id))["run"]
+    print_json(run) if a.json else print(tables.run_details(run))
+    return 0
+
+
+def _act_on_run(api: ApiClient, a: argparse.Namespace) -> int:
+    """``labbot stop`` and ``labbot restart``."""
+    run = api.json("POST", run_path(a.id, a.command), params={"by": _who()})["run"]
+    if a.json:
+        print_json(run)
+    elif a.command == "stop":
+        print(f"run {run['id']} stopped")
+    else:
+        print(f"run {run['id']} restarting as attempt {run['attempt']} from its latest checkpoint")
+    return 0
+
+
+def _logs(api: ApiClient, a: argparse.Namespace) -> int:
+    params = {"tail": a.tail} if a.tail is not None else {}
+    sys.stdout.write(api.request("GET", run_path(a.id, "logs"), params=params).text.rstrip("\n") + "\n")
+    return 0
+
+
+def _pages(api: ApiClient, a: argparse.Namespace) -> int:
+    query: dict[str, Any] = {"all": "1"} if a.all else {}
+    if a.run:
+        query["run"] = check_id("run", a.run)
+    pages = api.json("GET", "/pages", params=query)["pages"]
+    print_json(pages) if a.json else print(tables.pages_table(pages))
+    return 0
+
+
+def _act_on_page(api: ApiClient, a: argparse.Namespace) -> int:
+    """``labbot ack`` and ``labbot resolve``."""
+    cause = getattr(a, "cause", None)
+    page = api.json(
+        "POST",
+        page_path(a.page, a.command),
+        params={"by": _who()},
+        json={"cause": cause} if cause is not None else None,
+    )["page"]
+    if a.json:
+        print_json(page)
+    else:
+        by = page.get("acknowledged_by") if a.command == "ack" else page.get("resolved_by")
+        print(
+            f"page {page['id']} ({page['kind']} on {page.get('run_id') or 'the cluster'}) is {page['state']}"
+            f"{f' by {by}' if by else ''}"
+        )
+    return 0
+
+
+def _capacity(api: ApiClient, a: argparse.Namespace) -> int:
+    doc = api.json("GET", "/capacity")
+    print_json(doc) if a.json else print(tables.capacity_text(doc))
+    return 0
+
+
+def _priority(api: ApiClient, a: argparse.Namespace) -> int:
+    run = api.json("POST", run_path(a.id, "priority"), params={"by": _who()}, json={"priority": a.priority})["run"]
+    print_json(run) if a.json else print(f"run {run['id']}: {tables.priority_words(run)}")
+    return 0
+
+
+def _jobs(api: ApiClient, a: argparse.Namespace) -> int:
+    jobs = api.json("GET", "/jobs")["jobs"]
+    if a.json:
+        print_json(jobs)
+    else:
+        rows = [[j["name"], j["description"], " ".join(f"{k}={v}" for k, v in j["params"].items())] for j in jobs]
+        print(tables.table(["job", "description", "parameters (defaults)"], rows))
+    return 0
+
+
+def _audit(api: ApiClient, a: argparse.Namespace) -> int:
+    query = {"limit": a.limit, **({"agent": a.agent} if a.agent else {})}
+    calls = api.json("GET", "/audit", params=query)["audit"]
+    print_json(calls) if a.json else print(tables.audit_table(calls, agent=a.agent))
+    return 0
 
 
 def _mcp(a: argparse.Namespace) -> int:

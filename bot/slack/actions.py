@@ -26,13 +26,14 @@ from labbot.agents.fleet.approvals import ApprovalGate
 from labbot.agents.fleet.identity import store_of
 from labbot.agents.fleet.roles import load_roles
 from labbot.agents.fleet.tools import CallContext
-from labbot.bot.cli import render
-from labbot.bot.cli.compare import comparison_text
-from labbot.bot.cli.feedback import ab_text, feedback_table
 from labbot.bot.commands import LAB, Parsed, help_text, usage
 from labbot.bot.config import SlackSettings
+from labbot.bot.render import tables as render
+from labbot.bot.render.compare import comparison_text
+from labbot.bot.render.feedback import ab_text, feedback_table
+from labbot.bot.render.plots import overlay_plot_png
 from labbot.bot.slack.agent_threads import AgentConversations
-from labbot.bot.slack.blocks import ephemeral_error, overlay_plot_png, run_card, text_blocks
+from labbot.bot.slack.blocks import ephemeral_error, run_card, text_blocks
 from labbot.bot.slack.blocks.pages import pages_list
 from labbot.bot.slack.blocks.run_card import escape
 from labbot.bot.slack.crosslinks import CrossLinks

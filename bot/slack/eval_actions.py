@@ -21,9 +21,9 @@ from anyio import to_thread
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.feedback.store import FeedbackStore
-from labbot.bot.cli.evals import comparison_text, eval_runs_table, incident_case_text, results_text, suites_table
-from labbot.bot.cli.feedback import feedback_case_text
 from labbot.bot.commands import Parsed
+from labbot.bot.render.evals import comparison_text, eval_runs_table, incident_case_text, results_text, suites_table
+from labbot.bot.render.feedback import feedback_case_text
 from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import BadRequest

@@ -1,6 +1,6 @@
 """``POST /slack/events``, the door of Slack's HTTP mode, checked before Bolt sees a byte.
 
-In this order, each refusal answered as JSON (``labbot.bot.api.errors``) without reading further, and without the
+In this order, each refusal answered as JSON (``labbot.bot.web.errors``) without reading further, and without the
 body ever going to a log:
 
 1. a declared Content-Length over ``MAX_SLACK_BODY`` (Slack's own payloads are a few KiB): 413, nothing read;
@@ -44,9 +44,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from labbot.bot.api.body import BodyTooLarge, declared_length, read_limited
-from labbot.bot.api.errors import error_response
 from labbot.bot.slack.shapes import JSON_TYPE, read, refusal
+from labbot.bot.web.body import BodyTooLarge, declared_length, read_limited
+from labbot.bot.web.errors import error_response
 from labbot.common.errors import BadRequest, LabbotError, Unauthorized
 from labbot.common.humanize import format_bytes
 

@@ -25,7 +25,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from labbot.bot.slack.blocks import metrics_plot_png, progress_text, restart_text, run_card, summary_blocks
+from labbot.bot.render.plots import metrics_plot_png
+from labbot.bot.slack.blocks import progress_text, restart_text, run_card, summary_blocks
 from labbot.bot.slack.blocks.posts import launch_confirmation, left_queue_text
 from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
 from labbot.storage.lease import Fenced, aguard

@@ -24,7 +24,7 @@ from labbot.agents.fleet.audit import AuditedExecutor, audit_rows
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
 from labbot.bot.api import create_app
 from labbot.bot.cli.main import main
-from labbot.bot.cli.render import audit_table
+from labbot.bot.render.tables import audit_table
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.launcher import RayLauncher

@@ -16,7 +16,7 @@ from support import Clock
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.bot.api import create_app
-from labbot.bot.cli.render import pages_table
+from labbot.bot.render.tables import pages_table
 from labbot.storage.db import Database
 from labbot.storage.models import Run
 from labbot.training.launcher import RayLauncher

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
 from labbot.bot.api.plots import plot_signature, plot_url
-from labbot.bot.slack.blocks import loss_plot_png, metrics_plot_png
+from labbot.bot.render.plots import loss_plot_png, metrics_plot_png
 from labbot.storage.db import Database
 from labbot.storage.models import Run, utcnow
 from labbot.training.launcher import RayLauncher

@@ -12,7 +12,7 @@ from eval_services import task_ids as tasks
 from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
-from labbot.bot.cli.evals import comparison_text, results_text
+from labbot.bot.render.evals import comparison_text, results_text
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.evals.service import EvalService, pack
 from labbot.training.telemetry_store import TelemetryStore

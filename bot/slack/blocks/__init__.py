@@ -1,5 +1,5 @@
 """What labbot shows in Slack about a run, as pure functions: Block Kit for the run card, progress lines, restarts
-and the summary, the metric-curve PNG, and Block Kit's size limits with the splitter that respects them.
+and the summary, and Block Kit's size limits with the splitter that respects them.
 
 The thread keeper (``bot/slack/threads.py``) and the command handlers post what these return; nothing here talks
 to Slack.
@@ -13,7 +13,6 @@ from labbot.bot.slack.blocks.limits import (
     split_sections,
     text_blocks,
 )
-from labbot.bot.slack.blocks.plot import loss_plot_png, metrics_plot_png, overlay_plot_png
 from labbot.bot.slack.blocks.posts import (
     ephemeral_error,
     launch_confirmation,
@@ -32,10 +31,7 @@ __all__ = [
     "eta_seconds",
     "fits_in_messages",
     "launch_confirmation",
-    "loss_plot_png",
     "mention",
-    "metrics_plot_png",
-    "overlay_plot_png",
     "progress_text",
     "restart_text",
     "run_card",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fakes.slack import SlackFake, started
 
-from labbot.bot.slack.blocks import metrics_plot_png
+from labbot.bot.render.plots import metrics_plot_png
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.storage.db import Database

@@ -24,7 +24,7 @@ from inspect_ai.util import SandboxUserUnsupportedError
 from run_fixtures import CANARY, F2P, OPS_ORIGINAL, P2P, build_pytest_venv, make_suite
 from support import telemetry_receiver
 
-from labbot.bot.cli.evals import results_text
+from labbot.bot.render.evals import results_text
 from labbot.common.errors import BadRequest
 from labbot.evals.running import job
 from labbot.evals.running.runner import RESULTS_FILE, BatteryWhen, run_suite

@@ -1,4 +1,4 @@
-"""The API's edge (``labbot.bot.api.edge``): an id or query value no database can hold — NUL, text that is not
+"""The API's edge (``labbot.bot.web.edge``): an id or query value no database can hold — NUL, text that is not
 UTF-8 — is a 400 for every route before any route reads it, on SQLite and on PostgreSQL (where a NUL in a query
 was a driver error, a 500); ordinary ids still reach their routes. And the same rule for every string and key of a
 JSON body, in the one JSON reader (``labbot.common.json_input``)."""
@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import api_client
 
-from labbot.bot.api.edge import refusal, unstorable
+from labbot.bot.web.edge import refusal, unstorable
 from labbot.common.errors import BadRequest
 from labbot.common.json_input import loads_json, unstorable_in
 

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from labbot.bot.api.errors import error_response
+from labbot.bot.web.errors import error_response
 from labbot.common.json_input import unstorable
 
 __all__ = ["RefuseUnstorable", "refusal", "unstorable"]

@@ -1,5 +1,6 @@
-"""The metric-curve PNG that the thread keeper uploads into a run's thread at milestones and at the end: the
-metrics the job plots (``JobSpec.plot``, loss by default), one panel each, sharing the step axis.
+"""The metric-curve PNGs: the metrics a job plots (``JobSpec.plot``, loss by default), one panel each, sharing the
+step axis. The thread keeper uploads them into a run's thread at milestones and at the end, ``/lab compare`` overlays
+two runs, and ``/plots/{run_id}/…png`` serves them to the run's Notion report.
 
 Rendered with matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``): no pyplot, so no global current
 figure, no GUI backend and no display; each call owns its figure, which is what makes it safe to call from worker

@@ -1,4 +1,5 @@
-"""Human output of the CLI: run tables, run details, pages and the audit trail (pure functions of the API's JSON)."""
+"""Text tables of runs, pages, the audit trail and compute by purpose: pure functions of the API's JSON, shown by the
+CLI (``labbot runs``, ``labbot pages``, ...) and in Slack (``/lab runs``, ``/lab capacity``) alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The metric-curve PNG (bot/slack/blocks/plot.py): valid PNGs for every input, one panel per metric a job plots,
+"""The metric-curve PNG (bot/render/plots.py): valid PNGs for every input, one panel per metric a job plots,
 fast, and safe across threads."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from matplotlib.image import imread
 
-from labbot.bot.slack.blocks import loss_plot_png, metrics_plot_png
-from labbot.bot.slack.blocks.plot import DPI, PANEL_HEIGHT_IN, ema
+from labbot.bot.render.plots import DPI, PANEL_HEIGHT_IN, ema, loss_plot_png, metrics_plot_png
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -140,7 +139,7 @@ def test_eight_panels_of_ten_thousand_points_under_four_seconds() -> None:
 
 
 def test_the_overlay_plot_draws_two_runs_and_their_windows() -> None:
-    from labbot.bot.slack.blocks import overlay_plot_png
+    from labbot.bot.render.plots import overlay_plot_png
 
     a = [(s, 1.0 + 1 / (s + 1)) for s in range(300)]
     b = [(s, 1.2 + 1 / (s + 1)) for s in range(250)] + [(250, math.nan)]

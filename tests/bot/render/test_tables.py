@@ -1,10 +1,10 @@
-"""The CLI's human tables (bot/cli/render.py), pure functions of the API's JSON: the runs table's metric column."""
+"""The text tables (bot/render/tables.py), pure functions of the API's JSON: the runs table's metric column."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from labbot.bot.cli.render import run_details, runs_table
+from labbot.bot.render.tables import run_details, runs_table
 
 
 def _run(run_id: str, job: str, metrics: dict[str, Any], **over: Any) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
 from labbot.bot.console.blocks import VIEW_MAX_BLOCKS, block_errors
 from labbot.bot.slack import app as slack_app
-from labbot.bot.slack.actions import Asker, LabActions
 from labbot.bot.slack.blocks.home import RUNS_PER_PAGE, HomeData, home_view
+from labbot.bot.slack.handlers import Asker, SlackDeps
+from labbot.bot.slack.handlers.runs import act
 from labbot.bot.slack.home import AppHome
 from labbot.bot.slack.payloads import JSON, signed
 from labbot.bot.slack.runtime import web_client
@@ -158,8 +159,8 @@ def test_app_home_opened_again_and_again_publishes_once_per_change(slack: SlackF
     async def go() -> None:
         tasks = TaskSet()
         app: AsyncApp = slack_app.build_app(
-            client=client, signing_secret=SECRET, actions=cast(Any, None), threads=cast(Any, None), tasks=tasks,
-            triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S), home=home,
+            deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings()), signing_secret=SECRET,
+            tasks=tasks, triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S), home=home,
         )  # fmt: skip
 
         async def opened(n: int) -> None:
@@ -223,7 +224,7 @@ class RunsStub:
 
 def test_a_button_on_the_home_tab_is_answered_in_the_apps_dm(slack: SlackFake) -> None:
     stub = RunsStub()
-    actions = LabActions(slack.async_client(), cast(Any, stub), cast(Any, stub), SlackSettings())
-    asyncio.run(actions.act("k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
+    deps = SlackDeps(slack.async_client(), cast(Any, stub), cast(Any, stub), SlackSettings())
+    asyncio.run(act(deps, "k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
     [told] = slack.messages(slack.dm_channel(ALICE))
     assert "run `k3xq7p`: stopped the run" in told.text

@@ -91,6 +91,17 @@ class SessionStore:
             ).first()
             return _info(row) if row is not None else None
 
+    def threads_of(self, owner: str, *, limit: int) -> list[dict[str, Any]]:
+        """``owner``'s sessions that talk in a Slack thread, the latest active first: where, the role, the run."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(AgentSession)
+                .where(AgentSession.owner == owner, AgentSession.channel.is_not(None))
+                .order_by(AgentSession.updated_at.desc())
+                .limit(limit)
+            )
+            return [{"channel": t.channel, "thread_ts": t.thread_ts, "role": t.role, "run_id": t.run_id} for t in rows]
+
     def open(
         self,
         *,

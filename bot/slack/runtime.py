@@ -23,13 +23,14 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
+from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.app import REPLAY_TTL_S, build_app
 from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.feedback import SlackFeedback
 from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.handlers.evals import finished as eval_results
-from labbot.bot.slack.home import AppHome
+from labbot.bot.slack.home import AppHome, HomeSources
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
@@ -113,8 +114,9 @@ class SlackRuntime:
         if deps.evals is not None:
             deps.threads.on_end.append(functools.partial(eval_results, deps))
         tasks = TaskSet()
+        sources = HomeSources(service, SessionStore(service.db), deps.pager, deps.artifacts)
         home = AppHome(
-            client, service.db, cadence_of(settings), capacity=service.capacity, admins=settings.admins,
+            client, sources, cadence_of(settings), capacity=service.capacity, admins=settings.admins,
             command=settings.command,
         )  # fmt: skip
         app = build_app(

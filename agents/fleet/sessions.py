@@ -210,3 +210,11 @@ class SessionStore:
         """The Slack message an answer became (votes on that message are votes on the answer)."""
         with self.db.session() as s:
             s.execute(update(AgentTurn).where(AgentTurn.id == turn_id).values(channel=channel, message_ts=message_ts))
+
+    def posted_as(self, turn_id: str) -> tuple[str, str] | None:
+        """The Slack message (channel, ts) an answer became, or None (no such turn, or not posted)."""
+        with self.db.session() as s:
+            turn = s.get(AgentTurn, turn_id)
+            if turn is None or not turn.channel or not turn.message_ts:
+                return None
+            return turn.channel, turn.message_ts

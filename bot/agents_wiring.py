@@ -31,7 +31,7 @@ from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolR
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
-from labbot.bot.slack.runtime import SlackRuntime
+from labbot.bot.slack.runtime import SlackCore
 from labbot.common.errors import LabbotError
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.lab import LabApi
@@ -157,14 +157,15 @@ def build_agents(
     config: dict[str, Any],
     db: Database,
     service: RunService,
-    slack: SlackRuntime,
+    slack: SlackCore,
     lab_api: Callable[[], LabApi],
     model: ModelSettings,
     integrations: Integrations | None = None,
     ab: AbTest | None = None,
     observer: Observer = NO_OBSERVER,
 ) -> AgentsStack:
-    """The agents of a control plane whose ``/api/v1`` ``lab_api()`` reaches (``InProcessApi.lab_api``)."""
+    """The agents of a control plane whose ``/api/v1`` ``lab_api()`` reaches (``InProcessApi.lab_api``), talking in
+    ``slack``'s threads; its conversations and approval gate are what Slack's handlers are then given."""
     builtins = builtin_servers(lab_api, integrations, observer=observer)
     pool = McpPool(McpSettings.from_config(config, builtins=tuple(builtins)).with_builtins(builtins), builtins)
     prompter = SlackApprovalPrompter(slack.client, db)
@@ -186,6 +187,4 @@ def build_agents(
     notes = (integrations or Integrations()).agent_notes()
     fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes, ab=ab) if runtime else None
     conversations = AgentConversations(slack.client, db, fleet)
-    slack.actions.conversations = conversations
-    slack.actions.gate = gate
     return AgentsStack(fleet=fleet, pool=pool, gate=gate, conversations=conversations, model=model, db=db)

@@ -12,7 +12,7 @@ several apps in one process, and ``ray`` registers its own metrics there). Two k
   vendor API errors (Notion, Linear, Datadog, PagerDuty) by vendor, method and status. Lower layers report them
   through ``labbot.common.observe.Observer``, which :class:`Metrics` implements; they never import Prometheus.
 
-Plus ``labbot_leader``: 1 while this process is the leader (``ControlPlane.is_leader``; a lone process is its own).
+Plus ``labbot_leader``: 1 while this process is the leader (the lease's ``held``; a lone process is its own).
 
 Labels are bounded on purpose: no run id, page id, user, channel or path is ever a label. Rendering runs the queries:
 call :meth:`Metrics.render` on a worker thread, never on the event loop.
@@ -139,7 +139,7 @@ class Metrics:
 
     def __init__(self, db: Database | None = None, *, is_leader: Callable[[], bool] = lambda: True) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.is_leader = is_leader  # the leader election replaces it (ControlPlane.is_leader)
+        self.is_leader = is_leader  # the lease's `held` in a control plane (ControlPlane.build)
         r = self.registry
         self.watchdog_tick = Histogram(
             "labbot_watchdog_tick_seconds",

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import logging
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -47,9 +48,9 @@ from labbot.bot.logs import RedactingFilter, formatter
 from labbot.bot.metrics import Metrics
 from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
-from labbot.bot.slack.eval_actions import EvalActions
+from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
-from labbot.bot.slack.runtime import SlackRuntime
+from labbot.bot.slack.runtime import SlackCore, SlackRuntime
 from labbot.evals.running.solver_access import SolverAccess
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
 from labbot.storage.artifacts import ArtifactStore
@@ -65,8 +66,37 @@ log = logging.getLogger("labbot")
 EVALS_QUOTA_BYTES = 50 << 30  # the eval suites and .eval logs kept in the artifact store
 
 
+def leader_only(lease: Lease | None, job: Callable[[], Awaitable[object]]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """``job`` run only while this replica holds ``lease`` (None: this process, alone), inside its fence: a write it
+    makes after the lease was lost (expired, or taken by another) is refused, not committed."""
+
+    async def run() -> None:
+        if lease is not None and not lease.held():
+            return
+        try:
+            with fenced(lease):
+                await job()
+        except Fenced as e:
+            log.warning("%s (%s)", e.message, getattr(job, "__name__", "a singleton"))
+
+    run.__name__ = getattr(job, "__name__", "singleton")
+    return run
+
+
+async def send_outbox(outbox: Outbox) -> None:
+    """The outbox sender: what is due goes out (the leader's, inside its fence)."""
+    try:
+        await outbox.drain()
+    except Fenced:
+        raise
+    except Exception:
+        log.exception("sending notifications failed")
+
+
 @dataclass
 class ControlPlane:
+    """Everything ``labbot serve`` runs but the HTTP server, each part given at construction (``build``)."""
+
     settings: Settings
     db: Database
     ray: RayConnection
@@ -88,40 +118,29 @@ class ControlPlane:
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
     in_process: InProcessApi | None = None  # the agents' door into this plane's app (`app()` puts the app in)
-    _leading: bool = False  # the role the last lease check found (its change is what `lead` acts on)
-    _led_token: int | None = None  # the lease token this replica last took the lead under
-    _jobs: Periodic | None = None
+    # what the scheduler changes as the plane runs (not wiring): the role the last lease check found (its change is
+    # what `lead` acts on), the lease token this replica last took the lead under, the scheduler's jobs
+    _leading: bool = field(default=False, init=False)
+    _led_token: int | None = field(default=None, init=False)
+    _jobs: Periodic | None = field(default=None, init=False)
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
-        """Everything but the HTTP server. ``slack`` overrides the environment's Slack settings (console)."""
+        """Everything but the HTTP server, each part built once, in the order they need each other: storage and the
+        lease, Ray and the run service, the pager, artifacts and evals, Slack's client and run threads, the outbox and
+        watchdog, then the agents (which need Slack's client), the integrations, and Slack's handlers and Bolt app.
+        ``slack`` overrides the environment's Slack settings (console)."""
         settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.home.chmod(0o700)  # the database, tokens, artifacts and Ray's state: nobody else's to read
         registry = JobRegistry.from_config(settings.jobs_table)  # a bad labbot.toml fails before anything starts
         ab = settings.ab_test  # a bad [agents.ab] too
-        registry.set_env(
-            EVAL_JOB,
-            {
-                "LABBOT_EVAL_SUITES": str(settings.eval_suites_root),
-                "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
-                # what the isolation probes check no sandbox can see: labbot's home (database, tokens, Ray's state)
-                "LABBOT_EVAL_PROTECT": str(settings.home),
-                # the folders a command solver may have at /solver, by name (the job checks it exists there)
-                "LABBOT_EVAL_SOLVER_DIRS": json.dumps({k: str(v) for k, v in settings.eval_solver_dirs.items()}),
-            },
-        )
-        registry.set_env(EVAL_INCIDENTS_JOB, {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root)})
-        # suites are generated from the repository the codebase server serves: an agent cannot name another path
-        registry.set_env(
-            EVAL_GENERATE_JOB,
-            {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root), "LABBOT_EVAL_SOURCE": str(settings.codebase_root)},
-        )
+        _set_eval_env(registry, settings)
         db = Database(settings.database_url)
         db.upgrade()
         lease = Lease(db, holder=holder_id(settings.leader.replica), ttl_s=settings.leader.lease_s)
         if db.dialect == "sqlite":  # one replica: a second is refused here, before it touches Ray or Slack
             lease.claim_sole(database=db.display_url)
-        metrics = Metrics(db)
+        metrics = Metrics(db, is_leader=lease.held)  # labbot_leader: whether this replica holds the lease now
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
         launcher = RayLauncher(ray)
         if settings.jobs_get_labbots_own_keys:
@@ -150,14 +169,17 @@ class ControlPlane:
             else None
         )
         pager = Pager(db, settings.paging, slack=slack.configured, pagerduty=pagerduty is not None)
-        runtime = (
-            SlackRuntime.build(slack, service, telemetry, pager=pager, observer=metrics) if slack.configured else None
-        )
+        in_process = InProcessApi(token)
+        # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
+        artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
+        access = SolverAccess(settings.eval_solver_dirs, settings.eval_solver_hosts, settings.eval_allow_hosts)
+        evals = EvalService(service, artifacts, settings.eval_suites_root, redactor=launcher.redact, access=access)
+        core = SlackCore.build(slack, service, telemetry, observer=metrics) if slack.configured else None
         notifiers: dict[str, Notifier] = {}
-        if runtime is not None and slack.bot_token:
+        if core is not None and slack.bot_token:
             notifiers["slack"] = SlackPageNotifier(
                 outbox_client(slack.bot_token, slack.api_url, observer=metrics),
-                runtime.threads,
+                core.threads,
                 usergroup=settings.paging.oncall_usergroup,
                 file_incidents=settings.integrations.incidents,
             )
@@ -166,59 +188,29 @@ class ControlPlane:
         outbox = Outbox(db, notifiers)
         watchdog = Watchdog(db, launcher, service, pager, settings.watchdog, address=ray.address)
         deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
-        plane = cls(
-            settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, runtime, deadman,
-            pagerduty,
-        )  # fmt: skip
-        plane.ab = ab
-        plane.metrics = metrics
-        plane.lease = lease
-        plane.in_process = InProcessApi(token)
-        metrics.is_leader = plane.is_leader
-        # one store per process (its lock is per instance); blobs/ and tmp/ sit beside runs/ under the root
-        plane.artifacts = ArtifactStore(db, settings.artifacts_url, quotas={EVALS_OWNER: EVALS_QUOTA_BYTES})
-        access = SolverAccess(settings.eval_solver_dirs, settings.eval_solver_hosts, settings.eval_allow_hosts)
-        plane.evals = EvalService(
-            service, plane.artifacts, settings.eval_suites_root, redactor=launcher.redact, access=access
-        )
-        if runtime is not None:
-            runtime.actions.after_page_change = plane.deliver
-            plane.agents = build_agents(
+        agents, runtime = None, None
+        if core is not None:
+            # after a button changed a page: its deliveries go out now on the leader (a follower leaves them)
+            deliver = leader_only(lease, functools.partial(send_outbox, outbox))
+            agents = build_agents(
                 config=settings.config,
                 db=db,
                 service=service,
-                slack=runtime,
-                lab_api=plane.in_process.lab_api,  # in process: never out through LABBOT_PUBLIC_URL
+                slack=core,
+                lab_api=in_process.lab_api,  # in process: never out through LABBOT_PUBLIC_URL
                 model=settings.model,
                 integrations=settings.integrations,
                 ab=ab,
                 observer=metrics,
             )
-            runtime.actions.help_footer = settings.integrations.help_lines(slack.command)
-            runtime.actions.ab = ab
-            runtime.actions.artifacts = plane.artifacts
-            runtime.actions.evals = EvalActions(
-                runtime.client, plane.evals, service, runtime.threads, slack.command, admins=slack.admins
+            runtime = SlackRuntime.build(
+                _slack_deps(settings, core, service, telemetry, pager, agents, artifacts, evals, ab, deliver, token)
             )
-            runtime.threads.on_end.append(runtime.actions.evals.finished)
-            runtime.actions.crosslinks = CrossLinks(
-                runtime.client,
-                service,
-                telemetry,
-                runtime.threads,
-                settings.integrations,
-                plane.agents.act,
-                pager=pager,
-                admins=slack.admins,
-                after_page_change=plane.deliver,
-                plot_url=lambda run_id, image: plot_url(settings.public_url, token, run_id, image),
-            )
-            if settings.integrations.incidents:  # a page filed in Linear may have its cause written there
-                runtime.actions.evals.linear_cause = runtime.actions.crosslinks.linear_cause
-                runtime.actions.evals.record_cause = lambda page_id, cause, user: pager.resolve(
-                    page_id, by=user, cause=cause
-                )
-        return plane
+        return cls(
+            settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox,
+            slack=runtime, deadman=deadman, pagerduty=pagerduty, agents=agents, artifacts=artifacts, evals=evals,
+            ab=ab, metrics=metrics, lease=lease, in_process=in_process,
+        )  # fmt: skip
 
     def app(self) -> Starlette:
         """The HTTP app, put into the agents' in-process door too. ``/readyz`` and ``/metrics`` follow the rule of
@@ -302,20 +294,8 @@ class ControlPlane:
                 self._jobs.run_soon(name)
 
     def singleton(self, job: Callable[[], Coroutine[Any, Any, object]]) -> Callable[[], Coroutine[Any, Any, None]]:
-        """``job`` run only while this replica holds the lease, inside its fence: a write it makes after the lease
-        was lost (expired, or taken by another) is refused, not committed."""
-
-        async def run() -> None:
-            if not self.is_leader():
-                return
-            try:
-                with fenced(self.lease):
-                    await job()
-            except Fenced as e:
-                log.warning("%s (%s)", e.message, getattr(job, "__name__", "a singleton"))
-
-        run.__name__ = getattr(job, "__name__", "singleton")
-        return run
+        """``job`` run only while this replica holds the lease, inside its fence (``leader_only``)."""
+        return leader_only(self.lease, job)
 
     async def watch(self) -> None:
         """One watchdog tick (on a worker thread), then the outbox at once: a page goes out in the same second."""
@@ -347,12 +327,7 @@ class ControlPlane:
 
     async def send(self) -> None:
         """The outbox sender: what is due goes out (the leader's, inside its fence)."""
-        try:
-            await self.outbox.drain()
-        except Fenced:
-            raise
-        except Exception:
-            log.exception("sending notifications failed")
+        await send_outbox(self.outbox)
 
     async def deliver(self) -> None:
         """After a button changed a page: on the leader, its deliveries go out now; a follower leaves them to the
@@ -379,6 +354,75 @@ class ControlPlane:
         if self.head is not None:
             self.head.stop()
         self.db.dispose()
+
+
+def _set_eval_env(registry: JobRegistry, settings: Settings) -> None:
+    """What the eval jobs are told of where suites live, what they may reach and what they must not see."""
+    registry.set_env(
+        EVAL_JOB,
+        {
+            "LABBOT_EVAL_SUITES": str(settings.eval_suites_root),
+            "LABBOT_EVAL_ALLOW_HOSTS": ",".join(settings.eval_allow_hosts),
+            # what the isolation probes check no sandbox can see: labbot's home (database, tokens, Ray's state)
+            "LABBOT_EVAL_PROTECT": str(settings.home),
+            # the folders a command solver may have at /solver, by name (the job checks it exists there)
+            "LABBOT_EVAL_SOLVER_DIRS": json.dumps({k: str(v) for k, v in settings.eval_solver_dirs.items()}),
+        },
+    )
+    registry.set_env(EVAL_INCIDENTS_JOB, {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root)})
+    # suites are generated from the repository the codebase server serves: an agent cannot name another path
+    registry.set_env(
+        EVAL_GENERATE_JOB,
+        {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root), "LABBOT_EVAL_SOURCE": str(settings.codebase_root)},
+    )
+
+
+def _slack_deps(
+    settings: Settings,
+    core: SlackCore,
+    service: RunService,
+    telemetry: TelemetryStore,
+    pager: Pager,
+    agents: AgentsStack,
+    artifacts: ArtifactStore,
+    evals: EvalService,
+    ab: AbTest | None,
+    deliver: Callable[[], Awaitable[None]],
+    token: str,
+) -> SlackDeps:
+    """What the ``/lab`` handlers and buttons call, with the integrations (Notion reports, Linear incidents) built
+    over the agents' audited tools."""
+    slack = core.settings
+    crosslinks = CrossLinks(
+        core.client,
+        service,
+        telemetry,
+        core.threads,
+        settings.integrations,
+        agents.act,
+        pager=pager,
+        admins=slack.admins,
+        after_page_change=deliver,
+        plot_url=lambda run_id, image: plot_url(settings.public_url, token, run_id, image),
+    )
+    linear = settings.integrations.incidents  # a page filed in Linear may have its cause written there
+    return SlackDeps(
+        client=core.client,
+        service=service,
+        threads=core.threads,
+        settings=slack,
+        pager=pager,
+        after_page_change=deliver,
+        conversations=agents.conversations,
+        gate=agents.gate,
+        crosslinks=crosslinks,
+        help_footer=tuple(settings.integrations.help_lines(slack.command)),
+        artifacts=artifacts,
+        evals=evals,
+        linear_cause=crosslinks.linear_cause if linear else None,
+        record_cause=(lambda page_id, cause, user: pager.resolve(page_id, by=user, cause=cause)) if linear else None,
+        ab=ab,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -505,6 +505,17 @@ class ArtifactStore:
             "the store was changed outside labbot: restore the blob, or delete the artifact and put it again"
         )
 
+    def latest_of_researcher(self, researcher: str, *, limit: int) -> builtins.list[dict[str, Any]]:
+        """The latest artifacts of ``researcher``'s agents (stores RESEARCHER/ROLE), newest first: id, name, role."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(Artifact)
+                .where(Artifact.owner_agent.startswith(f"{researcher}/"))
+                .order_by(Artifact.created_at.desc())
+                .limit(limit)
+            )
+            return [{"id": a.id, "name": a.name, "agent": a.owner_agent.partition("/")[2]} for a in rows]
+
     def list(self, agent: str, include_shared: bool = True) -> builtins.list[dict[str, Any]]:
         """The agent's own artifacts by name (each with whom it is shared), then those shared with it."""
         with self.db.session() as s:

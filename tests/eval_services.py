@@ -4,6 +4,7 @@ of the evals service, its HTTP routes, the lab MCP tools and ``/lab eval``."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,8 +16,8 @@ from support import make_service
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.actions import LabActions
-from labbot.bot.slack.eval_actions import EvalActions
+from labbot.bot.slack.handlers import SlackDeps
+from labbot.bot.slack.handlers import evals as eval_handlers
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.evals.service import EvalService
@@ -170,11 +171,11 @@ class FakeSlack:
         return out
 
 
-def slack_lab(evals: EvalService, admins: frozenset[str] = frozenset()) -> tuple[LabActions, FakeSlack]:
-    """``/lab`` over a real EvalService and RunThreads, Slack's Web API faked and recorded."""
+def slack_lab(evals: EvalService, admins: frozenset[str] = frozenset()) -> tuple[SlackDeps, FakeSlack]:
+    """``/lab``'s handlers over a real EvalService and RunThreads, Slack's Web API faked and recorded; an ended eval
+    run's thread gets its results (``handlers.evals.finished``)."""
     slack = FakeSlack()
     threads = RunThreads(slack, evals.runs, TelemetryStore(evals.runs.db), Cadence())  # type: ignore[arg-type]
-    actions = LabActions(slack, evals.runs, threads, SlackSettings(admins=admins))  # type: ignore[arg-type]
-    actions.evals = EvalActions(slack, evals, evals.runs, threads, "/lab", admins=admins)  # type: ignore[arg-type]
-    threads.on_end.append(actions.evals.finished)
-    return actions, slack
+    deps = SlackDeps(slack, evals.runs, threads, SlackSettings(admins=admins), evals=evals)  # type: ignore[arg-type]
+    threads.on_end.append(functools.partial(eval_handlers.finished, deps))
+    return deps, slack

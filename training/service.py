@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -475,6 +475,35 @@ class RunService:
             if status:
                 q = q.where(Run.status == status)
             return self._views(s, list(s.scalars(q)))
+
+    def owned_runs_page(
+        self, owner: str, page: int, per_page: int, *, except_prefix: str
+    ) -> tuple[int, int, list[dict[str, Any]]]:
+        """A page of ``owner``'s runs, newest first, but for the jobs named ``except_prefix…``: how many there are in
+        all, the page shown (the last when ``page`` is past it) and its runs."""
+        with self.db.session() as s:
+            mine, kept = Run.owner == owner, ~Run.job.startswith(except_prefix)
+            total = int(s.scalar(select(func.count()).select_from(Run).where(mine, kept)) or 0)
+            page = min(page, max(0, (total - 1) // per_page))
+            rows = s.scalars(
+                select(Run)
+                .where(mine, kept)
+                .order_by(Run.created_at.desc(), Run.id)
+                .offset(page * per_page)
+                .limit(per_page)
+            )
+            return total, page, [run_view(r) for r in rows]
+
+    def owned_runs_of_jobs(self, owner: str, prefix: str, *, limit: int) -> list[dict[str, Any]]:
+        """``owner``'s latest runs of the jobs named ``prefix…`` (the eval jobs), newest first."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(Run)
+                .where(Run.owner == owner, Run.job.startswith(prefix))
+                .order_by(Run.created_at.desc())
+                .limit(limit)
+            )
+            return [run_view(r) for r in rows]
 
     def logs(self, run_id: str, *, tail: int | None = None) -> str:
         """A run's job output, with every secret labbot knows of redacted by the launcher (its environment's, Ray's

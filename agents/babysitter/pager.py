@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from labbot.agents.babysitter.policy import PagingPolicy
@@ -356,6 +356,22 @@ class Pager:
     def get(self, page_id: str) -> dict[str, Any]:
         with self.db.session() as s:
             return incident_view(self._load(s, page_id))
+
+    def open_pages_for(self, user: str, *, on_call: bool, limit: int) -> list[dict[str, Any]]:
+        """The open pages of ``user``'s runs, newest first, and with ``on_call`` (an admin) the cluster's too (pages
+        of no run); each its id, kind, run, state and summary."""
+        with self.db.session() as s:
+            theirs = or_(Run.owner == user, Incident.run_id.is_(None)) if on_call else Run.owner == user
+            rows = s.scalars(
+                select(Incident)
+                .outerjoin(Run, Run.id == Incident.run_id)
+                .where(Incident.state.in_(OPEN_INCIDENT_STATES), theirs)
+                .order_by(Incident.triggered_at.desc())
+                .limit(limit)
+            )
+            return [
+                {"id": p.id, "kind": p.kind, "run_id": p.run_id, "state": p.state, "summary": p.summary} for p in rows
+            ]
 
     def _load(self, s: Session, page_id: str) -> Incident:
         inc = s.get(Incident, page_id.strip())

@@ -73,6 +73,25 @@ class Decision:
     message: str
 
 
+class ApprovalMessages:
+    """The message an approval's prompt was posted as, kept with the approval so the prompt can be updated once
+    decided (by whichever replica sees the decision)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def remember(self, approval_id: str, message_ts: str) -> None:
+        with self.db.session() as s:
+            row = s.get(Approval, approval_id)
+            if row is not None:
+                row.message_ts = message_ts
+
+    def message_ts(self, approval_id: str) -> str | None:
+        with self.db.session() as s:
+            row = s.get(Approval, approval_id)
+            return row.message_ts if row else None
+
+
 class ApprovalGate:
     def __init__(
         self,

@@ -91,6 +91,17 @@ class SessionStore:
             ).first()
             return _info(row) if row is not None else None
 
+    def threads_of(self, owner: str, *, limit: int) -> list[dict[str, Any]]:
+        """``owner``'s sessions that talk in a Slack thread, the latest active first: where, the role, the run."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(AgentSession)
+                .where(AgentSession.owner == owner, AgentSession.channel.is_not(None))
+                .order_by(AgentSession.updated_at.desc())
+                .limit(limit)
+            )
+            return [{"channel": t.channel, "thread_ts": t.thread_ts, "role": t.role, "run_id": t.run_id} for t in rows]
+
     def open(
         self,
         *,
@@ -199,3 +210,11 @@ class SessionStore:
         """The Slack message an answer became (votes on that message are votes on the answer)."""
         with self.db.session() as s:
             s.execute(update(AgentTurn).where(AgentTurn.id == turn_id).values(channel=channel, message_ts=message_ts))
+
+    def posted_as(self, turn_id: str) -> tuple[str, str] | None:
+        """The Slack message (channel, ts) an answer became, or None (no such turn, or not posted)."""
+        with self.db.session() as s:
+            turn = s.get(AgentTurn, turn_id)
+            if turn is None or not turn.channel or not turn.message_ts:
+                return None
+            return turn.channel, turn.message_ts

@@ -1,8 +1,8 @@
 """The declarations of labbot's ``/lab`` subcommands, mirroring the ``labbot`` CLI, and ``LAB``, the default registry.
 
 A new subcommand is declared the same way and appended to ``COMMANDS`` here (or added to a registry with
-``registry.register(cmd)``); its handler is ``LabActions._do_NAME`` in ``labbot.bot.slack.actions``. Help strings may
-say ``{cmd}`` for the slash command's (renamable) name.
+``registry.register(cmd)``); its handler is named in ``HANDLERS`` (``labbot.bot.slack.handlers.registry``), which
+refuses at import a command without one. Help strings may say ``{cmd}`` for the slash command's (renamable) name.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ from typing import Any, Protocol
 from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 
-from labbot.agents.fleet.approvals import ApprovalRequest
+from labbot.agents.fleet.approvals import ApprovalMessages, ApprovalRequest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
 from labbot.agents.fleet.runtime import AgentEvent
 from labbot.agents.fleet.sessions import SessionStore
@@ -33,7 +32,7 @@ from labbot.bot.slack.blocks.run_card import clip, escape, mention
 from labbot.bot.slack.feedback import feedback_block
 from labbot.bot.slack.streams import Status, StreamedAnswer, SurfaceSupport, conversation_kind, status_of
 from labbot.storage.db import Database
-from labbot.storage.models import AgentSession, Approval, RunThread
+from labbot.storage.run_threads import RunThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +67,8 @@ class AgentConversations:
     ) -> None:
         self.client = client
         self.db = db
+        self.sessions = SessionStore(db)
+        self.run_threads = RunThreadStore(db)
         self.fleet = fleet
         self.support = support or SurfaceSupport()  # which of Slack's agent surfaces answer, once learned
         self._team_id = team_id
@@ -78,21 +79,13 @@ class AgentConversations:
 
     def has_session(self, channel: str, thread_ts: str) -> bool:
         """Whether an agent already talks in this thread (started by a mention or /lab ask)."""
-        with self.db.session() as s:
-            row = s.scalar(
-                select(AgentSession.id).where(AgentSession.channel == channel, AgentSession.thread_ts == thread_ts)
-            )
-            return row is not None
+        return self.sessions.find(channel, thread_ts) is not None
 
     def thread_of_run(self, run_id: str) -> tuple[str, str] | None:
-        with self.db.session() as s:
-            row = s.get(RunThread, run_id)
-            return (row.channel, row.card_ts) if row else None
+        return self.run_threads.thread_of(run_id)
 
     def run_of_thread(self, channel: str, thread_ts: str) -> str | None:
-        with self.db.session() as s:
-            row = s.scalar(select(RunThread).where(RunThread.channel == channel, RunThread.card_ts == thread_ts))
-            return row.run_id if row else None
+        return self.run_threads.run_of_thread(channel, thread_ts)
 
     async def answer(
         self, *, user: str, text: str, channel: str, thread_ts: str, role: str = "assistant", run_id: str | None = None
@@ -180,7 +173,7 @@ class AgentConversations:
             await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text="(continued)", blocks=more)
 
     async def posted(self, turn_id: str, channel: str, ts: str) -> None:
-        await to_thread.run_sync(SessionStore(self.db).posted, turn_id, channel, ts)
+        await to_thread.run_sync(self.sessions.posted, turn_id, channel, ts)
 
 
 def summary_block(summary: str) -> dict[str, Any]:
@@ -352,27 +345,17 @@ class SlackApprovalPrompter:
     def __init__(self, client: AsyncWebClient, db: Database) -> None:
         self.client = client
         self.db = db
+        self.messages = ApprovalMessages(db)
 
     async def ask(self, request: ApprovalRequest) -> None:
         text, blocks = approval_blocks(request)
         resp = await self.client.chat_postMessage(
             channel=str(request.channel), thread_ts=request.thread_ts, text=text, blocks=blocks
         )
-        await to_thread.run_sync(self._remember, request.id, str(resp["ts"]))
-
-    def _remember(self, approval_id: str, ts: str) -> None:
-        with self.db.session() as s:
-            row = s.get(Approval, approval_id)
-            if row is not None:
-                row.message_ts = ts
-
-    def _message_ts(self, approval_id: str) -> str | None:
-        with self.db.session() as s:
-            row = s.get(Approval, approval_id)
-            return row.message_ts if row else None
+        await to_thread.run_sync(self.messages.remember, request.id, str(resp["ts"]))
 
     async def settled(self, request: ApprovalRequest) -> None:
-        ts = await to_thread.run_sync(self._message_ts, request.id)
+        ts = await to_thread.run_sync(self.messages.message_ts, request.id)
         if ts and request.channel:
             text, blocks = approval_blocks(request)
             await self.client.chat_update(channel=request.channel, ts=ts, text=text, blocks=blocks)

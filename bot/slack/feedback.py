@@ -20,9 +20,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from labbot.agents.feedback.store import FeedbackStore, Target, vote_of_reaction
+from labbot.agents.fleet.sessions import SessionStore
 from labbot.common.errors import LabbotError
 from labbot.storage.db import Database
-from labbot.storage.models import AgentTurn
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,10 @@ class SlackFeedback:
 
     def _turn_target(self, turn_id: str) -> tuple[str, str, Target] | None:
         """The answer's (channel, message ts) and what it is, for a vote by button."""
-        with self.db.session() as s:
-            turn = s.get(AgentTurn, turn_id)
-            if turn is None or not turn.channel or not turn.message_ts:
-                return None
-            channel, ts = turn.channel, turn.message_ts
+        posted = SessionStore(self.db).posted_as(turn_id)
+        if posted is None:
+            return None
+        channel, ts = posted
         target = self.store.target(channel, ts)
         return (channel, ts, target) if target is not None else None
 

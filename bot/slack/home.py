@@ -1,14 +1,14 @@
 """The App Home tab: published (``views.publish``) when a researcher opens it (``app_home_opened``) and kept current
 while something of theirs changes.
 
-``AppHome.opened`` and ``AppHome.tick`` (the control plane's ``homes`` job, on every replica) gather what a user's
-home shows (their runs, a page at a time; open pages of their runs, and the cluster's for admins, who are on call
-for it; their agents' threads and artifacts; their eval runs; capacity by purpose, asked of the run service at most
-once per ``card_every_s``), render it (``labbot.bot.slack.blocks.home``, pure) and ask ``thread_plan.home_due``
-whether to publish: the card's rule, so Slack resending ``app_home_opened`` publishes nothing new, a status change
-shows at once and a step at most every ``card_every_s``. The users whose home was opened since labbot started are
-the ones kept current; what each was last shown lives in this process (after a restart, the next open publishes
-afresh).
+``AppHome.opened`` and ``AppHome.tick`` (the control plane's ``homes`` job, on every replica) gather what a user's home
+shows from the services that own it (``HomeSources``: no SQL here) (their runs, a page at a time; open pages of their
+runs, and the cluster's for admins, who are on call for it; their agents' threads and artifacts; their eval runs;
+capacity by purpose, asked of the run service at most once per ``card_every_s``), render it
+(``labbot.bot.slack.blocks.home``, pure) and ask ``thread_plan.home_due`` whether to publish: the card's rule, so Slack
+resending ``app_home_opened`` publishes nothing new, a status change shows at once and a step at most every
+``card_every_s``. The users whose home was opened since labbot started are the ones kept current; what each was last
+shown lives in this process (after a restart, the next open publishes afresh).
 """
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from anyio import to_thread
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import func, or_, select
 
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.slack.blocks.home import LIST_MAX, RUNS_PER_PAGE, HomeData, home_view
 from labbot.bot.slack.thread_plan import Cadence, HomeState, home_due
-from labbot.storage.db import Database
-from labbot.storage.models import OPEN_INCIDENT_STATES, AgentSession, Artifact, Incident, Run, utcnow
-from labbot.training.views import run_view
+from labbot.storage.artifacts import ArtifactStore
+from labbot.storage.models import utcnow
+from labbot.training.service import RunService
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +43,22 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class HomeSources:
+    """Where a home's contents come from: the services that own each table. Without a pager a home shows no pages,
+    without an artifact store no artifacts."""
+
+    runs: RunService
+    sessions: SessionStore
+    pager: Pager | None = None
+    artifacts: ArtifactStore | None = None
+
+
 class AppHome:
     def __init__(
         self,
         client: AsyncWebClient,
-        db: Database,
+        sources: HomeSources,
         cadence: Cadence,
         *,
         capacity: Callable[[], dict[str, Any]] | None = None,
@@ -55,7 +68,7 @@ class AppHome:
     ) -> None:
         """``capacity``: the run service's ``capacity`` (None: the home shows none)."""
         self.client = client
-        self.db = db
+        self.sources = sources
         self.capacity = capacity
         self.cadence = cadence
         self.admins = frozenset(admins)
@@ -119,59 +132,22 @@ class AppHome:
     # -- what a home shows ----------------------------------------------------------------------------------
 
     def gather(self, user: str, page: int = 0) -> HomeData:
-        with self.db.session() as s:
-            mine = Run.owner == user
-            not_eval = ~Run.job.startswith(EVAL_JOB_PREFIX)
-            total = int(s.scalar(select(func.count()).select_from(Run).where(mine, not_eval)) or 0)
-            page = min(page, max(0, (total - 1) // RUNS_PER_PAGE))
-            runs = s.scalars(
-                select(Run)
-                .where(mine, not_eval)
-                .order_by(Run.created_at.desc(), Run.id)
-                .offset(page * RUNS_PER_PAGE)
-                .limit(RUNS_PER_PAGE)
-            )
-            evals = s.scalars(
-                select(Run).where(mine, Run.job.startswith(EVAL_JOB_PREFIX)).order_by(Run.created_at.desc()).limit(5)
-            )
-            on_call = or_(Run.owner == user, Incident.run_id.is_(None)) if user in self.admins else Run.owner == user
-            pages = s.scalars(
-                select(Incident)
-                .outerjoin(Run, Run.id == Incident.run_id)
-                .where(Incident.state.in_(OPEN_INCIDENT_STATES), on_call)
-                .order_by(Incident.triggered_at.desc())
-                .limit(LIST_MAX + 20)
-            )
-            threads = s.scalars(
-                select(AgentSession)
-                .where(AgentSession.owner == user, AgentSession.channel.is_not(None))
-                .order_by(AgentSession.updated_at.desc())
-                .limit(LIST_MAX)
-            )
-            artifacts = s.scalars(
-                select(Artifact)
-                .where(Artifact.owner_agent.startswith(f"{user}/"))
-                .order_by(Artifact.created_at.desc())
-                .limit(LIST_MAX)
-            )
-            return HomeData(
-                user=user,
-                runs=[run_view(r) for r in runs],
-                runs_total=total,
-                page=page,
-                pages=[
-                    {"id": p.id, "kind": p.kind, "run_id": p.run_id, "state": p.state, "summary": p.summary}
-                    for p in pages
-                ],
-                threads=[
-                    {"channel": t.channel, "thread_ts": t.thread_ts, "role": t.role, "run_id": t.run_id}
-                    for t in threads
-                ],
-                artifacts=[{"id": a.id, "name": a.name, "agent": a.owner_agent.partition("/")[2]} for a in artifacts],
-                evals=[run_view(r) for r in evals],
-                capacity=self._capacity_now(),
-                command=self.command,
-            )
+        """What ``user``'s home shows, asked of the services that own it (blocking: SQL)."""
+        src = self.sources
+        total, page, runs = src.runs.owned_runs_page(user, page, RUNS_PER_PAGE, except_prefix=EVAL_JOB_PREFIX)
+        pages = src.pager.open_pages_for(user, on_call=user in self.admins, limit=LIST_MAX + 20) if src.pager else []
+        return HomeData(
+            user=user,
+            runs=runs,
+            runs_total=total,
+            page=page,
+            pages=pages,
+            threads=src.sessions.threads_of(user, limit=LIST_MAX),
+            artifacts=src.artifacts.latest_of_researcher(user, limit=LIST_MAX) if src.artifacts else [],
+            evals=src.runs.owned_runs_of_jobs(user, EVAL_JOB_PREFIX, limit=5),
+            capacity=self._capacity_now(),
+            command=self.command,
+        )
 
     def _capacity_now(self) -> list[dict[str, Any]]:
         """Capacity by purpose, asked of the run service (and so of Ray) at most once per ``card_every_s``."""

@@ -1,12 +1,15 @@
 """The Slack side of a running labbot: the Web API client, the Bolt app, run threads, home tabs and their upkeep.
 
 Built by the composition root (``labbot.bot.serve``) when a bot token is set, and by ``labbot console`` against the
-in-process emulator. The client retries Slack's 429 (honouring ``Retry-After``), 5xx and connection errors.
+in-process emulator, in two steps: ``SlackCore`` (client and run threads, which the agents and integrations need),
+then, once the handlers' dependencies (``SlackDeps``) are built on it, ``SlackRuntime`` (the Bolt app, home tabs).
+The client retries Slack's 429 (honouring ``Retry-After``), 5xx and connection errors.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,13 +23,14 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
-from labbot.agents.babysitter.pager import Pager
+from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.actions import LabActions
 from labbot.bot.slack.app import REPLAY_TTL_S, build_app
 from labbot.bot.slack.client import ObservedWebClient
 from labbot.bot.slack.feedback import SlackFeedback
-from labbot.bot.slack.home import AppHome
+from labbot.bot.slack.handlers import SlackDeps
+from labbot.bot.slack.handlers.evals import finished as eval_results
+from labbot.bot.slack.home import AppHome, HomeSources
 from labbot.bot.slack.http import events_route
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence
@@ -55,16 +59,14 @@ def web_client(token: str, api_url: str, *, observer: Observer = NO_OBSERVER) ->
     )
 
 
-@dataclass
-class SlackRuntime:
+@dataclass(frozen=True)
+class SlackCore:
+    """What the rest of Slack's side, the agents and the integrations are built on: the settings, the Web API client
+    and the run threads. Built first (``ControlPlane.build``), before the handlers' dependencies."""
+
     settings: SlackSettings
     client: AsyncWebClient
-    app: AsyncApp
     threads: RunThreads
-    actions: LabActions
-    tasks: TaskSet
-    tick_s: float = 2.0
-    home: AppHome | None = None
 
     @classmethod
     def build(
@@ -73,39 +75,59 @@ class SlackRuntime:
         service: RunService,
         telemetry: TelemetryStore,
         *,
-        pager: Pager | None = None,
-        tick_s: float = 2.0,
         observer: Observer = NO_OBSERVER,
-    ) -> SlackRuntime:
+    ) -> SlackCore:
         if not settings.bot_token or not (settings.signing_secret or settings.app_token):
             raise BadRequest(
                 "Slack needs SLACK_BOT_TOKEN and, to receive requests, SLACK_SIGNING_SECRET (HTTP mode) "
                 "or SLACK_APP_TOKEN (Socket Mode)"
             )
         client = web_client(settings.bot_token, settings.api_url, observer=observer)
-        cadence = Cadence(
-            card_every_s=settings.card_every_s,
-            progress_every_s=settings.progress_every_s,
-            plot_milestones=settings.plot_milestones,
-        )
-        threads = RunThreads(client, service, telemetry, cadence)
-        actions = LabActions(client, service, threads, settings, pager)
+        return cls(settings, client, RunThreads(client, service, telemetry, cadence_of(settings)))
+
+
+def cadence_of(settings: SlackSettings) -> Cadence:
+    """How often a run's card, progress and plots (and a home tab) may change: ``[slack]`` settings."""
+    return Cadence(
+        card_every_s=settings.card_every_s,
+        progress_every_s=settings.progress_every_s,
+        plot_milestones=settings.plot_milestones,
+    )
+
+
+@dataclass(frozen=True)
+class SlackRuntime:
+    settings: SlackSettings
+    client: AsyncWebClient
+    app: AsyncApp
+    threads: RunThreads
+    deps: SlackDeps
+    tasks: TaskSet
+    tick_s: float = 2.0
+    home: AppHome | None = None
+
+    @classmethod
+    def build(cls, deps: SlackDeps, *, tick_s: float = 2.0) -> SlackRuntime:
+        """The Bolt app and the home tabs over ``deps`` (whose client, threads and settings are a ``SlackCore``'s);
+        with evals, an eval run's thread gets its results when it ends."""
+        settings, client, service = deps.settings, deps.client, deps.service
+        if deps.evals is not None:
+            deps.threads.on_end.append(functools.partial(eval_results, deps))
         tasks = TaskSet()
+        sources = HomeSources(service, SessionStore(service.db), deps.pager, deps.artifacts)
         home = AppHome(
-            client, service.db, cadence, capacity=service.capacity, admins=settings.admins, command=settings.command
-        )
+            client, sources, cadence_of(settings), capacity=service.capacity, admins=settings.admins,
+            command=settings.command,
+        )  # fmt: skip
         app = build_app(
-            client=client,
+            deps=deps,
             signing_secret=settings.signing_secret,
-            actions=actions,
-            threads=threads,
             tasks=tasks,
             triggers=DurableSeenKeys(service.db, ttl_s=REPLAY_TTL_S),
-            command=settings.command,
             feedback=SlackFeedback(client, service.db, settings.command),
             home=home,
         )
-        return cls(settings, client, app, threads, actions, tasks, tick_s, home)
+        return cls(settings, client, app, deps.threads, deps, tasks, tick_s, home)
 
     def routes(self) -> list[Route]:
         """``POST /slack/events``: events, slash commands and interactivity alike (HTTP mode). Without a signing

@@ -4,11 +4,11 @@ The plots are of the metrics the run's job names (``plot`` in the run JSON, from
 default): one image with a panel per metric, so a job plotting several costs the thread no more uploads.
 
 ``open_thread`` posts the run card to the channel (the card is the thread's root) and a launch confirmation in the
-thread. ``tick`` (called every few seconds by the keeper loop) asks ``thread_plan.plan`` what each thread needs and
-does it; what was posted is a row in ``run_threads``, so nothing is posted twice, even across a restart of labbot.
-``tick`` is a singleton (the leader's): right before each of its writes the leader lease is checked again
-(``labbot.storage.lease.aguard``), and a replica that lost it (``Fenced``) stops there, leaving the rest to the new
-leader. Replies in a run's thread are stored with the run.
+thread. ``tick`` (called every few seconds by the keeper loop) asks ``thread_plan.plan`` what each thread needs and does
+it; what was posted is a row in ``run_threads`` (``labbot.storage.run_threads``), so nothing is posted twice, even
+across a restart of labbot. ``tick`` is a singleton (the leader's): right before each of its writes the leader lease is
+checked again (``labbot.storage.lease.aguard``), and a replica that lost it (``Fenced``) stops there, leaving the rest
+to the new leader. Replies in a run's thread are stored with the run.
 """
 
 from __future__ import annotations
@@ -16,33 +16,25 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from anyio import to_thread
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from labbot.bot.render.plots import metrics_plot_png
 from labbot.bot.slack.blocks import progress_text, restart_text, run_card, summary_blocks
 from labbot.bot.slack.blocks.posts import launch_confirmation, left_queue_text
 from labbot.bot.slack.thread_plan import Cadence, Plan, ThreadState, card_digest, plan
 from labbot.storage.lease import Fenced, aguard
-from labbot.storage.models import RunThread, ThreadMessage, utcnow
+from labbot.storage.models import RunThread, utcnow
+from labbot.storage.run_threads import Posted, Reply, RunThreadStore
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 MAX_HISTORY = 20
 _UNSAFE_IN_FILENAME = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-@dataclass(frozen=True)
-class Reply:
-    run_id: str
-    first_without_agent: bool  # the thread has not yet been told that no agent is configured
 
 
 class RunThreads:
@@ -61,6 +53,7 @@ class RunThreads:
         self.telemetry = telemetry
         self.cadence = cadence
         self.db = service.db
+        self.rows = RunThreadStore(service.db)  # what was posted where: no SQL here
         # what else a run's thread gets when it ends, after the summary (an eval run: its results and .eval log);
         # each returns the Web API calls it made, and checks the lease before each write (aguard), as tick does
         self.on_end: list[Callable[[dict[str, Any], str, str], Awaitable[int]]] = []
@@ -76,21 +69,7 @@ class RunThreads:
         return ts
 
     def _create_row(self, run: dict[str, Any], channel: str, ts: str) -> None:
-        with self.db.session() as s:
-            s.add(
-                RunThread(
-                    run_id=run["id"],
-                    channel=channel,
-                    card_ts=ts,
-                    card_updated_at=self.clock(),
-                    plots_posted=[],
-                    attempt_seen=run["attempt"],
-                    status_seen=run["status"],
-                    summary_posted=False,
-                    no_agent_said=False,
-                    history=[],
-                )
-            )
+        self.rows.create(run["id"], channel, ts, attempt=run["attempt"], status=run["status"], at=self.clock())
         self.service.set_thread(run["id"], channel, ts)
 
     # -- who did what ----------------------------------------------------------------------------------------
@@ -102,19 +81,14 @@ class RunThreads:
             await self._update_card(run_id, force=True)
 
     def _append_history(self, run_id: str, line: str) -> RunThread | None:
-        with self.db.session() as s:
-            row = s.get(RunThread, run_id)
-            if row is None:
-                return None
-            stamp = self.clock().strftime("%H:%M UTC")
-            row.history = [*row.history, f"{line} at {stamp}"][-MAX_HISTORY:]
-            return row
+        stamp = self.clock().strftime("%H:%M UTC")
+        return self.rows.append_history(run_id, f"{line} at {stamp}", keep=MAX_HISTORY)
 
     # -- upkeep ----------------------------------------------------------------------------------------------
 
     async def tick(self) -> int:
         """Bring every open thread up to date; returns how many Web API calls it made."""
-        rows = await to_thread.run_sync(self._open_rows)
+        rows = await to_thread.run_sync(self.rows.open_threads)
         calls = 0
         for row in rows:
             try:
@@ -124,10 +98,6 @@ class RunThreads:
             except Exception:
                 log.exception("could not update the thread of run %s", row.run_id)
         return calls
-
-    def _open_rows(self) -> list[RunThread]:
-        with self.db.session() as s:
-            return list(s.scalars(select(RunThread).where(RunThread.summary_posted.is_(False))))
 
     async def _tend(self, row: RunThread) -> int:
         run = await to_thread.run_sync(self.service.get, row.run_id)
@@ -201,20 +171,20 @@ class RunThreads:
 
     def _remember(self, run_id: str, run: dict[str, Any], p: Plan) -> None:
         now = self.clock()
-        with self.db.session() as s:
-            row = s.get_one(RunThread, run_id)
-            row.status_seen, row.attempt_seen = run["status"], run["attempt"]
-            if p.progress:
-                row.progress_posted_at, row.progress_step = now, run.get("step")
-            if p.milestones_passed:
-                row.plots_posted = [*row.plots_posted, *p.milestones_passed]
-            if p.summary:
-                row.summary_posted = True
+        posted = Posted(
+            status=run["status"],
+            attempt=run["attempt"],
+            progress_at=now if p.progress else None,
+            progress_step=run.get("step") if p.progress else None,
+            milestones=tuple(p.milestones_passed or ()),
+            summary=bool(p.summary),
+        )
+        self.rows.remember(run_id, posted)
 
     async def _update_card(self, run_id: str, *, run: dict[str, Any] | None = None, force: bool = False) -> None:
         if run is None:
             run = await to_thread.run_sync(self.service.get, run_id)
-        row = await to_thread.run_sync(self._row, run_id)
+        row = await to_thread.run_sync(self.rows.get, run_id)
         if row is None:
             return
         digest = card_digest(run, list(row.history))
@@ -225,14 +195,8 @@ class RunThreads:
         await self.client.chat_update(channel=row.channel, ts=row.card_ts, text=text, blocks=blocks)
         await to_thread.run_sync(self._card_updated, run_id, digest)
 
-    def _row(self, run_id: str) -> RunThread | None:
-        with self.db.session() as s:
-            return s.get(RunThread, run_id)
-
     def _card_updated(self, run_id: str, digest: str) -> None:
-        with self.db.session() as s:
-            row = s.get_one(RunThread, run_id)
-            row.card_digest, row.card_updated_at = digest, self.clock()
+        self.rows.card_updated(run_id, digest, at=self.clock())
 
     async def _upload_plot(self, row: RunThread, run: dict[str, Any], label: str) -> int:
         names = [str(m) for m in run.get("plot") or ["loss"]]
@@ -271,21 +235,10 @@ class RunThreads:
         return await to_thread.run_sync(self._store_reply, channel, thread_ts, user, ts, text)
 
     def _store_reply(self, channel: str, thread_ts: str, user: str, ts: str, text: str) -> Reply | None:
-        try:
-            with self.db.session() as s:
-                row = s.scalar(select(RunThread).where(RunThread.channel == channel, RunThread.card_ts == thread_ts))
-                if row is None:
-                    return None
-                s.add(ThreadMessage(run_id=row.run_id, channel=channel, ts=ts, user=user, text=text))
-                first = not row.no_agent_said
-                row.no_agent_said = True
-                return Reply(row.run_id, first_without_agent=first)
-        except IntegrityError:
-            return None  # the same message delivered twice: stored once
+        return self.rows.store_reply(channel, thread_ts, user, ts, text)  # a delivery twice: stored once
 
     def thread_of(self, run_id: str) -> tuple[str, str] | None:
-        row = self._row(run_id)
-        return (row.channel, row.card_ts) if row else None
+        return self.rows.thread_of(run_id)
 
 
 async def _fence(run_id: str, what: str) -> None:

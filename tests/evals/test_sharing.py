@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from labbot.bot.api import create_app
 from labbot.bot.commands import LAB, Parsed, parse
-from labbot.bot.slack.actions import Asker
+from labbot.bot.slack.handlers import Asker, dispatch
 from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService, pack
 from labbot.mcp_servers.lab import LabApi, build_server
@@ -89,12 +89,12 @@ def test_a_suite_an_eval_generate_run_wrote_is_that_researchers(
 
 def test_slack_refuses_bob_alices_suite_until_she_shares_it(evals: EvalService, tmp_path: Path) -> None:
     suite = alices_suite(evals, tmp_path)
-    actions, slack = slack_lab(evals, admins=frozenset({ADMIN}))
+    deps, slack = slack_lab(evals, admins=frozenset({ADMIN}))
 
     def run(user: str, text: str) -> str:
         parsed = parse(text, LAB)
         assert isinstance(parsed, Parsed), parsed
-        asyncio.run(actions.run(parsed, Asker(user, "C0LAB00001", f"t-{len(slack.calls)}")))
+        asyncio.run(dispatch(deps, parsed, Asker(user, "C0LAB00001", f"t-{len(slack.calls)}")))
         return slack.said("chat.postEphemeral")[-1]
 
     assert "is not shared with you" in run(BOB, f"eval run {suite}") and evals.runs.runs() == []
@@ -237,13 +237,13 @@ def test_the_api_shows_a_run_only_to_whom_by_names_and_never_answers_500(lab_of_
 @pytest.mark.databases
 def test_slack_shows_lists_and_compares_alices_run_for_bob_only_once_she_shares(lab_of_two: TwoResearchers) -> None:
     evals, alices, bobs = lab_of_two.evals, lab_of_two.alices, lab_of_two.bobs
-    actions, slack = slack_lab(evals, admins=frozenset({ADMIN}))
+    deps, slack = slack_lab(evals, admins=frozenset({ADMIN}))
 
     def run(user: str, text: str) -> str:
         parsed = parse(text, LAB)
         assert isinstance(parsed, Parsed), parsed
         before = len(slack.calls)
-        asyncio.run(actions.run(parsed, Asker(user, "C0LAB00001", f"t-{before}")))
+        asyncio.run(dispatch(deps, parsed, Asker(user, "C0LAB00001", f"t-{before}")))
         [(method, _params)] = slack.calls[before:]  # one answer, to the asker alone unless said in the channel
         return f"{method} {slack.said(method)[-1]}"
 

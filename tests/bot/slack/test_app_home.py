@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 from fakes.slack import SlackFake
@@ -13,20 +14,25 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from support import Clock
 
+from labbot.agents.babysitter.pager import Pager
+from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
 from labbot.bot.console.blocks import VIEW_MAX_BLOCKS, block_errors
 from labbot.bot.slack import app as slack_app
-from labbot.bot.slack.actions import Asker, LabActions
 from labbot.bot.slack.blocks.home import RUNS_PER_PAGE, HomeData, home_view
-from labbot.bot.slack.home import AppHome
+from labbot.bot.slack.handlers import Asker, SlackDeps
+from labbot.bot.slack.handlers.runs import act
+from labbot.bot.slack.home import AppHome, HomeSources
 from labbot.bot.slack.payloads import JSON, signed
 from labbot.bot.slack.runtime import web_client
 from labbot.bot.slack.tasks import TaskSet
 from labbot.bot.slack.thread_plan import Cadence, HomeState, home_due
+from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.storage.models import Artifact, Incident, Run
 from labbot.storage.seen import DurableSeenKeys
+from labbot.training.service import RunService
 
 SECRET = "home-test-signing-secret"
 ALICE, BOB = "U0ALICE001", "U0BOB00001"
@@ -69,7 +75,11 @@ def texts(view: dict[str, Any] | None) -> str:
 
 def home_for(slack: SlackFake, db: Database, clock: Clock | None = None, **kw: Any) -> AppHome:
     client = web_client(slack.bot_token, slack.start())
-    return AppHome(client, db, Cadence(card_every_s=120.0), clock=clock or Clock(T0), **kw)
+    runs = RunService(db, cast(Any, None), cast(Any, None), control_url="http://127.0.0.1:9", checkpoint_root=Path())
+    pager = Pager(db, PagingPolicy(), slack=True, pagerduty=False)
+    artifacts = ArtifactStore(db, "memory://home-test")  # only its rows are read
+    sources = HomeSources(runs, SessionStore(db), pager, artifacts)
+    return AppHome(client, sources, Cadence(card_every_s=120.0), clock=clock or Clock(T0), **kw)
 
 
 def test_a_user_with_nothing_gets_a_friendly_home(slack: SlackFake, db: Database) -> None:
@@ -158,8 +168,8 @@ def test_app_home_opened_again_and_again_publishes_once_per_change(slack: SlackF
     async def go() -> None:
         tasks = TaskSet()
         app: AsyncApp = slack_app.build_app(
-            client=client, signing_secret=SECRET, actions=cast(Any, None), threads=cast(Any, None), tasks=tasks,
-            triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S), home=home,
+            deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings()), signing_secret=SECRET,
+            tasks=tasks, triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S), home=home,
         )  # fmt: skip
 
         async def opened(n: int) -> None:
@@ -223,7 +233,7 @@ class RunsStub:
 
 def test_a_button_on_the_home_tab_is_answered_in_the_apps_dm(slack: SlackFake) -> None:
     stub = RunsStub()
-    actions = LabActions(slack.async_client(), cast(Any, stub), cast(Any, stub), SlackSettings())
-    asyncio.run(actions.act("k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
+    deps = SlackDeps(slack.async_client(), cast(Any, stub), cast(Any, stub), SlackSettings())
+    asyncio.run(act(deps, "k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
     [told] = slack.messages(slack.dm_channel(ALICE))
     assert "run `k3xq7p`: stopped the run" in told.text

@@ -13,8 +13,10 @@ from fakes.slack import SlackFake
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from labbot.agents.fleet.runtime import AgentEvent
+from labbot.bot.config import SlackSettings
 from labbot.bot.slack import app as slack_app
 from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.payloads import JSON, Workspace, assistant_thread_started, signed
 from labbot.bot.slack.prompts import PROMPTS
 from labbot.bot.slack.runtime import web_client
@@ -42,8 +44,8 @@ def test_the_assistant_container_offers_prompts_and_answers_in_its_thread(slack:
     async def go() -> None:
         tasks = TaskSet()
         app = slack_app.build_app(
-            client=client, signing_secret=SECRET, actions=cast(Any, SimpleNamespace(conversations=talks)),
-            threads=cast(Any, None), tasks=tasks, triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
+            deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings(), conversations=talks),
+            signing_secret=SECRET, tasks=tasks, triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
         )  # fmt: skip
 
         async def send(body: str, until: Callable[[], Any]) -> None:

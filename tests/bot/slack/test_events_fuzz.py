@@ -37,7 +37,8 @@ from labbot.agents.babysitter.pager import Pager
 from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.bot.api import create_app
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.runtime import SlackRuntime
+from labbot.bot.slack.handlers import SlackDeps
+from labbot.bot.slack.runtime import SlackCore, SlackRuntime
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -89,7 +90,8 @@ def door(tmp_path: Path, database_url: str) -> Iterator[Door]:
     settings_ = SlackSettings(
         bot_token=fake.bot_token, signing_secret=SECRET, api_url=str(fake.url), admins=frozenset({BOB})
     )
-    runtime = SlackRuntime.build(settings_, service, TelemetryStore(service.db), pager=pager)
+    core = SlackCore.build(settings_, service, TelemetryStore(service.db))
+    runtime = SlackRuntime.build(SlackDeps(core.client, service, core.threads, settings_, pager=pager))
     app = create_app(
         service, TelemetryStore(service.db), admin_token="fuzz-admin", pager=pager, db=service.db,
         extra_routes=runtime.routes(),

@@ -15,9 +15,11 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.models.blocks import Block
 
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
+from labbot.bot.config import SlackSettings
 from labbot.bot.slack import app as slack_app
 from labbot.bot.slack.agent_threads import AgentConversations
 from labbot.bot.slack.feedback import ACTION_ID, COMMENT_ACTION, COMMENT_BLOCK, SlackFeedback
+from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.payloads import Workspace, feedback_click, signed, view_submission
 from labbot.bot.slack.tasks import TaskSet
 from labbot.storage.db import Database
@@ -70,10 +72,8 @@ def test_votes_comments_and_reactions_in_slack(slack: SlackFake, db: Database) -
         tasks = TaskSet()
         talks = AgentConversations(client, db, cast(Any, Answers(db)))
         app = slack_app.build_app(
-            client=client,
+            deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings()),
             signing_secret=SECRET,
-            actions=cast(Any, None),
-            threads=cast(Any, None),
             tasks=tasks,
             triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
             feedback=SlackFeedback(client, db),

@@ -14,7 +14,9 @@ import pytest
 from fakes.slack import SlackFake, started
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from labbot.bot.config import SlackSettings
 from labbot.bot.slack import app as slack_app
+from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.payloads import Workspace, button_click, signed, slash_command
 from labbot.bot.slack.tasks import TaskSet
 from labbot.storage.db import Database
@@ -25,25 +27,25 @@ WS = Workspace(team_id="T0LAB00001", app_id="A0LABBOT01", channel="C0LAB00001")
 OWNER = "U0ALICE001"
 
 
-class RecordingActions:
-    """Stands in for LabActions: records what the app asked it to do."""
+class RecordingRuns:
+    """Stands in for the run service and the run threads: records the stops and restarts the handlers asked for."""
 
     def __init__(self) -> None:
-        self.help_footer: list[str] = []
-        self.commands: list[tuple[str, str | None]] = []
         self.acts: list[tuple[str, str]] = []
 
-    def is_admin(self, user: str) -> bool:
-        return False
+    def get(self, run_id: str) -> dict[str, Any]:
+        return {"id": run_id, "owner": OWNER, "attempt": 1}
 
-    async def run(self, parsed: Any, who: Any) -> None:
-        self.commands.append((parsed.command.name, who.trigger_id))
+    def stop(self, run_id: str, *, by: str) -> dict[str, Any]:
+        self.acts.append((run_id, "stop"))
+        return self.get(run_id)
 
-    async def run_safely(self, work: Any, who: Any) -> None:
-        await work
+    def restart(self, run_id: str, *, by: str) -> dict[str, Any]:
+        self.acts.append((run_id, "restart"))
+        return {**self.get(run_id), "attempt": 2}
 
-    async def act(self, run_id: str, verb: str, who: Any) -> None:
-        self.acts.append((run_id, verb))
+    async def record_action(self, run_id: str, text: str) -> None:
+        pass
 
 
 @pytest.fixture
@@ -54,17 +56,16 @@ def slack() -> Iterator[SlackFake]:
 
 def _dispatch_twice(
     slack: SlackFake, db: Database, bodies: list[str], *, restart_between: bool = False
-) -> RecordingActions:
+) -> RecordingRuns:
     """Dispatch each body, signed once (a replay: the same body and headers again); with ``restart_between`` each
     request reaches a new app (labbot restarted, or another replica), sharing only the database."""
-    actions = RecordingActions()
+    runs = RecordingRuns()
+    deps = SlackDeps(slack.async_client(), cast(Any, runs), cast(Any, runs), SlackSettings())
 
     def new_app(tasks: TaskSet) -> Any:
         return slack_app.build_app(
-            client=slack.async_client(),
+            deps=deps,
             signing_secret=SECRET,
-            actions=cast(Any, actions),
-            threads=cast(Any, None),
             tasks=tasks,
             triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
         )
@@ -82,19 +83,17 @@ def _dispatch_twice(
             await tasks.drain()
 
     asyncio.run(go())
-    return actions
+    return runs
 
 
 def test_a_replayed_signed_restart_acts_once(slack: SlackFake, db: Database) -> None:
     body = slash_command(WS, user=OWNER, user_name="alice", text="restart abc234")
-    actions = _dispatch_twice(slack, db, [body, body])
-    assert [name for name, _ in actions.commands] == ["restart"]
+    assert _dispatch_twice(slack, db, [body, body]).acts == [("abc234", "restart")]
 
 
 def test_a_replay_after_labbot_restarts_or_at_another_replica_acts_once(slack: SlackFake, db: Database) -> None:
     body = slash_command(WS, user=OWNER, user_name="alice", text="restart abc234")
-    actions = _dispatch_twice(slack, db, [body, body], restart_between=True)
-    assert [name for name, _ in actions.commands] == ["restart"]
+    assert _dispatch_twice(slack, db, [body, body], restart_between=True).acts == [("abc234", "restart")]
     click = button_click(WS, user=OWNER, action_id="run_stop", value="abc234", message_ts="1700000000.000100")
     assert _dispatch_twice(slack, db, [click, click], restart_between=True).acts == [("abc234", "stop")]
 
@@ -105,8 +104,7 @@ def test_a_button_payload_replayed_later_acts_once(
     body = button_click(WS, user=OWNER, action_id="run_restart", value="abc234", message_ts="1700000000.000100")
     # the double-click guard forgets after seconds; a replay comes later than that
     monkeypatch.setattr(slack_app, "SeenKeys", _forgetful_clicks(slack_app.SeenKeys))
-    actions = _dispatch_twice(slack, db, [body, body])
-    assert actions.acts == [("abc234", "restart")]
+    assert _dispatch_twice(slack, db, [body, body]).acts == [("abc234", "restart")]
     # the same payload again, later still: still a replay; two real clicks (two trigger ids) on runs act twice
     first, second = (json.loads(parse_qs(body)["payload"][0]) for _ in range(2))
     first["trigger_id"], second["trigger_id"], second["actions"][0]["value"] = "111.one", "111.two", "def567"

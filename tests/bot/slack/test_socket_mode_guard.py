@@ -16,7 +16,8 @@ from fakes.slack import SlackFake
 from support import SLEEPER, free_port, make_service
 
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.runtime import SlackRuntime
+from labbot.bot.slack.handlers import SlackDeps
+from labbot.bot.slack.runtime import SlackCore, SlackRuntime
 from labbot.bot.slack.socket_mode import envelope_refusal
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
@@ -53,7 +54,8 @@ def test_a_malformed_envelope_is_acked_and_logged_in_one_line(
     nowhere = RayConnection(address=f"http://127.0.0.1:{free_port()}", token=None)
     service = make_service(tmp_path, nowhere, SLEEPER, database_url=database_url)
     settings = SlackSettings(bot_token=fake.bot_token, app_token="xapp-1-A0LABBOT01-test", api_url=str(fake.url))
-    runtime = SlackRuntime.build(settings, service, TelemetryStore(service.db))
+    core = SlackCore.build(settings, service, TelemetryStore(service.db))
+    runtime = SlackRuntime.build(SlackDeps(core.client, service, core.threads, settings))
     caplog.set_level(logging.INFO)
 
     async def acked(envelope_id: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""``/lab capacity``, ``/lab priority`` and ``/lab launch`` over a ``[compute]`` cap through LabActions against the
-Slack emulator (every Web API call checked against Slack's spec when the test ends), a real RunService and SQLite,
-Ray the recording double of ``compute_support``: what each answers, to whom, and that a refusal changes nothing."""
+"""``/lab capacity``, ``/lab priority`` and ``/lab launch`` over a ``[compute]`` cap through their handlers
+(``labbot.bot.slack.handlers.runs``) against the Slack emulator (every Web API call checked against Slack's spec when
+the test ends), a real RunService and SQLite, Ray the recording double of ``compute_support``: what each answers, to
+whom, and that a refusal changes nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from fakes.slack import SlackFake, started
 
 from labbot.bot.commands import LAB, Parsed, parse
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.actions import Asker, LabActions
+from labbot.bot.slack.handlers import Asker, SlackDeps, dispatch
 from labbot.bot.slack.thread_plan import Cadence
 from labbot.bot.slack.threads import RunThreads
 from labbot.training.service import RunService
@@ -33,13 +34,13 @@ def slack() -> Iterator[SlackFake]:
 
 
 class Lab:
-    def __init__(self, actions: LabActions, service: RunService, ray: RecordingRay, slack: SlackFake) -> None:
-        self.actions, self.service, self.ray, self.slack = actions, service, ray, slack
+    def __init__(self, deps: SlackDeps, service: RunService, ray: RecordingRay, slack: SlackFake) -> None:
+        self.deps, self.service, self.ray, self.slack = deps, service, ray, slack
 
     def command(self, text: str, user: str = ALICE) -> None:
         parsed = parse(text, LAB)
         assert isinstance(parsed, Parsed), parsed
-        asyncio.run(self.actions.run(parsed, Asker(user, self.slack.default_channel, f"t-{text}-{user}")))
+        asyncio.run(dispatch(self.deps, parsed, Asker(user, self.slack.default_channel, f"t-{text}-{user}")))
 
     def told(self, user: str = ALICE) -> list[Any]:
         return self.slack.ephemeral_messages(self.slack.default_channel, user)
@@ -54,7 +55,7 @@ def make_lab(
     service, ray = compute_service(tmp_path, monkeypatch, compute)
     client = slack.async_client()
     threads = RunThreads(client, service, TelemetryStore(service.db), Cadence())
-    return Lab(LabActions(client, service, threads, SlackSettings(admins=admins)), service, ray, slack)
+    return Lab(SlackDeps(client, service, threads, SlackSettings(admins=admins)), service, ray, slack)
 
 
 @pytest.fixture
@@ -123,7 +124,7 @@ def test_an_admin_moves_a_queued_run_ahead_and_the_card_says_who(lab: Lab) -> No
     lab.launch(ALICE)
     b = lab.launch(ALICE)
     c = lab.launch(BOB)
-    asyncio.run(lab.actions.threads.open_thread(lab.service.get(c), lab.slack.default_channel))
+    asyncio.run(lab.deps.threads.open_thread(lab.service.get(c), lab.slack.default_channel))
     lab.command(f"priority {c} 10", user=ADMIN)
     assert lab.told(ADMIN)[-1].text == f"run `{c}`: priority 10: now 1st in line for training"
     assert lab.service.get(c)["queue_position"] == 1 and lab.service.get(b)["queue_position"] == 2

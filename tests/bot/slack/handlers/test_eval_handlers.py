@@ -1,11 +1,12 @@
-"""``/lab eval ...`` through LabActions against a real EvalService and RunThreads (Slack's Web API faked at the
-edge): launches open threads, refusals are ephemeral and launch nothing, and an ended eval run's thread gets its
-results table, its .eval log and, when so, the saturation call-out."""
+"""``/lab eval ...`` through their handlers (``labbot.bot.slack.handlers``) against a real EvalService and RunThreads
+(Slack's Web API faked at the edge): launches open threads, refusals are ephemeral and launch nothing, and an ended eval
+run's thread gets its results table, its .eval log and, when so, the saturation call-out."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.agents.fleet.tools import CallContext, ToolResult
 from labbot.bot.commands import LAB, Parsed, parse
 from labbot.bot.integrations import Integrations
-from labbot.bot.slack.actions import Asker, LabActions
 from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.handlers import Asker, SlackDeps, dispatch
 from labbot.evals.service import EvalService, pack
 from labbot.storage.models import Incident
 from labbot.training.telemetry_store import TelemetryStore
@@ -33,30 +34,30 @@ def evals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvalService:
 
 
 @pytest.fixture
-def lab(evals: EvalService, tmp_path: Path) -> tuple[LabActions, FakeSlack, str]:
+def lab(evals: EvalService, tmp_path: Path) -> tuple[SlackDeps, FakeSlack, str]:
     made = make_suite(tmp_path / "made", tasks=20)
     evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
-    actions, slack = slack_lab(evals)
-    return actions, slack, made.id
+    deps, slack = slack_lab(evals)
+    return deps, slack, made.id
 
 
-def run(actions: LabActions, text: str, trigger: str = "t-1") -> None:
+def run(deps: SlackDeps, text: str, trigger: str = "t-1") -> None:
     parsed = parse(text, LAB)
     assert isinstance(parsed, Parsed), parsed
-    asyncio.run(actions.run(parsed, Asker(ALICE, CHANNEL, trigger)))
+    asyncio.run(dispatch(deps, parsed, Asker(ALICE, CHANNEL, trigger)))
 
 
 def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
-    lab: tuple[LabActions, FakeSlack, str],
+    lab: tuple[SlackDeps, FakeSlack, str],
 ) -> None:
-    actions, slack, suite = lab
-    run(actions, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")
-    [launched] = actions.service.runs()
+    deps, slack, suite = lab
+    run(deps, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")
+    [launched] = deps.service.runs()
     assert launched["job"] == "eval" and launched["owner"] == ALICE
     assert launched["params"]["solver"] == "agent:anthropic/model-x" and launched["params"]["max_samples"] == 2
-    assert actions.threads.thread_of(launched["id"]) is not None
-    run(actions, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")  # Slack's retry: same trigger
-    assert len(actions.service.runs()) == 1
+    assert deps.threads.thread_of(launched["id"]) is not None
+    run(deps, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")  # Slack's retry: same trigger
+    assert len(deps.service.runs()) == 1
     assert "already launched by this command" in slack.said("chat.postEphemeral")[-1]
 
 
@@ -73,43 +74,43 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
     ],
 )
 def test_refusals_are_ephemeral_say_what_exists_and_launch_nothing(
-    lab: tuple[LabActions, FakeSlack, str], text: str, said: str
+    lab: tuple[SlackDeps, FakeSlack, str], text: str, said: str
 ) -> None:
-    actions, slack, suite = lab
-    run(actions, text.format(suite=suite))
-    assert actions.service.runs() == []
+    deps, slack, suite = lab
+    run(deps, text.format(suite=suite))
+    assert deps.service.runs() == []
     assert [m for m, _ in slack.calls] == ["chat.postEphemeral"]
     assert said in slack.said("chat.postEphemeral")[0]
 
 
-def test_eval_generate_launches_the_generator_with_the_asked_deletion(lab: tuple[LabActions, FakeSlack, str]) -> None:
-    actions, _slack, _suite = lab
-    run(actions, "eval generate --count 4 --seed 2 --deletion function")
-    [launched] = actions.service.runs()
+def test_eval_generate_launches_the_generator_with_the_asked_deletion(lab: tuple[SlackDeps, FakeSlack, str]) -> None:
+    deps, _slack, _suite = lab
+    run(deps, "eval generate --count 4 --seed 2 --deletion function")
+    [launched] = deps.service.runs()
     assert launched["job"] == "eval-generate" and launched["owner"] == ALICE
     assert launched["params"] == {"count": 4, "seed": 2, "deletion": "function", "deletions": 1, "prefer": "any"}
 
 
-def test_eval_generate_asks_for_a_harder_suite(lab: tuple[LabActions, FakeSlack, str]) -> None:
-    actions, _slack, _suite = lab
-    run(actions, "eval generate --count 20 --deletion function --deletions 2 --prefer deep")
-    [launched] = actions.service.runs()
+def test_eval_generate_asks_for_a_harder_suite(lab: tuple[SlackDeps, FakeSlack, str]) -> None:
+    deps, _slack, _suite = lab
+    run(deps, "eval generate --count 20 --deletion function --deletions 2 --prefer deep")
+    [launched] = deps.service.runs()
     assert launched["params"] == {"count": 20, "seed": 0, "deletion": "function", "deletions": 2, "prefer": "deep"}
 
 
 def test_an_ended_eval_runs_thread_gets_the_table_the_log_and_saturation(
-    lab: tuple[LabActions, FakeSlack, str],
+    lab: tuple[SlackDeps, FakeSlack, str],
     evals: EvalService,
 ) -> None:
-    actions, slack, suite = lab
+    deps, slack, suite = lab
     strong = finished(evals, suite, "agent:x/strong", {t: i < 19 for i, t in enumerate(tasks())})
     log = evals.runs.checkpoint_root / strong / "eval" / "2026-12-02_labbot-eval.eval"
     log.write_bytes(b"PK\x05\x06" + b"\0" * 18)
     results = log.parent / "results.json"
     results.write_text(results.read_text().replace('"log": ""', f'"log": "{log.name}"'))
-    asyncio.run(actions.threads.open_thread(evals.runs.get(strong), CHANNEL))
+    asyncio.run(deps.threads.open_thread(evals.runs.get(strong), CHANNEL))
     slack.calls.clear()
-    asyncio.run(actions.threads.tick())
+    asyncio.run(deps.threads.tick())
     posted = "\n".join(slack.said("chat.postMessage"))
     assert "pass rate 95% (95% CI 76%–99%)" in posted
     assert "t19-add" in posted and "fail" in posted and "1,200" in posted  # per task: result, time, tokens
@@ -120,49 +121,49 @@ def test_an_ended_eval_runs_thread_gets_the_table_the_log_and_saturation(
         and "eval generate --deletion function --deletions 2 --prefer deep --count 20" in posted
     )
     slack.calls.clear()
-    asyncio.run(actions.threads.tick())  # posted once
+    asyncio.run(deps.threads.tick())  # posted once
     assert not [m for m, _ in slack.calls if m != "chat.update"]
 
 
-def test_eval_compare_and_show_answer_the_asker(lab: tuple[LabActions, FakeSlack, str], evals: EvalService) -> None:
-    actions, slack, suite = lab
+def test_eval_compare_and_show_answer_the_asker(lab: tuple[SlackDeps, FakeSlack, str], evals: EvalService) -> None:
+    deps, slack, suite = lab
     a = finished(evals, suite, "agent:x/strong", {t: i < 14 for i, t in enumerate(tasks())})
     b = finished(evals, suite, "agent:x/weak", {t: i < 8 for i, t in enumerate(tasks())})
-    run(actions, f"eval compare {a} {b}")
+    run(deps, f"eval compare {a} {b}")
     said = slack.said("chat.postEphemeral")[-1]
     assert "A − B = +30%" in said and "verdict: A is better (the interval excludes zero)" in said
-    run(actions, f"eval show {a}")
+    run(deps, f"eval show {a}")
     assert "pass rate 70% (95% CI 48%–85%)" in slack.said("chat.postEphemeral")[-1]
-    run(actions, "eval list")
+    run(deps, "eval list")
     assert suite in slack.said("chat.postEphemeral")[-1]
 
 
 def test_resolve_with_a_cause_then_eval_from_incident(
-    lab: tuple[LabActions, FakeSlack, str], evals: EvalService
+    lab: tuple[SlackDeps, FakeSlack, str], evals: EvalService
 ) -> None:
-    actions, slack, _suite = lab
+    deps, slack, _suite = lab
     paged_run(evals, resolved=False)
-    actions.pager = Pager(evals.runs.db, PagingPolicy(), slack=False, pagerduty=False)
-    run(actions, "eval from-incident pq3x7k")  # still open: what to do, nothing made
+    deps = replace(deps, pager=Pager(evals.runs.db, PagingPolicy(), slack=False, pagerduty=False))
+    run(deps, "eval from-incident pq3x7k")  # still open: what to do, nothing made
     assert "is still triggered" in slack.said("chat.postEphemeral")[-1]
-    run(actions, "resolve pq3x7k")
-    run(actions, "eval from-incident pq3x7k")
+    run(deps, "resolve pq3x7k")
+    run(deps, "eval from-incident pq3x7k")
     assert "has no recorded cause" in slack.said("chat.postEphemeral")[-1]
     assert "resolve pq3x7k --cause" in slack.said("chat.postEphemeral")[-1]
     assert not any(s["suite"].startswith("incidents-") for s in evals.suites())
-    run(actions, f"resolve pq3x7k --cause '{CAUSE}'")
+    run(deps, f"resolve pq3x7k --cause '{CAUSE}'")
     assert "cause recorded" in slack.said("chat.postEphemeral")[-1]
-    run(actions, "eval from-incident pq3x7k")
+    run(deps, "eval from-incident pq3x7k")
     said = slack.said("chat.postEphemeral")[-1]
     assert "case incident-pq3x7k: hung page of r1hung" in said and "/lab eval run incidents-" in said
     assert CAUSE in said and SLACK_TOKEN not in said
 
 
 def test_without_a_recorded_cause_the_pages_linear_issue_gives_it(
-    lab: tuple[LabActions, FakeSlack, str], evals: EvalService
+    lab: tuple[SlackDeps, FakeSlack, str], evals: EvalService
 ) -> None:
     """The third place a cause is written: the Linear issue the page was filed as ("Cause: ..." in a comment)."""
-    actions, slack, _suite = lab
+    deps, slack, _suite = lab
     paged_run(evals, cause=None)
     pager = Pager(evals.runs.db, PagingPolicy(), slack=False, pagerduty=False)
     pager.link("pq3x7k", "linear", {"identifier": "ENG-42", "url": "https://linear.app/lab/issue/ENG-42", "by": "x"})
@@ -181,15 +182,17 @@ def test_without_a_recorded_cause_the_pages_linear_issue_gives_it(
         slack,  # type: ignore[arg-type]
         evals.runs,
         TelemetryStore(evals.runs.db),
-        actions.threads,
+        deps.threads,
         Integrations(linear=True, linear_team="ENG"),
         act,
         pager=pager,
     )
-    assert actions.evals is not None
-    actions.evals.linear_cause = links.linear_cause
-    actions.evals.record_cause = lambda page_id, cause, user: pager.resolve(page_id, by=user, cause=cause)
-    run(actions, "eval from-incident pq3x7k")
+    deps = replace(
+        deps,
+        linear_cause=links.linear_cause,
+        record_cause=lambda page_id, cause, user: pager.resolve(page_id, by=user, cause=cause),
+    )
+    run(deps, "eval from-incident pq3x7k")
     assert asked == [("linear__get_issue", {"issue": "ENG-42"}, ALICE)]
     said = slack.said("chat.postEphemeral")[-1]
     assert "case incident-pq3x7k" in said and CAUSE in said
@@ -198,5 +201,5 @@ def test_without_a_recorded_cause_the_pages_linear_issue_gives_it(
     issue = "ENG-42 · Done\ncomments: none"
     with evals.runs.db.session() as s:
         s.get_one(Incident, "pq3x7k").cause = None
-    run(actions, "eval from-incident pq3x7k")
+    run(deps, "eval from-incident pq3x7k")
     assert "has no recorded cause" in slack.said("chat.postEphemeral")[-1]

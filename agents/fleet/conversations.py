@@ -22,7 +22,7 @@ Delegation: a role whose tool globs match ``delegate`` gets a ``delegate(role, t
 below ``max_depth`` (a thread's agent is at depth 0). A call starts a sub-agent of that role with a fresh history
 (just the task), the role's own prompt, tools and budgets (or ``SUB_BUDGETS``), its wall time kept inside the
 parent's tool timeout (time spent waiting for a human's approval counts against neither:
-``labbot.agents.fleet.human_wait``), at depth + 1; its final text is the tool's result, ``is_error`` when it did not
+``labbot.agents.fleet.waits``), at depth + 1; its final text is the tool's result, ``is_error`` when it did not
 answer (a budget, a model failure) with the reason. Unknown roles, the depth limit and more than ``max_fanout``
 delegations in one run are refused with an ``is_error`` result the parent can act on. Sub-agents work for the same
 researcher in the same thread (approvals are asked there; the audit trail records their role) and share the parent's

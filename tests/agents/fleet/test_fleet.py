@@ -16,13 +16,12 @@ import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
 
 from labbot.agents.fleet.conversations import Answer, Fleet, delegation_refusal
-from labbot.agents.fleet.human_wait import waiting_for_human
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE, ModelSettings
 from labbot.agents.fleet.roles import RULES, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
-from labbot.agents.fleet.waits import OutsideWaits
+from labbot.agents.fleet.waits import OutsideWaits, waiting_for_human
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 

@@ -21,7 +21,7 @@ from anyio import to_thread
 from labbot.agents.fleet.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
 from labbot.agents.fleet.audit import AuditedExecutor
-from labbot.agents.fleet.conversations import Fleet
+from labbot.agents.fleet.fleet import Fleet
 from labbot.agents.fleet.identity import AgentIdentity
 from labbot.agents.fleet.mcp_config import McpSettings
 from labbot.agents.fleet.mcp_pool import McpPool

@@ -1,10 +1,10 @@
 """The fleet's roles: who an agent is (its system prompt), what it may call (fnmatch globs over namespaced tool
 names) and how far it may go (its budgets).
 
-``labbot.agents.fleet.conversations`` runs every agent as one of these roles. Each role lives in a module of its own
+``labbot.agents.fleet.fleet`` runs every agent as one of these roles. Each role lives in a module of its own
 (``assistant.py``, ``babysitter.py``, ``eval_writer.py``) as plain data — ``NAME``, ``PROMPT``, ``TOOLS`` and
 ``BUDGETS`` — and ``load_roles`` joins each prompt with the rules every labbot agent follows (``RULES``). A role
-whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.conversations``: the ``delegate``
+whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.fleet``: the ``delegate``
 tool).
 """
 

@@ -1,4 +1,4 @@
-"""labbot.agents.fleet.conversations, labbot.agents.fleet.sessions and labbot.agents.fleet.roles against the Anthropic
+"""labbot.agents.fleet.fleet, labbot.agents.fleet.sessions and labbot.agents.fleet.roles against the Anthropic
 fake over real HTTP, through the real SDK: threads as persisted conversations (across a restart too), the run's state as
 a system block, one ask at a time per
 thread, the no-model answer, role allow-lists, and delegation with its depth and fan-out limits."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
 
-from labbot.agents.fleet.conversations import Answer, Fleet, delegation_refusal
+from labbot.agents.fleet.fleet import Answer, Fleet, delegation_refusal
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE, ModelSettings
 from labbot.agents.fleet.roles import RULES, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets

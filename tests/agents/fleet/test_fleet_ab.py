@@ -11,7 +11,7 @@ import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 
 from labbot.agents.fleet.ab import AbTest
-from labbot.agents.fleet.conversations import Fleet
+from labbot.agents.fleet.fleet import Fleet
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
 from labbot.agents.fleet.tools import ToolCall, ToolResult, ToolSpec

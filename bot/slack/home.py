@@ -30,7 +30,7 @@ from labbot.bot.slack.blocks.home import LIST_MAX, RUNS_PER_PAGE, HomeData, home
 from labbot.bot.slack.thread_plan import Cadence, HomeState, home_due
 from labbot.storage.db import Database
 from labbot.storage.models import OPEN_INCIDENT_STATES, AgentSession, Artifact, Incident, Run, utcnow
-from labbot.training.views import run_view
+from labbot.training.run_json import run_view
 
 log = logging.getLogger(__name__)
 

@@ -315,8 +315,9 @@ class Settings:
 
     @property
     def ab_test(self) -> AbTest | None:
-        """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused)."""
-        from labbot.agents.fleet.roles import current_name
+        """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused); a
+        renamed role's old name in its ``roles`` is read as the new one."""
+        from labbot.agents.fleet.roles import current_name  # the roles import the agent runtime: only when read
 
         agents = self.config.get("agents") or {}
         if not isinstance(agents, dict):
@@ -328,7 +329,6 @@ class Settings:
         def where(role: str) -> str:
             return f'[agents.ab] roles "{role}"'
 
-        # a renamed role's old name is still read, as its new one
         return replace(ab, roles=tuple(current_name(role, ab.roles, where) for role in ab.roles))
 
     @property

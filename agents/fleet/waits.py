@@ -35,8 +35,8 @@ _STACK: ContextVar[tuple[HumanWaits, ...]] = ContextVar("labbot_human_waits", de
 
 
 class HumanWaits:
-    """How long one run has waited for humans: in its own clock (for its budget) and in real seconds (for the
-    event loop's timeouts)."""
+    """How long one run has waited for humans (and, under ``waiting_outside``, on the cluster): in its own clock
+    (for its budget) and in real seconds (for the event loop's timeouts)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

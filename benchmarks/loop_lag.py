@@ -7,7 +7,7 @@ gate, the outside waits and the identity, on a SQLite database whose every state
 while a probe on the loop sleeps 1 ms at a time and records how late it wakes.
 
 The old path is not kept in labbot's code. It is simulated here by running the very same database functions inline
-in the coroutine: the fleet's modules (``conversations``, ``audit``, ``approvals``) get, for the old path's rounds, a
+in the coroutine: the fleet's modules (``fleet``, ``audit``, ``approvals``) get, for the old path's rounds, a
 ``to_thread`` whose ``run_sync`` calls the function on the loop and returns its result — what their code did before
 the SQL moved to worker threads. A button's ``decide`` runs on a worker thread on both paths, as bot/ has always run
 it. Rounds alternate between the paths; each round is a fresh database and a fresh fleet; p50 and p99 are per
@@ -32,10 +32,10 @@ from _harness import report
 from fakes.anthropic import FakeAnthropic
 from loop_lag_scenario import ANSWER, Measured, SlowDatabase, model, turns_with_probe
 
-from labbot.agents.fleet import approvals, audit, conversations
+from labbot.agents.fleet import approvals, audit, fleet
 
 CLAIM_P99_MS = 10.0
-FLEET_MODULES = (conversations, audit, approvals)
+FLEET_MODULES = (fleet, audit, approvals)
 
 
 async def _inline(fn: Callable[..., Any], *args: Any) -> Any:

@@ -2,7 +2,7 @@
 control plane's app in process too, ``labbot.bot.api.in_process`` —, ``notion``, ``linear`` and ``datadog`` when their
 credentials are set, plus ``[mcp.servers]``),
 the approval gate and the audit around each role's tools, the fleet, and Slack's side of them (conversations in
-threads, Approve / Deny prompts), plus the investigator that asks the ``babysitter`` role about every new page.
+threads, Approve / Deny prompts), plus the ``investigator`` role, asked about every new page.
 
 Part of the composition root (``labbot.bot.serve``). Without ``ANTHROPIC_API_KEY`` nothing here calls a model: mentions
 get a plain answer saying how to configure one, and pages go out as before.
@@ -21,7 +21,7 @@ from anyio import to_thread
 from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
 from labbot.agents.fleet.audit import AuditedExecutor
-from labbot.agents.fleet.conversations import Fleet
+from labbot.agents.fleet.fleet import Fleet
 from labbot.agents.fleet.identity import AgentIdentity
 from labbot.agents.fleet.mcp_config import McpSettings
 from labbot.agents.fleet.mcp_pool import McpPool
@@ -111,7 +111,7 @@ class AgentsStack:
         return await audited.call(ToolCall.resolve(audited, tool, arguments, ctx))
 
     async def investigate(self, db: Database, page_ids: list[str]) -> None:
-        """The ``babysitter`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
+        """The ``investigator`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
         if self.fleet is None:
             return
         for page_id in page_ids:
@@ -130,7 +130,7 @@ class AgentsStack:
                     text=question,
                     channel=thread[0],
                     thread_ts=thread[1],
-                    role="babysitter",
+                    role="investigator",
                     run_id=run_id,
                 )
             except Exception:

@@ -10,7 +10,7 @@ import os
 import secrets
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -315,11 +315,21 @@ class Settings:
 
     @property
     def ab_test(self) -> AbTest | None:
-        """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused)."""
+        """``[agents.ab]``: the A/B test of the agents' models, or None (checked strictly: a bad table is refused); a
+        renamed role's old name in its ``roles`` is read as the new one."""
+        from labbot.agents.fleet.roles import current_name  # the roles import the agent runtime: only when read
+
         agents = self.config.get("agents") or {}
         if not isinstance(agents, dict):
             raise BadRequest("labbot.toml: [agents] must be a table")
-        return AbTest.from_config(agents.get("ab"))
+        ab = AbTest.from_config(agents.get("ab"))
+        if ab is None:
+            return None
+
+        def where(role: str) -> str:
+            return f'[agents.ab] roles "{role}"'
+
+        return replace(ab, roles=tuple(current_name(role, ab.roles, where) for role in ab.roles))
 
     @property
     def jobs_table(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The agents issue's user story as a scripted model, shared by its end-to-end tests (Slack over HTTP, and the
 console): asked "why is this run slow?" in a run's thread, it reads the run's metrics and logs through `lab` and the
 recent commits through `codebase`, then answers; asked to stop the run, it calls `lab__stop_run` (which waits for a
-human's Approve); told of a new page, the babysitter reads the log tail and diagnoses."""
+human's Approve); told of a new page, the investigator reads the log tail and diagnoses."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def model(req: SeenRequest) -> Step:
             return text(DIAGNOSIS)
         return text(STOPPED_ANSWER if "lab__stop_run" in asked else SLOW_ANSWER)
     question = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
-    if "just fired" in question:  # the investigator: the babysitter role looks into a new page
+    if "just fired" in question:  # the investigator role looks into a new page
         return tool_use("lab__run_logs", {"run_id": run_id, "tail": 50})
     if "stop" in question:
         return tool_use("lab__stop_run", {"run_id": run_id})

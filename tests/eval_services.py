@@ -85,9 +85,16 @@ SLACK_TOKEN = "xoxb-" + "1234567890-abcdefghijklmnop"  # in two parts: not a cre
 CAUSE = "the data loader deadlocked: its workers blocked on a full shared-memory queue"
 
 
-def paged_run(evals: EvalService, *, page_id: str = "pq3x7k", resolved: bool = True, cause: str | None = CAUSE) -> None:
-    """A run of tiny-lm that hung at step 40, paged; its metrics before and after the page, its babysitter's
-    investigation (tool calls and results, and its own conclusion), and the page itself."""
+def paged_run(
+    evals: EvalService,
+    *,
+    page_id: str = "pq3x7k",
+    resolved: bool = True,
+    cause: str | None = CAUSE,
+    role: str = "investigator",
+) -> None:
+    """A run of tiny-lm that hung at step 40, paged; its metrics before and after the page, its investigator's
+    investigation (tool calls and results, and its own conclusion; a session of ``role``), and the page itself."""
     db = evals.runs.db
     with db.session() as s:
         s.add(
@@ -104,7 +111,7 @@ def paged_run(evals: EvalService, *, page_id: str = "pq3x7k", resolved: bool = T
             # a metric whose name sounds like a secret: its numbers are no secret (redacted, they broke the case)
             s.add(MetricPoint(run_id="r1hung", attempt=1, step=step, name="tokens_per_s", value=3400.0, ts=at))
         s.add(MetricPoint(run_id="r1hung", attempt=1, step=41, name="loss", value=0.1, ts=PAGED_AT + timedelta(1)))
-        s.add(AgentSession(id="sess1", role="babysitter", owner="labbot", run_id="r1hung", created_at=PAGED_AT))
+        s.add(AgentSession(id="sess1", role=role, owner="labbot", run_id="r1hung", created_at=PAGED_AT))
         s.flush()  # the run and the session before the rows that point at them
         messages: list[tuple[str, Any]] = [
             ("assistant", [{"type": "tool_use", "id": "tu1", "name": "datadog__search_logs", "input": {}}]),

@@ -30,7 +30,7 @@ from sqlalchemy import event, func, select
 
 from labbot.agents.fleet.approvals import ApprovalGate, ApprovalRequest
 from labbot.agents.fleet.audit import AuditedExecutor
-from labbot.agents.fleet.conversations import Answer, Fleet
+from labbot.agents.fleet.fleet import Answer, Fleet
 from labbot.agents.fleet.identity import AgentIdentity
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentLimiter, AgentRuntime

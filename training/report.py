@@ -1,6 +1,6 @@
 """A run's report as Markdown, for Notion (``/lab report RUN``): what ran, how it went, its curves and config.
 
-Pure functions over the run's JSON (``labbot.training.views.run_view``) and its metric series (``(step, value)``
+Pure functions over the run's JSON (``labbot.training.run_json.run_view``) and its metric series (``(step, value)``
 points). The notion server turns the Markdown into blocks. The curves are those of the metrics the run's job plots
 (``plot`` in the run JSON: loss by default) and of the usual loss metrics it reports. The job's plot is an image when
 labbot is reachable by the report's readers (a signed link to it, ``labbot.bot.api.plots``: Notion's API takes images

@@ -54,9 +54,9 @@ from labbot.training.launcher import (
     submission_id,
 )
 from labbot.training.registry import JobRegistry
+from labbot.training.run_json import run_view
 from labbot.training.specs import DEFAULT_PURPOSE, LaunchRequest, RunConfig, entrypoint_command, resolve_launch
 from labbot.training.telemetry_store import redact_token, token_hash
-from labbot.training.views import run_view
 
 log = logging.getLogger(__name__)
 

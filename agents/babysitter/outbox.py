@@ -39,7 +39,7 @@ from labbot.common.retry import Backoff
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced, aguard, claim_token
 from labbot.storage.models import Delivery, DeliveryState, Incident, Run, utcnow
-from labbot.training.views import run_view
+from labbot.training.run_json import run_view
 
 log = logging.getLogger(__name__)
 

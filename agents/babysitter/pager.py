@@ -169,12 +169,14 @@ class Pager:
         found = {f.condition: f for f in findings}
         judged = set(kinds) if kinds is not None else set(found) | set(incidents)
         for kind, finding in found.items():
-            self._present(s, run, incidents.get(kind), finding, now)
+            self._open_or_reopen(s, run, incidents.get(kind), finding, now)
         for kind, inc in incidents.items():
             if kind in judged and kind not in found and inc.condition_active:
                 self._cleared(s, run, inc, now)
 
-    def _present(self, s: Session, run: Run | None, inc: Incident | None, f: Finding, now: datetime) -> None:
+    def _open_or_reopen(self, s: Session, run: Run | None, inc: Incident | None, f: Finding, now: datetime) -> None:
+        """A condition found: a new page, or its page back (re-opened within the flap window, else a new
+        occurrence); nothing while its page's condition is still active."""
         run_id = run.id if run is not None else None
         if inc is None:
             inc = Incident(

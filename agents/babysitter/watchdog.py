@@ -160,7 +160,9 @@ class Watchdog:
                     needs_work[row.id] = incidents
             if needs_work:  # the few runs that change are loaded as objects (one more query), the rest never are
                 for run in s.scalars(select(Run).where(Run.id.in_(list(needs_work)))):
-                    self._look(s, run, needs_work[run.id], jobs.get(run.ray_submission_id or ""), now, report)
+                    self._reconcile_and_judge(
+                        s, run, needs_work[run.id], jobs.get(run.ray_submission_id or ""), now, report
+                    )
         for sid in report.to_stop:
             try:
                 self.launcher.stop(sid)
@@ -228,7 +230,7 @@ class Watchdog:
             return False
         return not evaluate(state, now)
 
-    def _look(
+    def _reconcile_and_judge(
         self,
         s: Session,
         run: Run,
@@ -237,6 +239,8 @@ class Watchdog:
         now: datetime,
         report: TickReport,
     ) -> None:
+        """One run that needs work: its status brought in line with Ray's, a due restart noted, the rules run on
+        it (restarting it when a rule says so) and its pages opened, cleared or escalated."""
         was_terminal = RunStatus(run.status).is_terminal
         changed, stop_sid = reconcile_run(run, job, now)
         report.changed += changed

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 from anyio import to_thread
 from sqlalchemy import update
 
-from labbot.agents.fleet.human_wait import waiting_for_human
 from labbot.agents.fleet.redact import preview
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.waits import waiting_for_human
 from labbot.common.durations import format_duration
 from labbot.storage.db import Database
 from labbot.storage.models import Approval, utcnow

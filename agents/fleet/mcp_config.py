@@ -24,6 +24,9 @@ need no table unless you want to tune them::
     [mcp.roles.researcher]                                   # a role without a table may call every tool
     tools = ["codebase__*", "lab__list_runs"]                # fnmatch globs over SERVER__TOOL names
 
+A renamed role's table under its old name (``[mcp.roles.babysitter]``) is read as the new one's, with a warning
+(``labbot.agents.fleet.roles.current_name``).
+
 Header and env values stay unexpanded here, so a ``repr`` or a log line shows ``${NOTION_TOKEN}`` at most; the pool
 (``labbot.agents.fleet.mcp_pool``) expands them when it connects. Sits in agents/; pure data, no I/O beyond reading the
 environment when asked to.
@@ -41,6 +44,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from labbot.agents.fleet.roles import current_name
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
 
@@ -73,6 +77,10 @@ class UnsetVariable(BadRequest):
 
 def _where(server: str) -> str:
     return f"labbot.toml: [mcp.servers.{server}]"
+
+
+def _role_key(role: str) -> str:
+    return f"[mcp.roles.{role}]"
 
 
 def _unknown_key(where: str, key: str, allowed: Collection[str]) -> BadRequest:
@@ -330,8 +338,9 @@ class McpSettings:
                 "labbot.toml: [mcp.roles] must be a table of roles, e.g. [mcp.roles.researcher] tools = [...]"
             )
         roles: dict[str, RoleTools] = {}
-        for role, table in raw_roles.items():
-            where = f"labbot.toml: [mcp.roles.{role}]"
+        for given, table in raw_roles.items():
+            where = f"labbot.toml: {_role_key(given)}"
+            role = current_name(given, raw_roles, _role_key)  # a renamed role's old table is still read
             if not isinstance(table, Mapping):
                 raise BadRequest(f'{where} must be a table, e.g. tools = ["codebase__*", "lab__list_runs"]')
             for key in table:

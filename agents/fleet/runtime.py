@@ -32,7 +32,6 @@ from typing import Any, Literal, Protocol
 
 from tenacity import RetryCallState, retry_if_exception
 
-from labbot.agents.fleet.human_wait import HumanWaits, tracking
 from labbot.agents.fleet.model import (
     MODEL_RETRY,
     NO_MODEL_MESSAGE,
@@ -42,6 +41,7 @@ from labbot.agents.fleet.model import (
     make_client,
 )
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
+from labbot.agents.fleet.waits import HumanWaits, tracking
 from labbot.common.durations import format_duration
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.common.retry import RetryPolicy
@@ -73,7 +73,7 @@ class Budgets:
     wall_time_s: float = 300.0
     max_tokens: int = 4096  # per response (the Messages API's max_tokens)
     # per tool call. A destructive tool first waits for a human's Approve (labbot.agents.fleet.approvals, 10 min by
-    # default): that wait (labbot.agents.fleet.human_wait), here or in a sub-agent the call started, neither counts
+    # default): that wait (labbot.agents.fleet.waits), here or in a sub-agent the call started, neither counts
     # against wall_time_s nor is cut by tool_timeout_s
     tool_timeout_s: float = 120.0
 

@@ -1,7 +1,7 @@
 """Agent sessions: the conversation bound to a Slack thread, kept in the database so that a restart of labbot loses
 nothing.
 
-``labbot.agents.fleet.conversations`` is the only user: it finds (or starts) the session of a thread, loads its history
+``labbot.agents.fleet.fleet`` is the only user: it finds (or starts) the session of a thread, loads its history
 — the Messages API messages exactly as the runtime (``labbot.agents.fleet.runtime``) returned them, tool calls and
 results included — and, after a run, saves the new history in one transaction. Rows: ``AgentSession`` (one per thread;
 its role, run and model are fixed when it starts), ``AgentMessage`` (one per message, by ``seq``) and ``AgentTurn``

@@ -153,7 +153,7 @@ def incident_case_text(made: dict[str, Any]) -> str:
             f"case {case['id']}: {page['kind']} page of {(case.get('run') or {}).get('id') or 'the cluster'}, "
             f"frozen as labbot saw it at {page['triggered_at']}",
             f"  log tail {len((case.get('log_tail') or '').splitlines())} lines · metrics {metrics} · "
-            f"{len(case.get('context') or [])} look-ups by the babysitter (secrets redacted)",
+            f"{len(case.get('context') or [])} look-ups by the investigator (secrets redacted)",
             f"  scored against the recorded cause: {case['cause']}",
             f"suite {suite['suite']}: {suite['tasks']} incident cases — run it with "
             f"`eval run {suite['suite']} --solver agent:PROVIDER/MODEL`",

@@ -204,7 +204,7 @@ class ThreadAnswer:
         self.tools: list[str] = []
 
     async def begin(self) -> None:
-        # a stream is addressed to the human who asked; labbot's own asks (the babysitter's) have none
+        # a stream is addressed to the human who asked; labbot's own asks (the investigator's) have none
         if not self.talks.support.allows("stream", self.channel) or not SLACK_USER.fullmatch(self.user):
             await self._progress()
             return

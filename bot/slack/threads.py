@@ -92,14 +92,15 @@ class RunThreads:
         calls = 0
         for row in rows:
             try:
-                calls += await self._tend(row)
+                calls += await self._update_thread(row)
             except Fenced:
                 raise  # the lease is lost: no thread more
             except Exception:
                 log.exception("could not update the thread of run %s", row.run_id)
         return calls
 
-    async def _tend(self, row: RunThread) -> int:
+    async def _update_thread(self, row: RunThread) -> int:
+        """Bring one run's thread up to date (card, notices, progress, plots, summary); the Web API calls made."""
         run = await to_thread.run_sync(self.service.get, row.run_id)
         state = ThreadState(
             card_digest=row.card_digest,

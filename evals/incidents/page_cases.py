@@ -3,10 +3,10 @@
 :func:`freeze` turns a resolved page whose cause was recorded (``/lab resolve PAGE --cause "…"``, or a reply in the
 run's thread starting ``cause:`` by the run's owner or the page's resolver) into a case: the page (kind, summary, the
 watchdog's facts), the run's job and parameters, the log tail, each metric's last points up to the moment of the page,
-and what the babysitter's tools read while it investigated (Datadog, Linear, Notion, the codebase — the tool results,
-never the babysitter's own conclusions). Everything in it is redacted before it is kept: values under secret-named
-keys, credential shapes, secret-named assignments in log lines, and the secrets labbot itself holds. The recorded cause
-is the case's target; what the model and the judge then read is :mod:`labbot.evals.incidents.cases`'.
+and what the investigator's tools read while it investigated (Datadog, Linear, Notion, the codebase — the tool
+results, never the investigator's own conclusions). Everything in it is redacted before it is kept: values under
+secret-named keys, credential shapes, secret-named assignments in log lines, and the secrets labbot itself holds. The
+recorded cause is the case's target; what the model and the judge then read is :mod:`labbot.evals.incidents.cases`'.
 
 The control plane's side (``EvalService.from_incident``): it reads the database, so no in-job module imports it.
 """
@@ -38,7 +38,9 @@ from labbot.storage.models import (
 POINTS_PER_METRIC = 60  # the window: each metric's last points before the page
 MAX_METRICS = 12
 LOG_TAIL_LINES = 80
-BABYSITTER_ROLE = "babysitter"
+# the investigator agent role's sessions, by its name and by its old one (rows an older labbot wrote): evals does not
+# import the fleet (labbot.agents.fleet.roles.RENAMED)
+INVESTIGATOR_ROLES = ("investigator", "babysitter")
 
 
 class UnknownIncident(LabbotError):
@@ -99,7 +101,7 @@ def freeze(
         "run": run_doc,
         "log_tail": "\n".join(log_tail.splitlines()[-LOG_TAIL_LINES:]),
         "metrics": _metrics_window(db, run_id, triggered_at) if run_id else {},
-        "context": _babysitter_context(db, run_id, triggered_at, resolved_at) if run_id else [],
+        "context": _investigator_context(db, run_id, triggered_at, resolved_at) if run_id else [],
         "cause": cause,
         "frozen_by": by,
         "frozen_at": (now or datetime.now(triggered_at.tzinfo)).isoformat(),
@@ -169,12 +171,12 @@ def _json_float(value: float | None) -> float | str:
     return round(float(value), 6)
 
 
-def _babysitter_context(db: Database, run_id: str, since: datetime, until: datetime | None) -> list[dict[str, str]]:
-    """What the babysitter's tools returned while it investigated this run's page: (tool, result) pairs, oldest
+def _investigator_context(db: Database, run_id: str, since: datetime, until: datetime | None) -> list[dict[str, str]]:
+    """What the investigator's tools returned while it investigated this run's page: (tool, result) pairs, oldest
     first. Its own words (the diagnosis it wrote) are left out: the case asks for a diagnosis, it must not hold one."""
     with db.session() as s:
         sessions = s.scalars(
-            select(AgentSession.id).where(AgentSession.run_id == run_id, AgentSession.role == BABYSITTER_ROLE)
+            select(AgentSession.id).where(AgentSession.run_id == run_id, AgentSession.role.in_(INVESTIGATOR_ROLES))
         ).all()
         if not sessions:
             return []

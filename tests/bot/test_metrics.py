@@ -154,7 +154,7 @@ def test_agent_runs_tokens_and_tool_calls_are_counted_by_role(plane: ControlPlan
 
         async def go() -> None:
             runtime = AgentRuntime.from_settings(ModelSettings.from_env(env), observer=plane.metrics)
-            ctx = CallContext(agent="s1", role="babysitter", owner="U0ALICE001")
+            ctx = CallContext(agent="s1", role="investigator", owner="U0ALICE001")
             try:
                 await runtime.run("system", [{"role": "user", "content": "why?"}], OneTool(), ctx)
             finally:
@@ -162,12 +162,12 @@ def test_agent_runs_tokens_and_tool_calls_are_counted_by_role(plane: ControlPlan
 
         asyncio.run(go())
     body, found = scrape(TestClient(plane.app()))
-    assert value(found, "labbot_agent_runs_total", role="babysitter", stop="end_turn") == 1
-    assert value(found, "labbot_agent_model_calls_total", role="babysitter") == 2
-    assert value(found, "labbot_agent_tokens_total", role="babysitter", kind="input") == 200
-    assert value(found, "labbot_agent_tokens_total", role="babysitter", kind="output") == 40
-    assert value(found, "labbot_agent_tokens_total", role="babysitter", kind="cache_read") == 60
-    assert value(found, "labbot_agent_tool_calls_total", role="babysitter", outcome="ok") == 1
+    assert value(found, "labbot_agent_runs_total", role="investigator", stop="end_turn") == 1
+    assert value(found, "labbot_agent_model_calls_total", role="investigator") == 2
+    assert value(found, "labbot_agent_tokens_total", role="investigator", kind="input") == 200
+    assert value(found, "labbot_agent_tokens_total", role="investigator", kind="output") == 40
+    assert value(found, "labbot_agent_tokens_total", role="investigator", kind="cache_read") == 60
+    assert value(found, "labbot_agent_tool_calls_total", role="investigator", outcome="ok") == 1
     assert "U0ALICE001" not in body and fake.api_key not in body
 
 

@@ -71,15 +71,15 @@ def test_why_is_this_run_slow_then_stop_it_with_approval(lab: tuple[SlackSide, F
     assert "approved" in json.dumps(settled.blocks) and "approval_approve" not in json.dumps(settled.blocks)
 
 
-def test_a_new_page_gets_a_diagnosis_from_the_babysitter_in_the_runs_thread(
+def test_a_new_page_gets_a_diagnosis_from_the_investigator_in_the_runs_thread(
     lab: tuple[SlackSide, FakeAnthropic],
 ) -> None:
     slack, anthropic = lab
     run_id = slack.launched("launch crasher")
     wait_for(lambda: slack.pages(run=run_id), timeout=60, what="the failed page")
-    wait_for(lambda: slack.said(run_id, "Diagnosis:"), timeout=60, what="the babysitter's diagnosis in the thread")
-    asked = [r for r in anthropic.requests if "babysitter" in str(r.system).lower()]
-    assert asked, "the babysitter role answered"
+    wait_for(lambda: slack.said(run_id, "Diagnosis:"), timeout=60, what="the investigator's diagnosis in the thread")
+    asked = [r for r in anthropic.requests if "You are labbot's investigator" in str(r.system)]
+    assert asked, "the investigator role answered"
     logs = [r for r in asked if r.tool_results()]
     assert logs and "illegal memory access" in json.dumps(logs[0].tool_results()), "it read the log tail"
     assert all(not name.startswith("lab__stop") for r in asked for name in r.tool_names), "it may not act"

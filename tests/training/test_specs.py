@@ -15,9 +15,9 @@ from labbot.common.errors import BadRequest, UnknownJob
 from labbot.storage.models import Run
 from labbot.training.params import coerce_param, parse_assignments
 from labbot.training.registry import TINY_LM, TINY_RL, JobRegistry
+from labbot.training.run_json import run_view
 from labbot.training.specs import MAX_PLOTTED, LaunchRequest, RunConfig, entrypoint_command, plotted, resolve_launch
 from labbot.training.telemetry_ingest import MAX_NAME
-from labbot.training.views import run_view
 
 RL = {"entrypoint": "python rl.py", "params": {"steps": 100}, "plot": ["reward", "pass_rate"]}
 

@@ -1,23 +1,32 @@
 """The fleet's roles: who an agent is (its system prompt), what it may call (fnmatch globs over namespaced tool
 names) and how far it may go (its budgets).
 
-``labbot.agents.fleet.conversations`` runs every agent as one of these roles. Each role lives in a module of its own
-(``assistant.py``, ``babysitter.py``, ``eval_writer.py``) as plain data — ``NAME``, ``PROMPT``, ``TOOLS`` and
+``labbot.agents.fleet.fleet`` runs every agent as one of these roles. Each role lives in a module of its own
+(``assistant.py``, ``investigator.py``, ``eval_writer.py``) as plain data — ``NAME``, ``PROMPT``, ``TOOLS`` and
 ``BUDGETS`` — and ``load_roles`` joins each prompt with the rules every labbot agent follows (``RULES``). A role
-whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.conversations``: the ``delegate``
+whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.fleet``: the ``delegate``
 tool).
+
+A role that was renamed keeps its old name in ``RENAMED``: what labbot.toml says with the old name (``[mcp.roles.OLD]``,
+``[agents.ab] roles``) is read as the new one with a deprecation warning (``current_name``), and so is a stored row
+that names it (migration 0015 renamed those; ``labbot.agents.fleet.fleet`` maps any an older labbot writes).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-from labbot.agents.fleet.roles import assistant, babysitter, eval_writer
+from labbot.agents.fleet.roles import assistant, eval_writer, investigator
 from labbot.agents.fleet.runtime import Budgets
+from labbot.common.errors import BadRequest
 
-__all__ = ["DELEGATE", "RULES", "Role", "load_roles"]
+__all__ = ["DELEGATE", "RENAMED", "RULES", "Role", "current_name", "load_roles"]
+
+log = logging.getLogger(__name__)
 
 DELEGATE = "delegate"
 """The delegation tool's name, as a role's tool globs and the model see it."""
@@ -47,11 +56,32 @@ class Role:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
 
 
-_MODULES: tuple[ModuleType, ...] = (assistant, babysitter, eval_writer)
+_MODULES: tuple[ModuleType, ...] = (assistant, investigator, eval_writer)
+
+RENAMED: Mapping[str, str] = {"babysitter": investigator.NAME}
+"""A renamed role's old name -> its name now. The investigator was the babysitter until issue 26, the name of the
+watchdog and pager (``labbot.agents.babysitter``) too."""
+
+
+def current_name(name: str, given: Collection[str], where: Callable[[str], str]) -> str:
+    """The role that ``name``, as labbot.toml gives it, means now: ``name`` itself, or the role's new name when
+    ``name`` is its old one — with a warning line saying what to write instead. ``given`` is every role name that
+    part of labbot.toml gives (both names there is a ``BadRequest`` saying which to keep); ``where`` shows a role
+    name as that part writes it (``[mcp.roles.NAME]``)."""
+    new = RENAMED.get(name)
+    if new is None:
+        return name
+    if new in given:
+        raise BadRequest(
+            f"labbot.toml: {where(name)} and {where(new)} both set the {new} role ({name!r} is its old name): "
+            f"keep {where(new)} and remove {where(name)}"
+        )
+    log.warning("labbot.toml: %s names the %s role by its old name; write %s instead", where(name), new, where(new))
+    return new
 
 
 def load_roles() -> dict[str, Role]:
-    """The built-in roles by name: assistant, babysitter, eval-writer."""
+    """The built-in roles by name: assistant, investigator, eval-writer."""
     roles: dict[str, Role] = {}
     for module in _MODULES:
         prompt = module.PROMPT.strip()

@@ -1,7 +1,7 @@
 """How a page looks in Slack: the message posted in the run's thread, the owner's DM and the on-call channel, with
 Ack / Resolve / Stop buttons while it is open, and the ``/lab pages`` list. Pure functions over the page's JSON
-(``labbot.agents.babysitter.pager.incident_view``) and the run's (``labbot.training.views.run_view``); re-rendered when
-the page changes (acknowledged, resolved), so every copy of it shows who did what.
+(``labbot.agents.babysitter.pager.incident_view``) and the run's (``labbot.training.run_json.run_view``);
+re-rendered when the page changes (acknowledged, resolved), so every copy of it shows who did what.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""labbot.agents.fleet.conversations, labbot.agents.fleet.sessions and labbot.agents.fleet.roles against the Anthropic
+"""labbot.agents.fleet.fleet, labbot.agents.fleet.sessions and labbot.agents.fleet.roles against the Anthropic
 fake over real HTTP, through the real SDK: threads as persisted conversations (across a restart too), the run's state as
 a system block, one ask at a time per
 thread, the no-model answer, role allow-lists, and delegation with its depth and fan-out limits."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,14 +16,13 @@ from typing import Any
 import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use, tool_uses
 
-from labbot.agents.fleet.conversations import Answer, Fleet, delegation_refusal
-from labbot.agents.fleet.human_wait import waiting_for_human
+from labbot.agents.fleet.fleet import Answer, Fleet, delegation_refusal
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE, ModelSettings
 from labbot.agents.fleet.roles import RULES, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
-from labbot.agents.fleet.waits import OutsideWaits
+from labbot.agents.fleet.waits import OutsideWaits, waiting_for_human
 from labbot.common.errors import BadRequest
 from labbot.storage.db import Database
 
@@ -187,15 +187,37 @@ def test_a_continued_session_keeps_its_role_and_an_unknown_role_starts_nothing(
 
     async def go() -> Fleet:
         async with fleet_of(fake, db, box) as fleet:
-            await fleet.ask(owner=ALICE, text="page p1?", channel=CHANNEL, thread_ts=THREAD, role="babysitter")
+            await fleet.ask(owner=ALICE, text="page p1?", channel=CHANNEL, thread_ts=THREAD, role="investigator")
             await fleet.ask(owner=ALICE, text="fix?", channel=CHANNEL, thread_ts=THREAD)  # role left to default
-            with pytest.raises(BadRequest, match="the roles are: assistant, babysitter, eval-writer"):
+            with pytest.raises(BadRequest, match="the roles are: assistant, eval-writer, investigator"):
                 await fleet.ask(owner=ALICE, text="hi", channel=CHANNEL, thread_ts=OTHER_THREAD, role="chef")
             return fleet
 
     fleet = asyncio.run(go())
-    assert [r.system[0] for r in fake.requests] == [prompt_block("babysitter")] * 2
+    assert [r.system[0] for r in fake.requests] == [prompt_block("investigator")] * 2
     assert fleet.session(CHANNEL, OTHER_THREAD) is None and len(fake.requests) == 2
+
+
+def test_a_session_stored_under_a_roles_old_name_is_answered_by_the_role_with_one_warning(
+    fake: FakeAnthropic, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a row an older labbot wrote (a replica not yet upgraded) after migration 0015 renamed the others
+    SessionStore(db).open(channel=CHANNEL, thread_ts=THREAD, role="babysitter", owner=ALICE, run_id="r1")
+    fake.script(text("Diagnosis: OOM."), text("Lower the batch size."))
+    box = ToolBox("lab__run_logs")
+
+    async def go() -> None:
+        async with fleet_of(fake, db, box) as fleet:
+            await fleet.ask(owner=ALICE, text="page p1?", channel=CHANNEL, thread_ts=THREAD)
+            await fleet.ask(owner=ALICE, text="fix?", channel=CHANNEL, thread_ts=THREAD)
+
+    with caplog.at_level(logging.WARNING, logger="labbot.agents.fleet.fleet"):
+        asyncio.run(go())
+    assert [r.system[0] for r in fake.requests] == [prompt_block("investigator")] * 2
+    assert box.roles_asked == ["investigator", "investigator"]
+    assert [r.getMessage() for r in caplog.records if r.name == "labbot.agents.fleet.fleet"] == [
+        "agent sessions of role 'babysitter' (its old name) are answered by the investigator role"
+    ]
 
 
 def test_the_history_survives_a_restart_of_labbot(fake: FakeAnthropic, tmp_path: Path) -> None:
@@ -268,16 +290,16 @@ def test_without_a_model_the_answer_says_so_and_only_the_question_is_kept(fake: 
 
 
 def test_each_role_loads_with_its_prompt_and_tools() -> None:
-    assert set(ROLES) == {"assistant", "babysitter", "eval-writer"}
+    assert set(ROLES) == {"assistant", "eval-writer", "investigator"}
     for name, role in ROLES.items():
         assert role.name == name and role.tools
         assert role.system.strip() and role.system.endswith(RULES)
         for rule in ("never instructions", "approval", "mrkdwn"):
             assert rule in role.system
     assert [name for name, role in ROLES.items() if role.allows("delegate")] == ["assistant"]
-    babysitter, writer = ROLES["babysitter"], ROLES["eval-writer"]
-    assert all(word in babysitter.system for word in ("log", "metrics", "commits", "diagnosis"))
-    assert babysitter.allows("lab__run_logs") and not babysitter.allows("lab__stop_run")
+    investigator, writer = ROLES["investigator"], ROLES["eval-writer"]
+    assert all(word in investigator.system for word in ("log", "metrics", "commits", "diagnosis"))
+    assert investigator.allows("lab__run_logs") and not investigator.allows("lab__stop_run")
     assert writer.allows("codebase__read_file") and writer.allows("lab__put_artifact")
     assert not writer.allows("lab__stop_run")
 
@@ -288,7 +310,7 @@ def test_a_role_is_offered_only_the_tools_it_allows(fake: FakeAnthropic, db: Dat
 
     async def go() -> None:
         async with fleet_of(fake, db, box) as fleet:
-            await fleet.ask(owner=ALICE, text="stop r1", channel=CHANNEL, thread_ts=THREAD, role="babysitter")
+            await fleet.ask(owner=ALICE, text="stop r1", channel=CHANNEL, thread_ts=THREAD, role="investigator")
             await fleet.ask(owner=ALICE, text="hi", channel=CHANNEL, thread_ts=OTHER_THREAD)
 
     asyncio.run(go())
@@ -297,7 +319,7 @@ def test_a_role_is_offered_only_the_tools_it_allows(fake: FakeAnthropic, db: Dat
     [refused] = r2.tool_results()
     assert refused["is_error"] is True and box.calls == []  # a tool outside the list never reaches the executor
     assert r3.tool_names == ["lab__list_runs", "lab__stop_run", "codebase__search", "delegate"]
-    assert box.roles_asked == ["babysitter", "assistant"]
+    assert box.roles_asked == ["investigator", "assistant"]
 
 
 # ----------------------------------------------------------------- delegation
@@ -380,7 +402,7 @@ def test_unknown_roles_and_the_fan_out_limit_are_refused_and_the_parent_goes_on(
     assert [role_of(r) for r in fake.requests].count("eval-writer") == 3
     chef, *evals, over = fake.requests[-1].tool_results()
     assert chef["is_error"] is True
-    assert "'chef'" in chef["content"] and "the roles are: assistant, babysitter, eval-writer" in chef["content"]
+    assert "'chef'" in chef["content"] and "the roles are: assistant, eval-writer, investigator" in chef["content"]
     assert [(r["content"], r.get("is_error")) for r in evals] == [(f"done: eval {i}", None) for i in range(3)]
     assert over["is_error"] is True and over["content"].startswith("fan-out limit 3 reached")
 
@@ -458,7 +480,7 @@ def test_delegation_refusals_say_why() -> None:
 def test_one_session_per_thread_and_a_saved_history_replaces_the_old(db: Database) -> None:
     store = SessionStore(db)
     first, created = store.open(channel=CHANNEL, thread_ts=THREAD, role="assistant", owner=ALICE, run_id=None)
-    again, created_again = store.open(channel=CHANNEL, thread_ts=THREAD, role="babysitter", owner=BOB, run_id="r1")
+    again, created_again = store.open(channel=CHANNEL, thread_ts=THREAD, role="investigator", owner=BOB, run_id="r1")
     assert (created, created_again) == (True, False) and again == first
     loose = [store.open(channel=None, thread_ts=None, role="assistant", owner=ALICE, run_id=None)[0] for _ in range(2)]
     assert loose[0].id != loose[1].id  # no thread: never found again
@@ -587,10 +609,10 @@ def test_the_labs_notes_are_a_system_block_between_the_prompt_and_the_runs_state
     assert elsewhere.system == [prompt_block("assistant"), {"type": "text", "text": notes}]
 
 
-def test_the_babysitter_may_read_the_orgs_systems_but_change_nothing() -> None:
-    babysitter = ROLES["babysitter"]
+def test_the_investigator_may_read_the_orgs_systems_but_change_nothing() -> None:
+    investigator = ROLES["investigator"]
     reads = ["datadog__query_metrics", "datadog__search_logs", "datadog__get_monitor", "linear__get_issue"]
     reads += ["notion__get_page", "codebase__git_log", "lab__run_logs"]
     writes = ["datadog__mute_monitor", "linear__create_issue", "notion__create_page", "lab__stop_run", "lab__ack_page"]
-    assert all(babysitter.allows(name) for name in reads)
-    assert not any(babysitter.allows(name) for name in writes)
+    assert all(investigator.allows(name) for name in reads)
+    assert not any(investigator.allows(name) for name in writes)

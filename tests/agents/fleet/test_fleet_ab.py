@@ -11,7 +11,7 @@ import pytest
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 
 from labbot.agents.feedback.ab import AbTest
-from labbot.agents.fleet.conversations import Fleet
+from labbot.agents.fleet.fleet import Fleet
 from labbot.agents.fleet.model import ModelSettings
 from labbot.agents.fleet.runtime import AgentRuntime
 from labbot.agents.fleet.tools import ToolCall, ToolResult, ToolSpec
@@ -57,7 +57,7 @@ def test_no_table_or_no_models_is_no_test() -> None:
     assert AbTest.from_config({"models": []}) is None
     ab = AbTest.from_config({"models": [" model-a ", "model-b"], "roles": ["assistant"], "split": 0.25})
     assert ab == AbTest(("model-a", "model-b"), ("assistant",), 0.25)
-    assert ab.applies_to("assistant") and not ab.applies_to("babysitter")
+    assert ab.applies_to("assistant") and not ab.applies_to("investigator")
 
 
 def test_the_split_is_even_and_a_function_of_the_session() -> None:

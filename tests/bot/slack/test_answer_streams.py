@@ -203,5 +203,5 @@ def test_labbots_own_asks_have_no_recipient_and_use_the_progress_message(slack: 
     talks = talks_for(slack, db)
     root = slack.user_message(slack.default_channel, ALICE, "a run's card")
     asyncio.run(talks.answer(user="labbot", text="investigate", channel=slack.default_channel, thread_ts=root.ts))
-    [answer] = bot_replies(slack, root.ts)  # the babysitter's diagnosis: the progress message, replaced
+    [answer] = bot_replies(slack, root.ts)  # the investigator's diagnosis: the progress message, replaced
     assert answer.text == ANSWER and not slack.calls_to("chat.startStream")

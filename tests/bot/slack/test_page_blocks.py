@@ -17,7 +17,7 @@ from labbot.bot.console.blocks import block_errors
 from labbot.bot.slack.blocks.limits import MAX_BLOCKS, MAX_MESSAGE_TEXT, MAX_SECTION_TEXT
 from labbot.bot.slack.blocks.pages import page_message, pages_list
 from labbot.storage.models import Incident, Run
-from labbot.training.views import run_view
+from labbot.training.run_json import run_view
 
 ALICE, BOB = "U0ALICE001", "U0BOB00001"
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -33,9 +33,9 @@ from labbot.training.launcher import RayLauncher
 from labbot.training.monitoring import Finding
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.registry import JobRegistry
+from labbot.training.run_json import run_view
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
-from labbot.training.views import run_view
 
 ALICE, BOB = "U0ALICE001", "U0BOB00001"
 RUN_ID = "r0pager001"

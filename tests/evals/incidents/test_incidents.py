@@ -43,7 +43,7 @@ def test_a_resolved_page_with_its_cause_becomes_a_redacted_case_in_a_suite(evals
     assert case["metrics"]["tokens_per_s"][-1] == [40, 3400.0]  # a metric named like a secret keeps its numbers
     assert [c["tool"] for c in case["context"]] == ["datadog__search_logs"]
     assert "queue full" in case["context"][0]["result"]
-    assert "My diagnosis" not in json.dumps(case)  # the babysitter's own conclusion is not handed over
+    assert "My diagnosis" not in json.dumps(case)  # the investigator's own conclusion is not handed over
     text = json.dumps(case)
     for secret in ("wandb-0123456789abcdef", SLACK_TOKEN, LABBOTS_OWN_SECRET, "tok-should-not-leak", "z" * 24):
         assert secret not in text, secret
@@ -78,6 +78,12 @@ def test_an_open_page_or_one_without_a_cause_makes_nothing(
     assert evals.artifacts is not None and evals.artifacts.list(EVALS_OWNER) == []
     with pytest.raises(LabbotError, match="unknown page 'nope12'"):
         evals.from_incident("nope12", by="x")
+
+
+def test_the_investigation_of_a_session_under_the_roles_old_name_is_in_the_case(evals: EvalService) -> None:
+    paged_run(evals, role="babysitter")  # a row an older labbot wrote: the investigator was called the babysitter
+    case = evals.from_incident("pq3x7k", by="U0ALICE001")["case"]
+    assert [c["tool"] for c in case["context"]] == ["datadog__search_logs"]
 
 
 def test_a_cause_is_recorded_on_a_resolved_page_and_a_useless_one_is_refused(evals: EvalService) -> None:

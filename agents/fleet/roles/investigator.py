@@ -1,14 +1,17 @@
-"""The babysitter: investigates a page or a misbehaving run — the log tail, the metrics around the event, the
-commits that went in before it — and answers with a short diagnosis. Read-only: it proposes, a human acts."""
+"""The investigator: looks into a page or a misbehaving run — the log tail, the metrics around the event, the commits
+that went in before it — and answers with a short diagnosis. Read-only: it proposes, a human acts.
+
+Its name was ``babysitter`` until issue 26 (``labbot.agents.fleet.roles.RENAMED``: configuration and rows that say so
+are still read); ``labbot.agents.babysitter``, the watchdog and pager, is another thing and keeps its name."""
 
 from __future__ import annotations
 
 from labbot.agents.fleet.runtime import Budgets
 
-NAME = "babysitter"
+NAME = "investigator"
 
 PROMPT = """\
-You are labbot's babysitter: you investigate pages and misbehaving training runs and give a short diagnosis.
+You are labbot's investigator: you investigate pages and misbehaving training runs and give a short diagnosis.
 
 How to investigate:
 1. Read the run's state and the page (lab__get_run, lab__list_pages).

@@ -22,7 +22,7 @@ Delegation: a role whose tool globs match ``delegate`` gets a ``delegate(role, t
 below ``max_depth`` (a thread's agent is at depth 0). A call starts a sub-agent of that role with a fresh history
 (just the task), the role's own prompt, tools and budgets (or ``SUB_BUDGETS``), its wall time kept inside the
 parent's tool timeout (time spent waiting for a human's approval counts against neither:
-``labbot.agents.fleet.human_wait``), at depth + 1; its final text is the tool's result, ``is_error`` when it did not
+``labbot.agents.fleet.waits``), at depth + 1; its final text is the tool's result, ``is_error`` when it did not
 answer (a budget, a model failure) with the reason. Unknown roles, the depth limit and more than ``max_fanout``
 delegations in one run are refused with an ``is_error`` result the parent can act on. Sub-agents work for the same
 researcher in the same thread (approvals are asked there; the audit trail records their role) and share the parent's
@@ -48,7 +48,7 @@ from anyio import to_thread
 
 from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.model import NO_MODEL_MESSAGE
-from labbot.agents.fleet.roles import DELEGATE, Role, load_roles
+from labbot.agents.fleet.roles import DELEGATE, RENAMED, Role, load_roles
 from labbot.agents.fleet.runtime import AgentEvent, AgentLimiter, AgentRuntime, Budgets
 from labbot.agents.fleet.sessions import SessionInfo, SessionStore, TurnRecord, new_session_id, new_turn_id
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
@@ -149,6 +149,7 @@ class Fleet:
         self.sessions = SessionStore(db)
         self.ab = ab  # [agents.ab]: new threads split between two models (labbot.agents.feedback.ab)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._said_renamed: set[str] = set()  # old role names found in stored sessions, warned about once
 
     async def ask(
         self,
@@ -236,7 +237,7 @@ class Fleet:
         elif session.run_id is None and run_id is not None:
             self.sessions.bind_run(session.id, run_id)
             session = dataclasses.replace(session, run_id=run_id)
-        agent = self._role(session.role)
+        agent = self._role(self._stored_role(session.role))
         previous = self.sessions.history(session.id)
         answering = self.runtime is not None and self.runtime.client is not None
         run_block = (self._run_block(session.run_id),) if answering and session.run_id is not None else ()
@@ -251,6 +252,17 @@ class Fleet:
         return self.sessions.find(channel, thread_ts)
 
     # ----------------------------------------------------------------- internals
+
+    def _stored_role(self, name: str) -> str:
+        """The role a stored session names, as it is called now: migration 0015 renamed the rows of a renamed role,
+        but a replica still running an older labbot may write one after it."""
+        new = RENAMED.get(name)
+        if new is None or name in self.roles:
+            return name
+        if name not in self._said_renamed:
+            self._said_renamed.add(name)
+            log.warning("agent sessions of role %r (its old name) are answered by the %s role", name, new)
+        return new
 
     def _role(self, name: str) -> Role:
         role = self.roles.get(name)
@@ -427,7 +439,7 @@ def _prefixed(on_event: EventCallback | None, role: str) -> EventCallback | None
 
 
 def _first_sentence(text: str) -> str:
-    """What a role does, from its prompt's opening ("You are labbot's babysitter: you investigate ...")."""
+    """What a role does, from its prompt's opening ("You are labbot's investigator: you investigate ...")."""
     first = text.strip().split("\n", 1)[0]
     _, colon, rest = first.partition(": ")
     sentence = (rest if colon else first).split(". ", 1)[0].rstrip(".")

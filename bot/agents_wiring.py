@@ -18,6 +18,7 @@ from typing import Any
 
 from anyio import to_thread
 
+from labbot.agents.babysitter.pager import Pager
 from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate, Preapproved
 from labbot.agents.fleet.audit import AuditedExecutor
@@ -32,11 +33,10 @@ from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
 from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
 from labbot.bot.slack.runtime import SlackCore
-from labbot.common.errors import LabbotError
+from labbot.common.errors import LabbotError, UnknownPage
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.mcp_servers.lab import LabApi
 from labbot.storage.db import Database
-from labbot.storage.models import Incident
 from labbot.training.service import RunService
 
 log = logging.getLogger(__name__)
@@ -110,12 +110,12 @@ class AgentsStack:
         audited = AuditedExecutor(executor, self.db)
         return await audited.call(ToolCall.resolve(audited, tool, arguments, ctx))
 
-    async def investigate(self, db: Database, page_ids: list[str]) -> None:
+    async def investigate(self, pager: Pager, page_ids: list[str]) -> None:
         """The ``investigator`` role looks into each new page in its run's thread: a short diagnosis, no actions."""
         if self.fleet is None:
             return
         for page_id in page_ids:
-            found = await to_thread.run_sync(self._page_thread, db, page_id)
+            found = await to_thread.run_sync(self._page_thread, pager, page_id)
             if found is None:
                 continue
             run_id, kind, summary, thread = found
@@ -136,15 +136,17 @@ class AgentsStack:
             except Exception:
                 log.exception("the investigator failed on page %s", page_id)
 
-    def _page_thread(self, db: Database, page_id: str) -> tuple[str, str, str, tuple[str, str]] | None:
+    def _page_thread(self, pager: Pager, page_id: str) -> tuple[str, str, str, tuple[str, str]] | None:
         """A page's run, kind, summary and the run's thread (None: no run, or no thread); blocking (SQL)."""
-        with db.session() as s:
-            inc = s.get(Incident, page_id)
-            if inc is None or inc.run_id is None:
-                return None
-            run_id, kind, summary = inc.run_id, inc.kind, inc.summary
+        try:
+            page = pager.get(page_id)
+        except UnknownPage:
+            return None
+        run_id = page["run_id"]
+        if run_id is None:
+            return None
         thread = self.conversations.thread_of_run(run_id)
-        return (run_id, kind, summary, thread) if thread is not None else None
+        return (run_id, page["kind"], page["summary"], thread) if thread is not None else None
 
     async def close(self) -> None:
         await self.pool.close()

@@ -323,7 +323,7 @@ class ControlPlane:
         opened = self.pager.take_opened()
         if opened and self.agents is not None and self.agents.fleet is not None and self.slack is not None:
             with fenced(None):  # an investigation is an agent's work, not a singleton's: a change of leader keeps it
-                self.slack.tasks.spawn(self.agents.investigate(self.db, opened), name="investigate")
+                self.slack.tasks.spawn(self.agents.investigate(self.pager, opened), name="investigate")
 
     async def send(self) -> None:
         """The outbox sender: what is due goes out (the leader's, inside its fence)."""

@@ -80,6 +80,14 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
         ("evals/generation/job.py", "import labbot.evals.service", "eval jobs run on cluster nodes"),
         ("evals/__init__.py", "import labbot.evals.service", "the packages above in-job code stay import-light"),
         ("training/__init__.py", "import labbot.training.service", "the packages above in-job code stay import-light"),
+        # inside bot (issue 26): the doors never import each other, what they share sits below them
+        ("bot/slack/handlers/runs.py", "import labbot.bot.api.runs", "bot's front doors"),
+        ("bot/api/plots.py", "import labbot.bot.slack.blocks", "bot's front doors"),
+        ("bot/render/tables.py", "import labbot.bot.slack.handlers.common", "bot's front doors"),
+        ("bot/web/errors.py", "import labbot.bot.api.deps", "bot's front doors"),
+        ("bot/slack/app.py", "import labbot.bot.serve", "bot's front doors"),
+        ("bot/cli/evals.py", "import labbot.bot.slack.blocks", "the CLI is an HTTP client"),
+        ("bot/cli/compare.py", "import labbot.bot.api.compare", "the CLI is an HTTP client"),
     ],
 )
 def test_an_import_that_breaks_the_layering_fails_the_lint(

@@ -99,7 +99,7 @@ class AgentsStack:
     model: ModelSettings
     db: Database
 
-    async def act(
+    async def call_tool(
         self, tool: str, arguments: Mapping[str, Any], ctx: CallContext, approved_by: str | None = None
     ) -> ToolResult:
         """One of labbot's own tool calls (``/lab report``, File incident), audited like an agent's: through the

@@ -319,20 +319,20 @@ class ControlPlane:
                 self.metrics.watchdog_failures.inc()
         if self.metrics is not None:
             self.metrics.watchdog_tick.observe(time.perf_counter() - started)
-        await self.send()
+        await self.drain_outbox()
         opened = self.pager.take_opened()
         if opened and self.agents is not None and self.agents.fleet is not None and self.slack is not None:
             with fenced(None):  # an investigation is an agent's work, not a singleton's: a change of leader keeps it
                 self.slack.tasks.spawn(self.agents.investigate(self.pager, opened), name="investigate")
 
-    async def send(self) -> None:
+    async def drain_outbox(self) -> None:
         """The outbox sender: what is due goes out (the leader's, inside its fence)."""
         await send_outbox(self.outbox)
 
-    async def deliver(self) -> None:
+    async def drain_outbox_if_leader(self) -> None:
         """After a button changed a page: on the leader, its deliveries go out now; a follower leaves them to the
         leader's sender (within a second)."""
-        await self.singleton(self.send)()
+        await self.singleton(self.drain_outbox)()
 
     def periodic(self) -> Periodic:
         """The lease check every ``[leader] renew``; the singletons: the watchdog every ``[watchdog] tick``, the
@@ -340,7 +340,7 @@ class ControlPlane:
         jobs = Periodic()
         jobs.every(self.settings.leader.renew_s, self.lead, name="lease")
         jobs.every(self.settings.watchdog.tick_s, self.singleton(self.watch), name="watchdog")
-        jobs.every(1.0, self.singleton(self.send), name="outbox")
+        jobs.every(1.0, self.singleton(self.drain_outbox), name="outbox")
         if self.slack is not None:
             jobs.every(self.slack.tick_s, self.singleton(self.slack.upkeep), name="threads")
             jobs.every(self.slack.tick_s, self.slack.refresh_homes, name="homes")  # every replica: its own homes
@@ -399,7 +399,7 @@ def _slack_deps(
         telemetry,
         core.threads,
         settings.integrations,
-        agents.act,
+        agents.call_tool,
         pager=pager,
         admins=slack.admins,
         after_page_change=deliver,

@@ -42,7 +42,7 @@ from labbot.bot.slack.handlers.agents import decide_approval
 from labbot.bot.slack.handlers.common import run_safely
 from labbot.bot.slack.handlers.help import help_for
 from labbot.bot.slack.handlers.pages import file_incident, page_action
-from labbot.bot.slack.handlers.runs import act
+from labbot.bot.slack.handlers.runs import stop_or_restart
 from labbot.bot.slack.home import AppHome
 from labbot.bot.slack.http import NOT_ACTIONABLE, failure
 from labbot.bot.slack.middleware import EVENTS_TTL_S, DropRepeats, ReplayGuard
@@ -158,7 +158,7 @@ def register_run_buttons(app: AsyncApp, on: Listeners) -> None:
     deps = on.deps
 
     def run_verb(verb: str) -> ButtonWork:
-        return lambda run_id, who: act(deps, run_id, verb, who)
+        return lambda run_id, who: stop_or_restart(deps, run_id, verb, who)
 
     @app.action("run_stop")
     async def on_stop(ack: AsyncAck, body: dict[str, Any]) -> None:

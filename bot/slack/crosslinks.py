@@ -2,8 +2,8 @@
 File incident button opens a Linear issue for it — each linked both ways.
 
 Both go through the same MCP tools the agents use (``notion__create_page``, ``linear__create_issue``), through
-``act`` (``AgentsStack.act``), so they are audited like an agent's calls and respect labbot.toml (a server made
-read-only has no write tools to call):
+``call_tool`` (``AgentsStack.call_tool``), so they are audited like an agent's calls and respect labbot.toml (a server
+made read-only has no write tools to call):
 
 * a report is asked for by anyone, and written only after the run's owner or an admin presses Approve on the
   prompt in the run's thread (the approval gate); the link is then posted in the thread, and the report links back
@@ -39,7 +39,7 @@ from labbot.training.telemetry_store import TelemetryStore
 
 log = logging.getLogger(__name__)
 
-Act = Callable[[str, Mapping[str, Any], CallContext, str | None], Awaitable[ToolResult]]
+CallTool = Callable[[str, Mapping[str, Any], CallContext, str | None], Awaitable[ToolResult]]
 ROLE = "labbot"  # the role of labbot's own tool calls in the audit trail (no [mcp.roles] table: every tool)
 _URL = re.compile(r"https?://[^\s<>|)\"']+")
 _IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]{0,9}-\d+\b")
@@ -68,7 +68,7 @@ class CrossLinks:
         telemetry: TelemetryStore,
         threads: RunThreads,
         integrations: Integrations,
-        act: Act,
+        call_tool: CallTool,
         *,
         pager: Pager | None = None,
         admins: frozenset[str] = frozenset(),
@@ -80,7 +80,7 @@ class CrossLinks:
         self.telemetry = telemetry
         self.threads = threads
         self.integrations = integrations
-        self.act = act
+        self.call_tool = call_tool
         self.pager = pager
         self.admins = admins
         self.after_page_change = after_page_change
@@ -128,7 +128,7 @@ class CrossLinks:
             run_id=run_id,
         )
         await self.say(channel, thread_ts, f"{mention(user)} asked for a Notion report of this run: approve it below.")
-        result = await self.act("notion__create_page", arguments, ctx, None)
+        result = await self.call_tool("notion__create_page", arguments, ctx, None)
         text = result_text(result)
         if result.is_error:
             await self.say(channel, thread_ts, f":warning: the Notion report was not written: {escape(text)}")
@@ -192,7 +192,7 @@ class CrossLinks:
             thread_ts=thread[1] if thread else None,
             run_id=run["id"] if run is not None else None,
         )
-        result = await self.act("linear__create_issue", arguments, ctx, user)
+        result = await self.call_tool("linear__create_issue", arguments, ctx, user)
         text = result_text(result)
         if result.is_error:
             raise BadRequest(f"the Linear issue was not created: {text}")
@@ -219,7 +219,7 @@ class CrossLinks:
         if not identifier:
             return None
         ctx = CallContext(agent=f"incident-{page_id}", role=ROLE, owner=user, run_id=page.get("run_id"))
-        result = await self.act("linear__get_issue", {"issue": identifier}, ctx, user)
+        result = await self.call_tool("linear__get_issue", {"issue": identifier}, ctx, user)
         if result.is_error:
             raise BadRequest(f"the Linear issue {identifier} could not be read: {result_text(result)[:300]}")
         found = [m.group("cause").strip() for m in _CAUSE_LINE.finditer(result_text(result))]

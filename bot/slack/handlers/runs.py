@@ -1,5 +1,5 @@
 """``/lab launch``, ``runs``, ``status``, ``stop``, ``restart``, ``logs``, ``capacity``, ``priority`` and ``report``,
-and the run card's Stop / Restart buttons (:func:`act`).
+and the run card's Stop / Restart buttons (:func:`stop_or_restart`).
 
 Permissions: ``stop`` and ``restart`` need the run's owner or an admin (``[roles] admins`` in labbot.toml): the rule
 of :mod:`labbot.training.permissions`, which the agents' approval gate follows too. ``priority`` needs an admin; its
@@ -94,11 +94,11 @@ async def status(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
 
 
 async def stop(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
-    await act(deps, parsed.args["run_id"], "stop", who)
+    await stop_or_restart(deps, parsed.args["run_id"], "stop", who)
 
 
 async def restart(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
-    await act(deps, parsed.args["run_id"], "restart", who)
+    await stop_or_restart(deps, parsed.args["run_id"], "restart", who)
 
 
 async def logs(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
@@ -124,7 +124,7 @@ async def report(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
     await tell(deps, who, await deps.need_crosslinks().report(run_id, who.user))
 
 
-async def act(deps: SlackDeps, run_id: str, verb: str, who: Asker) -> None:
+async def stop_or_restart(deps: SlackDeps, run_id: str, verb: str, who: Asker) -> None:
     """Stop or restart a run, from a command or a button: its owner or an admin."""
     run = await to_thread.run_sync(deps.service.get, run_id)
     owner = str(run["owner"])

@@ -22,7 +22,7 @@ from labbot.bot.console.blocks import VIEW_MAX_BLOCKS, block_errors
 from labbot.bot.slack import app as slack_app
 from labbot.bot.slack.blocks.home import RUNS_PER_PAGE, HomeData, home_view
 from labbot.bot.slack.handlers import Asker, SlackDeps
-from labbot.bot.slack.handlers.runs import act
+from labbot.bot.slack.handlers.runs import stop_or_restart
 from labbot.bot.slack.home import AppHome, HomeSources
 from labbot.bot.slack.payloads import JSON, signed
 from labbot.bot.slack.runtime import web_client
@@ -234,6 +234,6 @@ class RunsStub:
 def test_a_button_on_the_home_tab_is_answered_in_the_apps_dm(slack: SlackFake) -> None:
     stub = RunsStub()
     deps = SlackDeps(slack.async_client(), cast(Any, stub), cast(Any, stub), SlackSettings())
-    asyncio.run(act(deps, "k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
+    asyncio.run(stop_or_restart(deps, "k3xq7p", "stop", Asker(ALICE, "")))  # a view has no channel
     [told] = slack.messages(slack.dm_channel(ALICE))
     assert "run `k3xq7p`: stopped the run" in told.text

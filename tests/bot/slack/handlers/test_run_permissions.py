@@ -1,5 +1,5 @@
-"""``handlers.runs.act`` (``/lab stop`` / ``/lab restart`` and the run card's buttons): the run's owner or an admin, by
-the same rule the agents' approval gate follows (labbot.training.permissions)."""
+"""``handlers.runs.stop_or_restart`` (``/lab stop`` / ``/lab restart`` and the run card's buttons): the run's owner or
+an admin, by the same rule the agents' approval gate follows (labbot.training.permissions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack.handlers import Asker, SlackDeps
-from labbot.bot.slack.handlers.runs import act
+from labbot.bot.slack.handlers.runs import stop_or_restart
 
 OWNER, OTHER, ADMIN = "U0ALICE001", "U0BOB00001", "U0ADMIN001"
 
@@ -43,9 +43,9 @@ def test_only_the_runs_owner_or_an_admin_stops_or_restarts_it(verb: str) -> None
     fakes = Fakes()
     settings = SlackSettings(admins=frozenset({ADMIN}))
     deps = SlackDeps(fakes, fakes, fakes, settings)  # type: ignore[arg-type]
-    asyncio.run(act(deps, "k3xq7p", verb, Asker(OTHER, "C0LAB00001")))
+    asyncio.run(stop_or_restart(deps, "k3xq7p", verb, Asker(OTHER, "C0LAB00001")))
     assert fakes.done == []
     assert f"only the run's owner or an admin (<@{OWNER}> or an admin) can {verb} run `k3xq7p`" in fakes.told[-1][1]
     for who in (OWNER, ADMIN):
-        asyncio.run(act(deps, "k3xq7p", verb, Asker(who, "C0LAB00001")))
+        asyncio.run(stop_or_restart(deps, "k3xq7p", verb, Asker(who, "C0LAB00001")))
     assert fakes.done == [(verb, "k3xq7p", f"slack:{OWNER}"), (verb, "k3xq7p", f"slack:{ADMIN}")]

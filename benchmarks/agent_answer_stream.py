@@ -3,7 +3,7 @@ assistant status) vs today's progress message replaced at the end, in one run: S
 the time from the question to the first visible token of the answer in the thread (claims: the first token at
 least 5x sooner; the calls reported as they are, streaming costs more of them).
 
-Both go through the real ``AgentConversations`` and slack_sdk client (labbot's, with its retry handlers) to the
+Both go through the real ``AgentThreads`` and slack_sdk client (labbot's, with its retry handlers) to the
 local Slack fake, which counts every call and tells when a message in the thread first shows the answer's text.
 "Today" is the same code with streaming refused, as a workspace without it is: the progress message, updated at
 most every 2 s, replaced by the answer. The agent is scripted at the fleet's seam: each of its 10 turns takes
@@ -30,7 +30,7 @@ from fakes.slack import SlackFake
 
 from labbot.agents.fleet.runtime import AgentEvent
 from labbot.bot.console.emulator import EmulatorEvent
-from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.runtime import web_client
 from labbot.bot.slack.streams import SurfaceSupport
 from labbot.storage.db import Database
@@ -79,7 +79,7 @@ class ScriptedAgent:
         return Said()
 
 
-def one_answer(fake: SlackFake, talks: AgentConversations) -> tuple[list[str], float]:
+def one_answer(fake: SlackFake, talks: AgentThreads) -> tuple[list[str], float]:
     """Ask once in a new thread: (the Web API methods the answer called, seconds to its first visible token)."""
     root = fake.user_message(fake.default_channel, USER, "why is r1 slow?")
     first: list[float] = []
@@ -118,10 +118,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lb-stream-") as tmp, SlackFake() as fake:
         db = Database(f"sqlite:///{Path(tmp) / 'labbot.db'}")
         db.upgrade()
-        streamed = AgentConversations(web_client(fake.bot_token, fake.start()), db, cast(Any, agent))
+        streamed = AgentThreads(web_client(fake.bot_token, fake.start()), db, cast(Any, agent))
         refused = SurfaceSupport()
         refused.refusal("stream", fake.default_channel, "not_allowed")  # a workspace without streaming: today's
-        today = AgentConversations(web_client(fake.bot_token, fake.start()), db, cast(Any, agent), support=refused)
+        today = AgentThreads(web_client(fake.bot_token, fake.start()), db, cast(Any, agent), support=refused)
         for talks in (streamed, today):  # warm-up: connections, auth.test for the team id
             one_answer(fake, talks)
         calls: dict[str, list[float]] = {"streamed": [], "today": []}

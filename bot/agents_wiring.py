@@ -31,7 +31,7 @@ from labbot.agents.fleet.runtime import AgentRuntime
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult
 from labbot.agents.fleet.waits import OutsideWaits
 from labbot.bot.integrations import Integrations
-from labbot.bot.slack.agent_threads import AgentConversations, SlackApprovalPrompter
+from labbot.bot.slack.agent_threads import AgentThreads, SlackApprovalPrompter
 from labbot.bot.slack.runtime import SlackCore
 from labbot.common.errors import LabbotError, UnknownPage
 from labbot.common.observe import NO_OBSERVER, Observer
@@ -95,7 +95,7 @@ class AgentsStack:
     fleet: Fleet | None
     pool: McpPool
     gate: ApprovalGate
-    conversations: AgentConversations
+    conversations: AgentThreads
     model: ModelSettings
     db: Database
 
@@ -188,5 +188,5 @@ def build_agents(
     runtime = AgentRuntime.from_settings(model, observer=observer) if model.configured else None
     notes = (integrations or Integrations()).agent_notes()
     fleet = Fleet(db, runtime, tools_for, run_context=run_context(service), notes=notes, ab=ab) if runtime else None
-    conversations = AgentConversations(slack.client, db, fleet)
+    conversations = AgentThreads(slack.client, db, fleet)
     return AgentsStack(fleet=fleet, pool=pool, gate=gate, conversations=conversations, model=model, db=db)

@@ -5,7 +5,7 @@ one progress message, updated at most every couple of seconds, then replaced by 
 👍/👎 feedback buttons (``labbot.bot.slack.feedback``); destructive tool calls are asked in the thread with
 Approve / Deny buttons.
 
-``AgentConversations`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
+``AgentThreads`` is what the Bolt handlers call (after their ack); ``SlackApprovalPrompter`` implements
 ``labbot.agents.fleet.approvals.ApprovalPrompter``. Without a model configured, a mention gets a plain answer saying how
 to set one up, and everything else works as before.
 """
@@ -55,7 +55,7 @@ class AsksFleet(Protocol):
     ) -> Any: ...
 
 
-class AgentConversations:
+class AgentThreads:
     def __init__(
         self,
         client: AsyncWebClient,
@@ -192,7 +192,7 @@ class ThreadAnswer:
     status, or, where the workspace refuses streaming (remembered from the first refusal), today's progress
     message."""
 
-    def __init__(self, talks: AgentConversations, *, user: str, channel: str, thread_ts: str) -> None:
+    def __init__(self, talks: AgentThreads, *, user: str, channel: str, thread_ts: str) -> None:
         self.talks = talks
         self.client = talks.client
         self.user = user

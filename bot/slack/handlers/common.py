@@ -20,7 +20,7 @@ from labbot.agents.feedback.ab import AbTest
 from labbot.agents.fleet.approvals import ApprovalGate
 from labbot.bot.commands import Parsed, usage
 from labbot.bot.config import SlackSettings
-from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.blocks import ephemeral_error
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.threads import RunThreads
@@ -54,7 +54,7 @@ class SlackDeps:
     # send a page's updates (who acknowledged) now rather than on the outbox's next tick
     after_page_change: Callable[[], Awaitable[None]] | None = None
     # the agents: threads as conversations, and the approval gate the Approve / Deny buttons decide
-    conversations: AgentConversations | None = None
+    conversations: AgentThreads | None = None
     gate: ApprovalGate | None = None
     # the integrations: /lab report and File incident, and what /lab help says of them
     crosslinks: CrossLinks | None = None

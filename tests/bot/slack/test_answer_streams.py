@@ -13,7 +13,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 
 from labbot.agents.fleet.runtime import AgentEvent
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
-from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.runtime import web_client
 from labbot.bot.slack.streams import SurfaceSupport, status_of
 from labbot.storage.db import Database
@@ -56,17 +56,17 @@ class Scripted:
         return Said(ANSWER, turn.id)
 
 
-def talks_for(slack: SlackFake, db: Database, support: SurfaceSupport | None = None, **kw: Any) -> AgentConversations:
+def talks_for(slack: SlackFake, db: Database, support: SurfaceSupport | None = None, **kw: Any) -> AgentThreads:
     client = web_client(slack.bot_token, slack.start())
     client.retry_handlers = [AsyncRateLimitErrorRetryHandler(max_retry_count=1)]
-    return AgentConversations(client, db, cast(Any, Scripted(db, **kw)), support=support)
+    return AgentThreads(client, db, cast(Any, Scripted(db, **kw)), support=support)
 
 
 def bot_replies(slack: SlackFake, thread_ts: str) -> list[Any]:
     return [m for m in slack.messages(slack.default_channel, thread_ts=thread_ts)[1:] if m.bot_id]
 
 
-def ask(slack: SlackFake, talks: AgentConversations, channel: str | None = None) -> str:
+def ask(slack: SlackFake, talks: AgentThreads, channel: str | None = None) -> str:
     channel = channel or slack.default_channel
     root = slack.user_message(channel, ALICE, "why is r1 slow?")
     asyncio.run(talks.answer(user=ALICE, text=root.text, channel=channel, thread_ts=root.ts))

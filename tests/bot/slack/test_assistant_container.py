@@ -15,7 +15,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from labbot.agents.fleet.runtime import AgentEvent
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack import app as slack_app
-from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.payloads import JSON, Workspace, assistant_thread_started, signed
 from labbot.bot.slack.prompts import PROMPTS
@@ -37,7 +37,7 @@ class Echo:
 
 def test_the_assistant_container_offers_prompts_and_answers_in_its_thread(slack: SlackFake, db: Database) -> None:
     client = web_client(slack.bot_token, slack.start())
-    talks = AgentConversations(client, db, cast(Any, Echo()))
+    talks = AgentThreads(client, db, cast(Any, Echo()))
     dm = slack.dm_channel(ALICE)
     ws = Workspace(team_id=slack.team_id, app_id=slack.app_id, channel=dm)
 

@@ -17,7 +17,7 @@ from slack_sdk.models.blocks import Block
 from labbot.agents.fleet.sessions import SessionStore, TurnRecord, new_turn_id
 from labbot.bot.config import SlackSettings
 from labbot.bot.slack import app as slack_app
-from labbot.bot.slack.agent_threads import AgentConversations
+from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.feedback import ACTION_ID, COMMENT_ACTION, COMMENT_BLOCK, SlackFeedback
 from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.payloads import Workspace, feedback_click, signed, view_submission
@@ -70,7 +70,7 @@ def test_votes_comments_and_reactions_in_slack(slack: SlackFake, db: Database) -
 
     async def go() -> None:
         tasks = TaskSet()
-        talks = AgentConversations(client, db, cast(Any, Answers(db)))
+        talks = AgentThreads(client, db, cast(Any, Answers(db)))
         app = slack_app.build_app(
             deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings()),
             signing_secret=SECRET,

@@ -64,6 +64,7 @@ from typing import Any, TypedDict
 import torch
 import torch.nn as nn
 
+from labbot.training.jobs import checkpoint_io
 from labbot.training.jobs.flags import config_from_flags, dataclass_parser
 from labbot.training.jobs.model import ModelConfig, TinyLM
 from labbot.training.jobs.runtime import exit_on_sigterm, hang_forever, pace
@@ -188,29 +189,14 @@ def list_checkpoints(ckpt_dir: Location) -> list[tuple[int, Location]]:
 
 
 def save_checkpoint(ckpt_dir: Location, step: int, state: dict[str, Any]) -> Location | None:
-    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones; None when an object store
-    could not take it (logged by the client: training goes on, the next checkpoint tries again)."""
-    return checkpoints(ckpt_dir).save(step, lambda f: torch.save(state, f))
+    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones (None: not taken; logged)."""
+    return checkpoint_io.save(checkpoints(ckpt_dir), step, state)
 
 
 def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
     """The newest checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
-    ckpts = checkpoints(ckpt_dir)
-    for step, path in reversed(ckpts.list()):
-        try:
-            with ckpts.open(path) as f:
-                state = torch.load(f, map_location="cpu", weights_only=True)
-            if not isinstance(state, dict) or state.get("step") != step:
-                raise ValueError(f"expected a checkpoint dict for step {step}")
-            missing = {"model", "optimizer", "config", "vocab"} - state.keys()
-            if missing:
-                raise ValueError(f"missing {', '.join(sorted(missing))}")
-        except Exception as e:  # a truncated/corrupt file can fail in many ways
-            if verbose:
-                print(f"warning: skipping unreadable checkpoint {path}: {e}", file=sys.stderr, flush=True)
-            continue
-        return state
-    return None
+    needed = {"model", "optimizer", "config", "vocab"}
+    return checkpoint_io.load_latest(checkpoints(ckpt_dir), needed, weights_only=True, verbose=verbose)
 
 
 def _check_compatible(state: dict[str, Any], cfg: TinyLMConfig, vocab: str, ckpt_dir: Location) -> None:

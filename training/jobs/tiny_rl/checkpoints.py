@@ -9,12 +9,12 @@ checkpoint (``warmup.py``).
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import asdict
 from typing import Any
 
 import torch
 
+from labbot.training.jobs import checkpoint_io
 from labbot.training.jobs.tiny_rl.config import TinyRLConfig
 from labbot.training.jobs.tiny_rl.learner import Learner
 from labbot.training.jobs.tiny_rl.task import VOCAB
@@ -29,30 +29,15 @@ def checkpoints(ckpt_dir: Location) -> CheckpointDir:
 
 
 def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Location | None:
-    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones (None: an object store could
-    not take it; logged, training goes on)."""
-    return ckpts.save(step, lambda f: torch.save(state, f))
+    """Write ``state`` as the checkpoint for ``step`` atomically, then prune old ones (None: not taken; logged)."""
+    return checkpoint_io.save(ckpts, step, state)
 
 
 def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
-    """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
+    """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning). Not
+    weights-only: it holds the Python and torch random states."""
     needed = {"model", "optimizer", "ref", "ema", "rng", "generations", "weight_version", "config"}
-    ckpts = checkpoints(ckpt_dir)
-    for step, path in reversed(ckpts.list()):
-        try:
-            with ckpts.open(path) as f:
-                state = torch.load(f, map_location="cpu", weights_only=False)
-            if not isinstance(state, dict) or state.get("step") != step:
-                raise ValueError(f"expected a checkpoint dict for step {step}")
-            missing = needed - state.keys()
-            if missing:
-                raise ValueError(f"missing {', '.join(sorted(missing))}")
-        except Exception as e:
-            if verbose:
-                print(f"warning: skipping unreadable checkpoint {path}: {e}", file=sys.stderr, flush=True)
-            continue
-        return state
-    return None
+    return checkpoint_io.load_latest(checkpoints(ckpt_dir), needed, weights_only=False, verbose=verbose)
 
 
 def checkpoint_state(

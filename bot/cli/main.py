@@ -65,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    _process_commands(sub)
+    _launch_command(sub)
+    _run_commands(sub)
+    _page_commands(sub)
+    _cluster_commands(sub)
+    cli_evals.add_parser(sub)
+    cli_feedback.add_parser(sub)
+    cli_compare.add_parser(sub)
+    _maintenance_commands(sub)
+    return p
+
+
+def _process_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """labbot itself: the control plane, and the console around it."""
     s = sub.add_parser("serve", help="run the control plane (HTTP API, Ray, reconciler; Slack when configured)")
     s.set_defaults(func=_serve, offline=True)
     s = sub.add_parser("console", help="labbot with a local Slack in this terminal (what `make run` starts)")
@@ -80,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="at the end of piped input, wait this long for the session's runs to finish",
     )
 
+
+def _launch_command(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """launch, with everything a run can be given."""
     s = sub.add_parser("launch", help="launch a job on Ray: labbot launch tiny-lm steps=100")
     s.set_defaults(func=_launch)
     s.add_argument("job", help="a job name from `labbot jobs`")
@@ -121,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait-timeout", type=float, default=180.0, metavar="S", help="how long to wait for RUNNING")
     s.add_argument("--json", action="store_true", help="print the run as JSON")
 
+
+def _run_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """runs: the list, one, stop, restart, its logs."""
     s = sub.add_parser("runs", help="list runs, newest first")
     s.set_defaults(func=_runs)
     s.add_argument("--status", help="only runs in this status")
@@ -138,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("id")
     s.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
+
+def _page_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """pages: the list, acknowledge, resolve."""
     s = sub.add_parser("pages", help="open pages (stalls, failures, divergence, the cluster down)")
     s.set_defaults(func=_pages)
     s.add_argument("--all", action="store_true", help="resolved pages too")
@@ -155,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                 help="what was wrong, in a sentence (recorded; `labbot eval from-incident` scores diagnoses on it)",
             )
 
+
+def _cluster_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """the cluster: compute by purpose, the queue's order, the jobs, the agents' audit trail."""
     s = sub.add_parser("capacity", help="each purpose's use of the cluster against its cap, who uses it, the queue")
     s.set_defaults(func=_capacity)
     s.add_argument("--json", action="store_true")
@@ -174,10 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--agent", metavar="A", help="only agent A's calls")
     s.add_argument("--json", action="store_true", help="print the calls as one JSON list")
 
-    cli_evals.add_parser(sub)
-    cli_feedback.add_parser(sub)
-    cli_compare.add_parser(sub)
 
+def _maintenance_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """the database's migrations, and one built-in MCP server alone."""
     s = sub.add_parser("db", help="database maintenance")
     s.set_defaults(func=_db, offline=True)
     s.add_argument("action", choices=["upgrade"], help="upgrade: apply migrations")
@@ -192,7 +217,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve only tools that change nothing (also: read_only = true in [mcp.servers.NAME] of labbot.toml)",
     )
-    return p
 
 
 def _launch(api: ApiClient, a: argparse.Namespace) -> int:

@@ -41,20 +41,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # the longest modules (paths under tests/), longest first: started first, so no worker is left running one alone at the
 # end. With `--dist loadscope` a module is one unit on one worker, so a module much longer than the rest bounds the
-# run: split it (as test_generator*.py is). From `--durations` on a 2-core machine (a full run, and the generator's
-# modules on their own); a path here that no longer exists fails collection, so a rename cannot quietly drop a module
-# to the back
+# run: split it (as test_generator*.py is). From `--durations` on a 2-core machine shared with other work: the seconds
+# given are the module run alone, the rest ranked by a full run; a path here that no longer exists fails collection, so
+# a rename cannot quietly drop a module to the back
 LONGEST_FIRST = (
-    "e2e/test_rl_jobs.py",  # trains a warm-up (a minute alone), then five RL stories
-    "e2e/test_replicas.py",  # two replicas on PostgreSQL, a leader killed and one stopped
-    "evals/generation/test_generator_seed.py",  # three suites generated
-    "evals/generation/test_generator.py",  # a ten-task suite generated and validated, then the refusals
+    "e2e/test_replicas.py",  # 254 s: seven stories, a replica started (or two) for each
+    "e2e/test_rl_jobs.py",  # 304 s with its warm-up to train (a clean clone), 125 s with it in pytest's cache
+    "evals/generation/test_generator_seed.py",  # 191 s: three suites generated
+    "evals/generation/test_generator.py",  # 173 s: a ten-task suite generated and validated, then the refusals
+    "evals/generation/test_generator_harder.py",  # 162 s
     "e2e/test_evals.py",
     "e2e/test_eval_agent.py",
     "e2e/test_pager_resilience.py",
-    "evals/generation/test_generator_harder.py",
     "e2e/test_console.py",
-    "evals/generation/test_generator_layouts.py",
+    "evals/generation/test_generator_layouts.py",  # 65 s
 )
 
 

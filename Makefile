@@ -32,8 +32,9 @@ system:
 	@bash scripts/system-packages.sh $(SYSTEM_FLAGS)
 
 # every tier: unit, Ray, subprocess and end-to-end tests, spread over the cores (pytest-xdist; a module's tests stay
-# on one worker so its module-scoped fixtures start once; modules in collection order, which puts the longest first:
-# xdist's own reorder, by number of tests, would start the one-test end-to-end stories last)
+# on one worker so its module-scoped fixtures start once; modules in collection order, which puts the longest first,
+# tests/tiers.py's LONGEST_FIRST: xdist's own reorder, by number of tests, would start the one-test end-to-end stories
+# last). An empty run fails: pytest exits 5 when it collects no test, and make stops on it
 test: SPECS_FLAGS = --warn-unless-ci
 test: SYSTEM_FLAGS = --warn-unless-ci
 test: $(STAMP) specs system

@@ -6,8 +6,8 @@
 * ``subprocess`` — set by hand on tests that start a Python process (a ``labbot`` command, a stdio MCP server, a
   job, a fresh virtual environment).
 
-Collection puts the longest tests first (end-to-end, then Ray and subprocess, then the rest), so the workers start
-them early and the short ones fill in around them.
+Collection puts the longest modules first (``LONGEST_FIRST``, then the other end-to-end ones, then Ray and
+subprocess, then the rest), so the workers start them early and the short ones fill in around them.
 
 ``make test-fast`` runs ``-m "not ray and not e2e and not subprocess"`` with ``LABBOT_TEST_TIER=fast``, and in that
 tier starting a Python process fails the test with a message saying which marker it lacks, so the fast tier stays
@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-E2E_DIR = Path(__file__).resolve().parent / "e2e"
+TESTS_DIR = Path(__file__).resolve().parent
+E2E_DIR = TESTS_DIR / "e2e"
 FAST = os.environ.get("LABBOT_TEST_TIER") == "fast"
 
 
@@ -38,8 +39,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
 
 
-# the longest single tests (one module each): started first, so no worker is left running one alone at the end
-LONGEST_FIRST = ("test_evals.py", "test_rl_jobs.py", "test_console.py")
+# the longest modules (paths under tests/), longest first: started first, so no worker is left running one alone at the
+# end. With `--dist loadscope` a module is one unit on one worker, so a module much longer than the rest bounds the
+# run: split it (as test_generator*.py is). From `--durations` on a 2-core machine shared with other work: the seconds
+# given are the module run alone, the rest ranked by a full run; a path here that no longer exists fails collection, so
+# a rename cannot quietly drop a module to the back
+LONGEST_FIRST = (
+    "e2e/test_replicas.py",  # 254 s: seven stories, a replica started (or two) for each
+    "e2e/test_rl_jobs.py",  # 304 s with its warm-up to train (a clean clone), 125 s with it in pytest's cache
+    "evals/generation/test_generator_seed.py",  # 191 s: three suites generated
+    "evals/generation/test_generator.py",  # 173 s: a ten-task suite generated and validated, then the refusals
+    "evals/generation/test_generator_harder.py",  # 162 s
+    "e2e/test_evals.py",
+    "e2e/test_eval_agent.py",
+    "e2e/test_pager_resilience.py",
+    "e2e/test_console.py",
+    "evals/generation/test_generator_layouts.py",  # 65 s
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -48,16 +64,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.ray)
         if E2E_DIR in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
-    # longest first: with `--dist loadscope` the workers take modules in this order, so the end-to-end stories, then
-    # the Ray and process tests, start early and the many short unit tests fill in around them (a stable sort: a
-    # module's tests keep their order)
+    missing = [path for path in LONGEST_FIRST if not (TESTS_DIR / path).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/tiers.py LONGEST_FIRST names modules that do not exist: {missing}")
+    # longest first: with `--dist loadscope` the workers take modules in this order, so the longest modules, the
+    # other end-to-end stories, then the Ray and process tests start early and the many short unit tests fill in
+    # around them (a stable sort: a module's tests keep their order)
     items.sort(key=_expected_length)
 
 
 def _expected_length(item: pytest.Item) -> int:
-    name = Path(str(item.fspath)).name
+    path = Path(str(item.fspath)).resolve()
+    rel = path.relative_to(TESTS_DIR).as_posix() if TESTS_DIR in path.parents else ""
+    if rel in LONGEST_FIRST:
+        return LONGEST_FIRST.index(rel)
     if item.get_closest_marker("e2e"):
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        return len(LONGEST_FIRST)
     if item.get_closest_marker("ray") or item.get_closest_marker("subprocess"):
         return len(LONGEST_FIRST) + 1
     return len(LONGEST_FIRST) + 2

@@ -8,6 +8,9 @@ when the metric recovers; the built-in `tiny-rl` with a stuck reward pages `no_s
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -68,8 +71,8 @@ for = "3s"
 
 
 PREWARM = ("--steps", "1", "--num_threads", "1")
-# the module's first test also waits for the warm-up the fixture trains (1,000 to 3,000 steps on one thread: a minute
-# alone, several beside the other test workers)
+# the module's first test also waits for the warm-up the fixture trains when pytest's cache holds none for this code
+# (1,000 to 3,000 steps on one thread: a minute alone, several beside the other test workers)
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -77,15 +80,37 @@ class RLLab(SlackSide):
     warmup_dir: Path
 
     def tiny_rl(self, words: str) -> str:
-        """Launch tiny-rl from Slack, its warm-up read from the module's cache (trained once, in the fixture)."""
+        """Launch tiny-rl from Slack, its warm-up read from the cache the fixture filled (or found filled)."""
         return self.launched(f"launch tiny-rl warmup_dir={self.warmup_dir} num_threads=1 {words}")
 
 
+def warmup_cache(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
+    """Where the warm-up is kept: pytest's cache folder between sessions (as the eval tests keep their wheels and
+    venvs), in a folder named by a hash of the reference jobs' code and torch's version, so a change to either trains
+    it again (the job's own cache key covers only the config); a temporary folder without pytest's cache."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return factory.mktemp("warmup")
+    jobs = Path(__file__).resolve().parents[2] / "training" / "jobs"
+    code = hashlib.sha256(importlib.metadata.version("torch").encode())
+    for source in sorted(jobs.rglob("*.py")):
+        code.update(source.relative_to(jobs).as_posix().encode() + b"\0" + source.read_bytes())
+    name = f"labbot-tiny-rl-warmup-{code.hexdigest()[:12]}"
+    root = Path(cache.mkdir(name))
+    for stale in root.parent.glob("labbot-tiny-rl-warmup-*"):  # the warm-ups of code that has changed since
+        if stale != root:
+            shutil.rmtree(stale, ignore_errors=True)
+    return root
+
+
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> Iterator[RLLab]:
+def lab(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection
+) -> Iterator[RLLab]:
     home = tmp_path_factory.mktemp("rl")
-    warmup_dir = home / "warmup"
-    # the warm-up every tiny-rl run here starts from, trained once (it is cached under its config's hash)
+    warmup_dir = warmup_cache(request.config, tmp_path_factory)
+    # the warm-up every tiny-rl run here starts from, trained once (it is cached under its config's hash), and kept
+    # for the next session: training it is a minute alone, several beside the other test workers
     subprocess.run(
         # one torch thread: next to the other test workers, two threads each would oversubscribe the cores
         [sys.executable, "-m", "labbot.training.jobs.tiny_rl", *PREWARM, "--warmup_dir", str(warmup_dir)],

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from gen_support import GEOMETRY, eval_cache, make_repo, package, write_files
+from gen_support import GEOMETRY, make_repo, package, write_files
 
 from labbot.evals.generation.generator import generate_suite
 from labbot.evals.sandbox import venvs
@@ -67,11 +67,6 @@ def _vendoring_dependency(root: Path) -> Path:
     )
     (root / "bundler/_vendor/shapes_geometry.py").write_text(copy)
     return root
-
-
-@pytest.fixture(scope="module")
-def cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return eval_cache(request.config, tmp_path_factory)
 
 
 def test_a_vendored_copy_marks_its_tasks_contaminated_and_the_rest_stays_clean(cache: Path, tmp_path: Path) -> None:

@@ -1,5 +1,8 @@
 """The task generator on repositories the tests write: test lists, validation, the checkout left alone, clean task
-histories, canaries in the originals, flaky tests dropped, and each refusal's message (no suite left behind)."""
+histories, canaries in the originals, and each refusal's message (no suite left behind). Its longest tests are modules
+of their own, so ``make test`` runs them on other workers meanwhile: test_generator_seed.py (the same seed, the same
+suite), test_generator_harder.py (two features a task), test_generator_layouts.py (whole functions, ``src/``, flaky
+tests)."""
 
 from __future__ import annotations
 
@@ -12,13 +15,11 @@ from gen_support import (
     ALL_TESTS,
     BROKEN_TEST,
     COVERING,
-    FLAKY_TEST,
     GEOMETRY,
     TEXT,
     UNRELATED_TEST,
     check_history_is_clean,
     check_tasks_validate,
-    eval_cache,
     git,
     make_repo,
     package,
@@ -28,7 +29,6 @@ from gen_support import (
 from labbot.common.errors import BadRequest
 from labbot.evals.generation.delete import delete_body, symbols
 from labbot.evals.generation.generator import STATEMENT_TESTS, generate_suite, hidden_tests
-from labbot.evals.generation.job import TASK_MADE
 from labbot.evals.sandbox import venvs
 from labbot.evals.suite import is_test_file, load, original_dir, suite_id, task_repo, wheels_dir
 
@@ -42,11 +42,6 @@ def body_lines(source: str) -> dict[str, list[str]]:
     text = textwrap.dedent(source)
     lines = text.splitlines()
     return {s.qualname: [lines[n - 1].strip() for n in sorted(s.body_lines)] for s in symbols(text)}
-
-
-@pytest.fixture(scope="module")
-def cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return eval_cache(request.config, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -155,41 +150,6 @@ def test_task_trees_differ_from_the_original_only_in_the_deleted_body(generated)
         assert not any(is_test_file(rel) and rel == task.path for rel in files)
 
 
-def test_same_seed_same_suite_and_a_rewritten_statement(cache, tmp_path):
-    repo = make_repo(tmp_path / "repo", package())
-    first = generate_suite(repo, tmp_path / "a", count=2, seed=11, cache=cache)
-    second = generate_suite(repo, tmp_path / "b", count=2, seed=11, cache=cache)
-    assert first == second and first.id == second.id
-    seen: list[str] = []
-
-    def rewrite(text: str) -> str:
-        seen.append(text)
-        return "Issue: " + text.splitlines()[0]
-
-    third = generate_suite(repo, tmp_path / "c", count=2, seed=11, cache=cache, rewrite=rewrite)
-    assert [t.statement for t in third.tasks] == ["Issue: " + t.statement.splitlines()[0] for t in first.tasks]
-    assert seen == [t.statement for t in first.tasks]
-
-
-def test_a_src_layout(cache, tmp_path):
-    repo = make_repo(tmp_path / "repo", package("src/"))
-    suite = generate_suite(repo, tmp_path / "suite", count=2, seed=1, cache=cache)
-    assert suite.test_roots == ["src"] and len(suite.tasks) == 2
-    assert all(t.path.startswith("src/shapes/") for t in suite.tasks)
-    check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
-
-
-def test_flaky_tests_are_dropped_from_both_lists_and_said(cache, tmp_path):
-    repo = make_repo(tmp_path / "repo", {**package(), "tests/test_flaky.py": FLAKY_TEST})
-    said: list[str] = []
-    suite = generate_suite(repo, tmp_path / "suite", count=3, seed=2, cache=cache, progress=said.append)
-    flaky = "tests/test_flaky.py::test_every_other_run"
-    assert suite.flaky == [flaky]
-    assert all(flaky not in t.fail_to_pass and flaky not in t.pass_to_pass for t in suite.tasks)
-    assert any(line.startswith("flaky: 1 tests") and flaky in line for line in said), said
-    assert not (repo / "tests" / ".runs").exists()  # the tests ran in copies, never in the checkout
-
-
 def _no_suite(out: Path) -> None:
     assert not out.exists()
     assert not [p for p in out.parent.iterdir() if ".partial-" in p.name]
@@ -266,47 +226,6 @@ def test_a_suite_inside_the_repository_is_refused(tmp_path):
     with pytest.raises(BadRequest, match=r"is inside the repository .*: write the suite outside it"):
         generate_suite(repo, repo / "suites" / "one", count=1, seed=0)
     assert snapshot(repo) == before
-
-
-def test_whole_functions_removed(cache, tmp_path):
-    repo = make_repo(tmp_path / "repo", package())
-    suite = generate_suite(repo, tmp_path / "suite", count=2, seed=4, cache=cache, deletion="function")
-    assert len(suite.tasks) == 2
-    for task in suite.tasks:
-        assert task.deletion == "function"
-        text = (task_repo(tmp_path / "suite", task.id) / task.path).read_text()
-        assert f"def {task.symbol.split('.')[-1]}(" not in text
-        assert "has been removed from" in task.statement and "Signature:" in task.statement
-        # a removed name fails more than the tests that ran its body: every test of a module that imports it
-        assert COVERING[task.symbol] <= set(task.fail_to_pass)
-    check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
-
-
-def test_harder_tasks_delete_several_features_of_one_file(cache, tmp_path):
-    """``deletions=2``: each task removes two functions of one file (a file with fewer is skipped, and said), the
-    statement names both, the tests of both fail, the original holds the task's canary in each; ``prefer="deep"``
-    takes the largest bodies first."""
-    repo = make_repo(tmp_path / "repo", package())
-    said: list[str] = []
-    suite = generate_suite(
-        repo, tmp_path / "suite", count=10, seed=4, cache=cache, deletion="function", deletions=2, prefer="deep",
-        progress=said.append,
-    )  # fmt: skip
-    assert len(suite.tasks) == 5  # one for each of geometry.py's five functions and methods, each with a partner
-    original = (original_dir(tmp_path / "suite") / "shapes/geometry.py").read_text()
-    for task in suite.tasks:
-        assert task.path == "shapes/geometry.py" and len(task.symbols) == 2 and len(set(task.symbols)) == 2
-        text = (task_repo(tmp_path / "suite", task.id) / task.path).read_text()
-        for symbol in task.symbols:
-            assert f"def {symbol.split('.')[-1]}(" not in text
-            assert f"`{symbol.split('.')[-1]}`" in task.statement
-        assert "2 functions have been removed from `shapes/geometry.py`" in task.statement
-        assert COVERING[task.symbol] | COVERING[task.also[0]] <= set(task.fail_to_pass)
-        assert original.count(task.canary) == 2
-    assert any("its file has 1 of the 2 features a task deletes" in line for line in said)  # text.py: slugify only
-    made = [m.group(1) for line in said if (m := TASK_MADE.match(line))]  # what the eval-generate job reports
-    assert made == [str(i) for i in range(1, len(suite.tasks) + 1)]
-    check_tasks_validate(tmp_path / "suite", suite, venvs.ensure_venv(wheels_dir(tmp_path / "suite"), cache / "venvs"))
 
 
 def test_deep_puts_the_largest_bodies_first_within_each_preference_tier(tmp_path):

@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 
@@ -35,9 +35,11 @@ from labbot.bot.slack.agent_threads import AgentThreads, SlackApprovalPrompter
 from labbot.bot.slack.runtime import SlackCore
 from labbot.common.errors import LabbotError, UnknownPage
 from labbot.common.observe import NO_OBSERVER, Observer
-from labbot.mcp_servers.lab import LabApi
 from labbot.storage.db import Database
 from labbot.training.service import RunService
+
+if TYPE_CHECKING:
+    from labbot.mcp_servers.lab import LabApi
 
 log = logging.getLogger(__name__)
 
@@ -52,28 +54,31 @@ def builtin_servers(
     environment; labbot.toml's ``[mcp.servers.NAME]`` tunes them. The vendors' errors go to ``observer``
     (``/metrics``)."""
     from labbot.mcp_servers import BUILTINS
-    from labbot.mcp_servers.codebase import build_server as codebase
-    from labbot.mcp_servers.lab import build_server as lab
 
-    servers: dict[str, Callable[[], Any]] = {"codebase": codebase, "lab": lambda: lab(lab_api())}
+    # each factory imports its server (and the MCP SDK) when the pool first starts it, not at labbot's start
+    def lab() -> Any:
+        from labbot.mcp_servers.lab import build_server
+
+        return build_server(lab_api())
+
+    def datadog() -> Any:
+        from labbot.mcp_servers.datadog import DatadogApi, build_server
+
+        return build_server(DatadogApi(observer=observer), artifacts=lab_api())
+
+    def notion() -> Any:
+        from labbot.mcp_servers.notion import NotionApi, build_server
+
+        return build_server(NotionApi(observer=observer))
+
+    def linear() -> Any:
+        from labbot.mcp_servers.linear import LinearApi, build_server
+
+        return build_server(LinearApi(observer=observer))
+
+    servers: dict[str, Callable[[], Any]] = {"codebase": BUILTINS["codebase"], "lab": lab}
     for name in (integrations or Integrations()).servers:
-        if name == "datadog":
-            from labbot.mcp_servers.datadog import DatadogApi
-            from labbot.mcp_servers.datadog import build_server as datadog
-
-            servers[name] = lambda: datadog(DatadogApi(observer=observer), artifacts=lab_api())
-        elif name == "notion":
-            from labbot.mcp_servers.notion import NotionApi
-            from labbot.mcp_servers.notion import build_server as notion
-
-            servers[name] = lambda: notion(NotionApi(observer=observer))
-        elif name == "linear":
-            from labbot.mcp_servers.linear import LinearApi
-            from labbot.mcp_servers.linear import build_server as linear
-
-            servers[name] = lambda: linear(LinearApi(observer=observer))
-        else:
-            servers[name] = BUILTINS[name]
+        servers[name] = {"datadog": datadog, "notion": notion, "linear": linear}.get(name) or BUILTINS[name]
     return servers
 
 

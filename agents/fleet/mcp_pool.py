@@ -27,17 +27,18 @@ import json
 import logging
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-from mcp import Client, StdioServerParameters, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
+
+if TYPE_CHECKING:
+    from mcp import Client, types
 
 from labbot.agents.fleet.mcp_config import McpServerConfig, McpSettings
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpec
@@ -103,13 +104,33 @@ def wait_bound(schema: Mapping[str, Any], arguments: Mapping[str, Any], arg: str
     return float(value)
 
 
+def _load_mcp() -> None:
+    """The MCP SDK, imported when the first tools are listed rather than when labbot starts (about 1.5 s of imports
+    each ``labbot serve`` would pay before answering, agents or not); called on a worker thread, off the loop."""
+    import mcp.client.streamable_http
+    import mcp.shared.exceptions  # noqa: F401
+
+
+def _is_mcp_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the SDK's ``MCPError``: none can be before the SDK is imported."""
+    loaded = sys.modules.get("mcp.shared.exceptions")
+    return loaded is not None and isinstance(exc, loaded.MCPError)
+
+
+def _connection_closed() -> Exception:
+    from mcp import types
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+
+
 def _describe(exc: BaseException) -> str:
     """One line for an exception, looking inside the exception groups that anyio task groups wrap errors in."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
-    if isinstance(exc, LabbotError | ServerUnavailable | MCPError):  # messages written to be read
+    if isinstance(exc, LabbotError | ServerUnavailable) or _is_mcp_error(exc):  # messages written to be read
         return str(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -119,8 +140,10 @@ def _broken(exc: BaseException) -> bool:
     """Whether ``exc`` means the connection is gone (restart it), not that a live server answered with an error."""
     if isinstance(exc, BaseExceptionGroup):
         return any(_broken(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.code == types.CONNECTION_CLOSED
+    if _is_mcp_error(exc):
+        from mcp import types
+
+        return getattr(exc, "code", None) == types.CONNECTION_CLOSED
     return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, TimeoutError)
 
 
@@ -139,7 +162,7 @@ class _Connection:
     @property
     def client(self) -> Client:
         if self._client is None or not self.alive:
-            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+            raise _connection_closed()
         return self._client
 
     @property
@@ -153,6 +176,8 @@ class _Connection:
                 raise ServerUnavailable(f"no built-in MCP server is called {cfg.name!r}")
             return self._factory()
         if cfg.transport == "stdio":
+            from mcp import StdioServerParameters
+
             return StdioServerParameters(
                 command=cfg.command[0], args=list(cfg.command[1:]), env=cfg.resolved_env() or None, cwd=cfg.cwd
             )
@@ -160,9 +185,13 @@ class _Connection:
         # The SDK's own default client has no headers; ours carries them, expanded only now and kept only here.
         http = httpx2.AsyncClient(headers=cfg.resolved_headers(), timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
+        from mcp.client.streamable_http import streamable_http_client
+
         return streamable_http_client(cfg.url, http_client=http)
 
     async def _hold(self) -> None:
+        from mcp import Client
+
         try:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(Client(self._target(stack)))
@@ -315,7 +344,7 @@ class McpPool:
         except Exception as e:
             if not _broken(e):  # the server answered with an error: it is alive
                 return ToolResult(f"{name} failed: {self._scrub(cfg, _describe(e))}", is_error=True, meta=meta)
-            why = "its connection closed" if isinstance(e, MCPError) else self._scrub(cfg, _describe(e))
+            why = "its connection closed" if _is_mcp_error(e) else self._scrub(cfg, _describe(e))
             return await self._died(cfg, conn, name, why, meta)
         return ToolResult(_content(result), is_error=result.is_error, meta=meta)
 
@@ -395,6 +424,8 @@ class McpPool:
         servers = self.servers if refresh else self._unlisted()
         if self._closed or not servers:
             return
+        if "mcp.client.streamable_http" not in sys.modules:
+            await anyio.to_thread.run_sync(_load_mcp)
         await asyncio.gather(*(self._list_one(cfg, refresh) for cfg in servers))
         self._index()
 
@@ -480,6 +511,8 @@ class McpPool:
 
 def _content(result: types.CallToolResult) -> str | list[dict[str, Any]]:
     """An MCP tool result as Messages API content: text as text, images as base64 image blocks, the rest described."""
+    from mcp import types
+
     blocks: list[dict[str, Any]] = []
     for item in result.content:
         if isinstance(item, types.TextContent):

@@ -16,11 +16,15 @@ and its response is collected whole before the caller sees it (an artifact read 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labbot.bot.web.errors import error_response
-from labbot.mcp_servers.lab import LabApi
+
+if TYPE_CHECKING:
+    from labbot.mcp_servers.lab import LabApi
 
 __all__ = ["IN_PROCESS_URL", "InProcessApi"]
 
@@ -58,4 +62,6 @@ class InProcessApi:
     def lab_api(self) -> LabApi:
         """A client of ``/api/v1`` for the ``lab`` server (or another built-in's artifacts), through this door: no
         URL, no token of its own."""
+        from labbot.mcp_servers.lab import LabApi  # with the MCP SDK: wanted once an agent first lists its tools
+
         return LabApi(IN_PROCESS_URL, "", transport=self.transport())

@@ -1,5 +1,6 @@
 """What `labbot serve` and the CLI import at start: not the Anthropic SDK (seconds of imports, wanted only once a model
-is configured and a client made) nor matplotlib (wanted at a process's first plot). Each start of a replica, each
+is configured and a client made), nor matplotlib (wanted at a process's first plot), nor the MCP SDK (wanted when an
+agent's tools are first listed; about 1.5 s of imports). Each start of a replica, each
 `labbot runs`, and each of the tests' `labbot serve` processes pays for what is imported at start."""
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ import sys
 
 import pytest
 
-LAZY = ("anthropic", "matplotlib")
+LAZY = ("anthropic", "matplotlib", "mcp")
 
 
 @pytest.mark.parametrize("module", ["labbot.bot.serve", "labbot.bot.cli.main", "labbot.bot.console.repl"])
-def test_starting_imports_neither_the_model_sdk_nor_matplotlib(module: str) -> None:
+def test_starting_imports_neither_the_model_sdk_nor_matplotlib_nor_mcp(module: str) -> None:
     probe = f"import sys, {module}; print(','.join(m for m in {LAZY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "", f"{module} imports {out.stdout.strip()} at start"

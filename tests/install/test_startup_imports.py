@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # each test imports labbot in a fresh interpreter
 LAZY = ("anthropic", "matplotlib", "mcp")
 
 

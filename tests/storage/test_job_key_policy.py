@@ -4,8 +4,11 @@ of its own. Through that key pair a job's checkpoints are written, listed and re
 ``labbot_client.checkpoints`` (s3fs, real HTTP) under ``PREFIX/runs/``; a read or a write anywhere else in the bucket
 (the agents' artifacts, the eval suites, another prefix) is refused.
 
-moto evaluates a statement's Action and Resource but not its Condition, so the listing statement's ``s3:prefix``
-condition is checked here only as text (it names the runs' prefix), not enforced.
+moto cannot evaluate the listing statement's ``s3:prefix`` condition (up to 5.1 it ignored every Condition; from 5.2 it
+knows only ``sts:ExternalId`` and denies by a statement with any other key), so that condition is checked here as
+text (it names the runs' prefix) and left out of the policy attached on moto; and from 5.2 moto checks an S3 request
+under its operation's name (``s3:HeadObject``), not the IAM action AWS checks it under (``s3:GetObject``).
+``_as_moto_reads_it`` translates the guide's policy for both: what moto enforces is its Actions and Resources.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def jobs_key(s3: MotoS3) -> Iterator[tuple[str, dict[str, str]]]:
     """A bucket, and the environment of a job holding a key pair under the guide's policy (bucket name swapped)."""
     bucket, prefix = deployed_store()
     mine = s3.bucket()
-    document = json.dumps(guide_policy()).replace(f":::{bucket}", f":::{mine}")
+    document = json.dumps(_as_moto_reads_it(guide_policy())).replace(f":::{bucket}", f":::{mine}")
     iam = _client("iam", s3.endpoint, ACCESS_KEY, SECRET_KEY)
     user = f"labbot-jobs-{uuid.uuid4().hex[:8]}"
     iam.create_user(UserName=user)
@@ -84,6 +87,29 @@ def jobs_key(s3: MotoS3) -> Iterator[tuple[str, dict[str, str]]]:
     S3FileSystem.clear_instance_cache()
     yield mine, env
     S3FileSystem.clear_instance_cache()
+
+
+# AWS's "actions, resources and condition keys for Amazon S3": the operations each IAM action authorizes, of those a
+# job's checkpoints use (a CopyObject is checked against its destination, as a write)
+OPERATIONS_OF = {
+    "s3:ListBucket": ("ListObjectsV2", "ListObjects", "HeadBucket"),
+    "s3:GetObject": ("GetObject", "HeadObject"),
+    "s3:PutObject": ("PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"),
+    "s3:DeleteObject": ("DeleteObject", "DeleteObjects"),
+    "s3:AbortMultipartUpload": ("AbortMultipartUpload",),
+}
+
+
+def _as_moto_reads_it(policy: dict[str, Any]) -> dict[str, Any]:
+    """The guide's policy as moto can enforce it: each statement without its Condition, and allowing, beside each
+    IAM action, the operations AWS authorizes by it (moto 5.2 checks those names; 5.1 the IAM ones)."""
+    statements = []
+    for statement in policy["Statement"]:
+        actions = [statement["Action"]] if isinstance(statement["Action"], str) else list(statement["Action"])
+        operations = [f"s3:{op}" for action in actions for op in OPERATIONS_OF[action]]
+        kept = {k: v for k, v in statement.items() if k != "Condition"}
+        statements.append({**kept, "Action": sorted({*actions, *operations})})
+    return {**policy, "Statement": statements}
 
 
 def test_a_job_checkpoints_under_the_runs_prefix_and_reaches_nothing_else(

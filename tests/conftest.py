@@ -4,15 +4,17 @@ S3-compatible server (moto's, in a thread) for the session, and a migrated datab
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from s3_server import MotoS3
+from shared_ray import shared_head
 from support import Serve
 
-from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
+from labbot.training.ray_cluster import RayConnection
 
 # tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
 # system_packages: the eval tests without bubblewrap; databases: the backend, database_url and db fixtures, and the
@@ -21,12 +23,14 @@ pytest_plugins = ["tiers", "vendor_specs", "system_packages", "databases"]
 
 
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayConnection]:
-    """A real Ray head with token auth, started once (≈6 s) and stopped at the end of the session."""
-    head = EmbeddedRayHead(tmp_path_factory.mktemp("ray-home"))
-    conn = head.ensure()
-    yield conn
-    head.stop()
+def ray_head(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[RayConnection]:
+    """A real Ray head with token auth (≈6 s to start), one for the whole run: under pytest-xdist the workers share
+    it and the last to finish stops it (``tests/shared_ray.py``)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent / "shared-ray" if worker_id != "master" else base / "shared-ray"
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    with shared_head(folder, worker_id, workers=workers) as conn:
+        yield conn
 
 
 @pytest.fixture

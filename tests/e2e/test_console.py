@@ -61,7 +61,8 @@ def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: Ra
 
 def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: Path, ray_head: RayConnection) -> None:
     """The babysitter issue's story, in the console: a hang, a page in the thread with its buttons and a DM, then
-    — nobody acknowledging — the escalation to #oncall (after 4 s here, from ./labbot.toml)."""
+    — nobody acknowledging — the escalation to #oncall (after 4 s here, from ./labbot.toml). Typed at the keyboard
+    and read as the screen changes: the hung run never ends, so piped input would hold the console its whole --wait."""
     (tmp_path / "labbot.toml").write_text('[paging]\nescalate_after = "4s"\nrenotify_every = "0s"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_"))}
     env.update(
@@ -71,30 +72,24 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
         RAY_AUTH_TOKEN=ray_head.token or "",
         PYTHONUNBUFFERED="1",
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "labbot.bot.cli.main", "console", "--wait", "40"],
-        input=(
-            "/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 num_threads=1 min_step_s=0.05 "
-            "--stall-after 5s\n"
-        ),
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    text = out.stdout
-    run_id = re.search(r"run (\w{6}) · Ray job", text)
+    console = ConsoleSession(tmp_path, env)
+    run_id = ""
     try:
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert "hung — run" in text and "[Ack] [Resolve] [Stop run]" in text  # the page, with its buttons
-        assert "DM with" in text  # and the owner's DM
-        oncall = text[text.index("#oncall · labbot") :]
-        assert "Escalated: nobody has acknowledged this page" in oncall and "level 1" in oncall
-        assert "Traceback" not in out.stderr
+        console.type(
+            "/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 num_threads=1 min_step_s=0.05 --stall-after 5s"
+        )
+        run_id = console.shows(r"run (\w{6}) · Ray job", what="the run card").group(1)
+        console.shows(r"hung — run", timeout=90, what="the hang's page in the thread")
+        assert "[Ack] [Resolve] [Stop run]" in console.screen  # the page, with its buttons
+        console.shows(r"DM with", what="the owner's DM")
+        console.shows(r"#oncall · labbot[\s\S]*Escalated: nobody has acknowledged this page", what="the escalation")
+        assert "level 1" in console.screen[console.screen.index("#oncall · labbot") :]
     finally:
         if run_id:
-            RayLauncher(ray_head).stop(f"labbot-{run_id.group(1)}-1")
+            RayLauncher(ray_head).stop(f"labbot-{run_id}-1")
+        code, err = console.close()
+    assert code == 0, err[-3000:]
+    assert "Traceback" not in err
 
 
 class ConsoleSession:

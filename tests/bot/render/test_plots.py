@@ -73,9 +73,11 @@ def test_ema_is_debiased_and_smooths() -> None:
 def test_ten_thousand_points_under_two_seconds() -> None:
     points = curve(10_000)
     loss_plot_png(curve(10), title="warm-up")  # font cache and first-draw costs are not what is measured
-    started = time.perf_counter()
+    # the thread's CPU time, not the wall clock: the budget is the drawing's work, which other tests running beside
+    # this one on a 2-core machine would stretch on the wall clock (matplotlib draws on the calling thread)
+    started = time.thread_time()
     png = loss_plot_png(points, title="long run", attempts=[(2, 4000), (3, 8000)])
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     assert png_size(png) == (800, 400)
 
 
@@ -132,9 +134,9 @@ def test_a_non_finite_value_is_marked_on_its_own_panel(bad: float) -> None:
 
 def test_eight_panels_of_ten_thousand_points_under_four_seconds() -> None:
     metrics_plot_png({"a": curve(10), "b": curve(10)}, title="warm-up")
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time, as above
     png = metrics_plot_png({f"m{i}": curve(10_000) for i in range(8)}, title="long run", attempts=[(2, 4000)])
-    assert time.perf_counter() - started < 4.0
+    assert time.thread_time() - started < 4.0
     assert png_size(png)[1] == round((8 * PANEL_HEIGHT_IN + 0.4) * DPI)
 
 

@@ -34,17 +34,20 @@ system:
 # every tier: unit, Ray, subprocess and end-to-end tests, spread over the cores (pytest-xdist; a module's tests stay
 # on one worker so its module-scoped fixtures start once; modules in collection order, which puts the longest first,
 # tests/tiers.py's LONGEST_FIRST: xdist's own reorder, by number of tests, would start the one-test end-to-end stories
-# last). An empty run fails: pytest exits 5 when it collects no test, and make stops on it
+# last). An empty run fails: pytest exits 5 when it collects no test, and make stops on it. Bytecode is cached even
+# where the environment says not to (PYTHONDONTWRITEBYTECODE): each worker collects every module, and the suite starts
+# a few hundred Python processes (labbot, its CLI, jobs) that would each compile labbot again (the sandboxes set their
+# own)
 test: SPECS_FLAGS = --warn-unless-ci
 test: SYSTEM_FLAGS = --warn-unless-ci
 test: $(STAMP) specs system
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # no Ray head, no process of the test's own, no end-to-end story (tests/tiers.py): the inner loop while editing
 test-fast: SPECS_FLAGS = --warn-unless-ci
 test-fast: SYSTEM_FLAGS = --warn-unless-ci
 test-fast: $(STAMP) specs system
-	LABBOT_TEST_TIER=fast $(BIN)/pytest -q -n $(TEST_WORKERS) -m "not ray and not e2e and not subprocess"
+	env -u PYTHONDONTWRITEBYTECODE LABBOT_TEST_TIER=fast $(BIN)/pytest -q -n $(TEST_WORKERS) -m "not ray and not e2e and not subprocess"
 
 # ruff (lint and format), mypy, and the layering contracts in pyproject.toml (import-linter)
 lint: $(STAMP)

@@ -16,15 +16,15 @@ from support import Serve
 
 from labbot.training.ray_cluster import RayConnection
 
-# tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
-# system_packages: the eval tests without bubblewrap; databases: the backend, database_url and db fixtures, and the
-# end-of-run line when PostgreSQL is not reachable
 # one intra-op thread for torch (and anything else on OpenMP or MKL) in the tests and every process they start, the
 # Ray head's jobs included (it passes OMP_/MKL_ on): the tests run three to a 2-core machine, where a second thread
 # per process only spins waiting for the first (tiny models; a run's own num_threads flag still wins)
 for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
+# tiers: the ray/e2e/subprocess markers; vendor_specs: spec_path, and the end-of-run line when specs are missing;
+# system_packages: the eval tests without bubblewrap; databases: the backend, database_url and db fixtures, and the
+# end-of-run line when PostgreSQL is not reachable
 pytest_plugins = ["tiers", "vendor_specs", "system_packages", "databases"]
 
 

@@ -50,5 +50,3 @@ def shared_head(folder: Path, user: str, *, workers: int) -> Iterator[RayConnect
             (users / user).unlink(missing_ok=True)
             if not any(users.iterdir()):
                 head.stop()
-            else:
-                head.started_here = False  # still in use by another worker: not this one's to stop

@@ -67,7 +67,7 @@ MAX_DELETIONS = 5  # features deleted in one task, at most
 PREFERRED_MAX_TESTS = 25  # a feature most of the suite runs through makes a vague task
 NON_TRIVIAL_SIZE = 10  # AST nodes in the body below which there is little to restore (``return self._x``)
 STATEMENT_TESTS = 20  # failing tests named in a statement
-CONTAMINATION_BUDGET_S = 300.0  # the contamination walk of one task at generation (a sample's view: ~20k files)
+CONTAMINATION_BUDGET_S = 300.0  # one contamination walk at generation: a round of tasks (a sample's view, ~20k files)
 TAIL = 3000  # characters of pytest's output shown in an error
 TASK_AUTHOR = "labbot"
 TASK_EMAIL = "labbot@localhost"
@@ -482,25 +482,33 @@ class _Attempt:
     reason: str  # why not, when task is None
 
 
-def _contamination(spec: SandboxSpec, original: str, task: EvalTask) -> dict[str, Any] | None:
-    """The contamination walk (:mod:`labbot.evals.seal.contamination`) in a sandbox of the new task: ``None`` when its
-    deleted code is readable nowhere, else what ``suite.json``'s ``contaminated`` says of it."""
-    sources = contamination.definitions(original, task.symbols, task.path)
-    found = contamination.scan(
-        spec, contamination.task_needles(sources, spec.workspace), budget_s=CONTAMINATION_BUDGET_S
-    )
-    if found.error:
-        raise BadRequest(f"the contamination walk failed in the sandbox of task {task.id}: {found.error}")
-    if found.clean:
-        return None
-    # a walk cut short by its budget has not shown the rest is clean: the task is left out, unverified
-    unread = [f"{p} (not read: the walk's {CONTAMINATION_BUDGET_S:g} s budget ran out)" for p in found.not_reached]
-    return {
-        "task": task.id,
-        "symbols": task.symbols,
-        "paths": [m.path for m in found.matches] + [p.split(" (", 1)[0] for p in unread],
-        "kinds": [", ".join(m.kinds) for m in found.matches] + ["not verified"] * len(unread),
-    }
+def _contamination(spec: SandboxSpec, made: Sequence[tuple[Path, str, EvalTask]]) -> list[dict[str, Any] | None]:
+    """The contamination walk (:mod:`labbot.evals.seal.contamination`) for new tasks, each ``(repository, original
+    text of its file, task)``, in one sandbox (they differ only in their tree): per task, ``None`` when its deleted
+    code is readable nowhere its sample's sandbox shows, else what ``suite.json``'s ``contaminated`` says of it."""
+    needles = []
+    for repo, original, task in made:
+        sources = contamination.definitions(original, task.symbols, task.path)
+        needles.append((repo, contamination.task_needles(sources, repo)))
+    scans = contamination.scan_tasks(spec, needles, budget_s=CONTAMINATION_BUDGET_S)
+    out: list[dict[str, Any] | None] = []
+    for (_, _, task), found in zip(made, scans, strict=True):
+        if found.error:
+            raise BadRequest(f"the contamination walk failed in the sandbox of task {task.id}: {found.error}")
+        if found.clean:
+            out.append(None)
+            continue
+        # a walk cut short by its budget has not shown the rest is clean: the task is left out, unverified
+        unread = [f"{p} (not read: the walk's {CONTAMINATION_BUDGET_S:g} s budget ran out)" for p in found.not_reached]
+        out.append(
+            {
+                "task": task.id,
+                "symbols": task.symbols,
+                "paths": [m.path for m in found.matches] + [p.split(" (", 1)[0] for p in unread],
+                "kinds": [", ".join(m.kinds) for m in found.matches] + ["not verified"] * len(unread),
+            }
+        )
+    return out
 
 
 def _validate(
@@ -743,9 +751,22 @@ def _candidates(source: Source, tree: Path, base: Baseline, cov: CoverageRun) ->
     return candidates
 
 
+@dataclass(frozen=True)
+class _Valid:
+    """A deletion that passed validation, its repository not yet checked for contamination."""
+
+    covered: Covered
+    group: list[Covered]
+    deletion: Deletion
+    original: str  # the file's original text
+    attempt: _Attempt
+
+
 class _Tasks:
-    """The tasks, made one candidate at a time in rank order until ``count`` are: each deletion validated against
-    the original's tests, its repository materialised, checked for contamination, its statement written."""
+    """The tasks, made from candidates in rank order until ``count`` are: each deletion validated against the
+    original's tests; then, for a round of validated ones (as many as tasks are still wanted), their repositories
+    materialised and checked for contamination in one walk, and the clean ones given their statements. A task's id
+    numbers it among the clean ones, as if each had been checked alone: one left out frees its number."""
 
     def __init__(
         self,
@@ -772,11 +793,19 @@ class _Tasks:
         )
         rng = random.Random(seed)
         ranked = rank(candidates, seed, shape.prefer)
-        for covered_fn in ranked:
-            if len(self.made) == count:
+        queue = iter(ranked)
+        while len(self.made) < count:
+            valid: list[_Valid] = []
+            for covered_fn in queue:
+                group = [covered_fn, *partners(covered_fn, ranked, shape.deletions - 1)]
+                found = self._validated(covered_fn, group, _deletion_for(shape.mode, rng), shape, seed, full=full)
+                if found is not None:
+                    valid.append(found)
+                if len(self.made) + len(valid) == count:
+                    break
+            if not valid:
                 break
-            group = [covered_fn, *partners(covered_fn, ranked, shape.deletions - 1)]
-            self._try(covered_fn, group, _deletion_for(shape.mode, rng), shape, seed, full=full, count=count)
+            self._keep_clean(valid, seed, count)
         name = self.source.root.name
         if not self.made:
             reasons = "; ".join(self.rejected[:10])
@@ -791,21 +820,14 @@ class _Tasks:
         self.rejected.append(f"{where}: {reason}")
         self.say(f"skipped {where} ({reason})")
 
-    def _try(
-        self,
-        covered_fn: Covered,
-        group: list[Covered],
-        deletion: Deletion,
-        shape: _Shape,
-        seed: int,
-        *,
-        full: bool,
-        count: int,
-    ) -> None:
+    def _validated(
+        self, covered_fn: Covered, group: list[Covered], deletion: Deletion, shape: _Shape, seed: int, *, full: bool
+    ) -> _Valid | None:
         where = f"{covered_fn.path}::{covered_fn.symbol.qualname}"
         if len(group) < shape.deletions:
             self._reject(where, f"its file has {len(group)} of the {shape.deletions} features a task deletes")
-            return
+            return None
+        # numbered for now as the next task: _keep_clean gives the number it has among the clean ones
         tid = task_id(len(self.made) + 1, covered_fn.path, covered_fn.symbol.qualname)
         original = self._texts.get(covered_fn.path) or (self.spec.workspace / covered_fn.path).read_text()
         self._texts[covered_fn.path] = original
@@ -824,23 +846,45 @@ class _Tasks:
         )
         if attempt.task is None:
             self._reject(where, attempt.reason)
-            return
-        repo = task_repo(self.staging, tid)
-        materialise_task(self.source.archive, repo, covered_fn.path, attempt.text, f"task {tid}")
-        found = _contamination(replace(self.spec, workspace=repo), original, attempt.task)
-        if found:
-            self.contaminated.append(found)
-            shutil.rmtree(repo.parent)
-            self.say(f"skipped {where} (contaminated: its deleted code is readable in the sandbox at {found['paths']})")
-            return
-        hidden = hidden_tests(attempt.task.fail_to_pass, seed, tid)
-        text = statement(covered_fn.path, group, deletion, attempt.task.fail_to_pass, hidden=hidden)
-        task = replace(attempt.task, statement=_rewritten(text, self.rewrite, self.say), hidden=hidden)
-        self.made.append(task)
-        self.say(
-            f"task {len(self.made)}/{count}: {tid} ({len(task.fail_to_pass)} fail to pass, "
-            f"{len(task.pass_to_pass)} pass to pass)"
+            return None
+        return _Valid(covered_fn, group, deletion, original, attempt)
+
+    def _materialised(self, valid: _Valid, index: int, seed: int) -> EvalTask:
+        """The validated task as task number ``index``, its repository materialised under that id."""
+        assert valid.attempt.task is not None
+        fn = valid.covered
+        tid = task_id(index, fn.path, fn.symbol.qualname)
+        task = replace(valid.attempt.task, id=tid, canary=canary_for(self.source.commit, seed, tid))
+        materialise_task(self.source.archive, task_repo(self.staging, tid), fn.path, valid.attempt.text, f"task {tid}")
+        return task
+
+    def _keep_clean(self, valid: list[_Valid], seed: int, count: int) -> None:
+        """One contamination walk for the round's ``valid`` tasks; then, in order, the clean ones kept, each numbered
+        among the clean ones (a task after one left out is materialised again under its number)."""
+        drafts = [self._materialised(v, len(self.made) + 1 + i, seed) for i, v in enumerate(valid)]
+        found = _contamination(
+            self.spec, [(task_repo(self.staging, t.id), v.original, t) for v, t in zip(valid, drafts, strict=True)]
         )
+        for v, draft, contaminated in zip(valid, drafts, found, strict=True):
+            where = f"{v.covered.path}::{v.covered.symbol.qualname}"
+            tid = task_id(len(self.made) + 1, v.covered.path, v.covered.symbol.qualname)
+            if contaminated or tid != draft.id:
+                shutil.rmtree(task_repo(self.staging, draft.id).parent)
+            if contaminated:
+                self.contaminated.append({**contaminated, "task": tid})
+                self.say(
+                    f"skipped {where} (contaminated: its deleted code is readable in the sandbox at "
+                    f"{contaminated['paths']})"
+                )
+                continue
+            task = draft if tid == draft.id else self._materialised(v, len(self.made) + 1, seed)
+            hidden = hidden_tests(task.fail_to_pass, seed, task.id)
+            text = statement(v.covered.path, v.group, v.deletion, task.fail_to_pass, hidden=hidden)
+            self.made.append(replace(task, statement=_rewritten(text, self.rewrite, self.say), hidden=hidden))
+            self.say(
+                f"task {len(self.made)}/{count}: {task.id} ({len(task.fail_to_pass)} fail to pass, "
+                f"{len(task.pass_to_pass)} pass to pass)"
+            )
 
 
 def _plant_canaries(source: Source, staging: Path, tasks: list[EvalTask]) -> None:

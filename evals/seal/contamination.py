@@ -8,8 +8,9 @@ the sandbox's own Python) reads every file the sandbox shows and compares each d
 
 Where it runs and what follows (see ``docs/architecture.md``, "The seal, measured"):
 
-- at generation (:func:`labbot.evals.generation.generator.generate_suite`), per task after validation: a task whose
-  deleted code is found is **contaminated** — left out of the suite's tasks and named in ``suite.json``'s
+- at generation (:func:`labbot.evals.generation.generator.generate_suite`), after validation, one walk for a round
+  of new tasks (:func:`scan_tasks`: their sandboxes differ only in the task tree): a task whose deleted code is found
+  is **contaminated** — left out of the suite's tasks and named in ``suite.json``'s
   ``contaminated`` with the paths and what matched. Nothing is hidden on the fly: the sandbox already shows only what
   tests need (:mod:`labbot.evals.sandbox.bwrap`), so a match is in something a run may need (the venv's own packages,
   the interpreter's standard library), and hiding it would change what the tests run against;
@@ -22,7 +23,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from labbot.common.errors import BadRequest
@@ -36,6 +37,7 @@ PROBE_NAME = "the deleted code, by content, on every readable path"
 MIN_STRING = 16  # characters of a string constant worth looking for
 MAX_STRINGS = 24
 WALK_BUDGET_S = 300.0  # a sample's view is ~20k files, a few seconds unloaded; a cut walk fails the probe
+BATCH_ROOT = "/labbot-walk"  # where one walk for several tasks binds the trees of all but the first
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,16 @@ class Needles:
     strings: list[str]
     canaries: list[str] = field(default_factory=list)
 
-    def config(self, budget_s: float) -> dict[str, object]:
+    def search(self, workspace: str = WORKDIR) -> dict[str, object]:
+        """This task's part of the walk's input, its tree bound at ``workspace`` (its sample shows it at
+        :data:`WORKDIR`)."""
         return {
             "sources": self.sources,
             "lines": self.lines,
             "strings": self.strings,
             "canaries": self.canaries,
-            "no_body": [WORKDIR],
-            "budget_s": budget_s,
+            "workspace": workspace,
+            "shows_as": WORKDIR,
         }
 
 
@@ -158,19 +162,45 @@ def scan(
 ) -> Scan:
     """The walk inside a sandbox built from ``spec`` (a sample's); ``sandbox`` is for tests and the benchmark: a
     variant with another view of the host."""
-    with sandbox(spec) as box:
+    return scan_tasks(spec, [(spec.workspace, found)], budget_s=budget_s, sandbox=sandbox)[0]
+
+
+def scan_tasks(
+    spec: SandboxSpec,
+    tasks: Sequence[tuple[Path, Needles]],
+    *,
+    budget_s: float = WALK_BUDGET_S,
+    sandbox: type[Sandbox] = Sandbox,
+) -> list[Scan]:
+    """One walk for several tasks whose samples' sandboxes differ only in their workspace (the tasks of one suite):
+    each ``(tree, needles)`` is answered as :func:`scan` in a sandbox of ``spec`` with ``tree`` as its workspace would
+    answer it — everything but the trees is searched for every task, each tree for its own task only (the first at
+    :data:`WORKDIR`, the others bound read-only under :data:`BATCH_ROOT`, reported at :data:`WORKDIR`) — and the
+    files they all show are read once."""
+    if not tasks:
+        return []
+    if any(inside == BATCH_ROOT or inside.startswith(BATCH_ROOT + "/") for inside in spec.ro_binds):
+        raise BadRequest(f"{BATCH_ROOT} is where the contamination walk binds the other tasks' trees: bind elsewhere")
+    inside = [WORKDIR, *(f"{BATCH_ROOT}/{i}" for i in range(1, len(tasks)))]
+    binds = {path: tree for path, (tree, _) in zip(inside[1:], tasks[1:], strict=True)}
+    box_spec = replace(spec, workspace=tasks[0][0], ro_binds={**spec.ro_binds, **binds})
+    config = {"searches": [n.search(path) for path, (_, n) in zip(inside, tasks, strict=True)], "budget_s": budget_s}
+    with sandbox(box_spec) as box:
         result = box.exec(
-            [sandbox_python(spec), "-I", "-B", "-c", SCRIPT],
-            input=json.dumps(found.config(budget_s)),
+            [sandbox_python(box_spec), "-I", "-B", "-c", SCRIPT],
+            input=json.dumps(config),
             timeout_s=budget_s + 60.0,
         )
     try:
         doc = json.loads(result.stdout)
-        matches = [Match(str(m["path"]), [str(k) for k in m["kinds"]]) for m in doc["matches"]]
-        return Scan(matches, int(doc["files"]), [str(p) for p in doc["not_reached"]])
+        files, left = int(doc["files"]), [str(p) for p in doc["not_reached"]]
+        return [
+            Scan([Match(str(m["path"]), [str(k) for k in m["kinds"]]) for m in matches], files, left)
+            for matches, _ in zip(doc["matches"], tasks, strict=True)
+        ]
     except (ValueError, KeyError, TypeError):
         why = "timed out" if result.timed_out else f"exit {result.returncode}"
-        return Scan([], 0, [], f"{why}: {(result.stderr or result.stdout)[-1500:]}")
+        return [Scan([], 0, [], f"{why}: {(result.stderr or result.stdout)[-1500:]}") for _ in tasks]
 
 
 def probe(spec: SandboxSpec, found: Needles, *, budget_s: float = WALK_BUDGET_S) -> ProbeResult:

@@ -5,14 +5,18 @@ code. Inputs are JSON on stdin; one JSON object ``{"matches": [...], ...}`` goes
 :mod:`labbot.evals.seal.contamination` sends this file's source with ``python -I -B -c``. It imports nothing but the
 standard library and keeps to Python 3.8 syntax (a task's venv may be older than labbot's).
 
-Inputs: ``sources`` (the deleted definitions' source: each is normalised here, with this interpreter's ``ast``),
-``lines`` (deleted lines the task tree lacks), ``strings`` (string constants of the deleted code the task tree
-lacks), ``canaries``, ``no_body`` (folders where a body match is not sought: the workspace, whose own code may
-legitimately repeat a helper), ``budget_s`` (the walk's time; what it did not reach is reported).
+Inputs: ``searches``, one per task (the tasks of one suite are walked at once: their sandboxes differ only in their
+tree), each with ``sources`` (the deleted definitions' source: each is normalised here, with this interpreter's
+``ast``), ``lines`` (deleted lines the task tree lacks), ``strings`` (string constants of the deleted code the task
+tree lacks), ``canaries``, ``workspace`` (where its tree is bound: a file there is searched for this task only, never
+body-matched — the task's own code may repeat a helper — and reported under ``shows_as``, the path its sample shows);
+and ``budget_s`` (the walk's time; what it did not reach is reported). Output: ``matches``, one list per search.
 
 A file matches when it holds a canary, a definition whose normalised form (:func:`normalise`: docstrings dropped,
 name ignored, comments and layout gone) equals a deleted one's, at least ``min(3, len(lines))`` of the lines, or a
-string and a line. Zip archives (wheels) are searched member by member.
+string and a line. Zip archives (wheels) are searched member by member. A file is read once however many names it has
+(``/bin`` and ``/lib`` are links into ``/usr``; a hard link), and reported under the first: its real path, as links
+at the root are walked last; a name where other searches apply (another task's tree; ``.py`` or not) reads it again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import ast
 import copy
 import json
 import os
+import re
+import stat
 import sys
 import time
 import zipfile
@@ -33,6 +39,8 @@ MAX_MEMBERS = 2000
 MIN_BODY_NODES = 30  # a smaller definition (a getter, a one-line return) has twins everywhere
 MIN_LINES = 3
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+MAX_ANCHORS = 6  # of each kind
+WORD = re.compile(r"[A-Za-z0-9_]+")  # ASCII: the same bytes in every encoding Python source may declare
 
 
 def normalise(node: ast.AST) -> str:
@@ -88,22 +96,39 @@ def signature(node: ast.AST) -> tuple[str, int, tuple[str, ...]]:
 
 
 def _anchors(node: ast.AST) -> list[bytes]:
-    """The longest identifiers of a definition: a file without all of them cannot hold it."""
-    names = set()
-    for n in ast.walk(node):
+    """Text a file must hold to hold a copy of ``node`` (in any layout, renamed, its docstrings rewritten): its
+    identifiers of three characters or more (names, attributes, parameters: :func:`normalised` keeps them all) and the
+    words of four characters or more of its string constants, docstrings aside (a reformatter may requote a string
+    or split it in two, never inside a word). The longest :data:`MAX_ANCHORS` of each, rarest first: a file without
+    all of them is never parsed (an ``ast.parse`` costs a thousand times a search)."""
+    plain = normalised(node)
+    names: set[str] = set()
+    words: set[str] = set()
+    for n in ast.walk(plain):
         for attr in ("id", "attr", "arg"):
             value = getattr(n, attr, None)
-            if isinstance(value, str) and len(value) >= 3:
+            if isinstance(value, str) and len(value) >= 3 and value.isascii():
                 names.add(value)
-    return [s.encode() for s in sorted(names, key=lambda s: (-len(s), s))[:3]]
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            words.update(w for w in WORD.findall(n.value) if len(w) >= 4)
+    return [s.encode() for s in _longest(words) + _longest(names)]
 
 
-class Walk:
+def _longest(found: set[str]) -> list[str]:
+    return sorted(found, key=lambda s: (-len(s), s))[:MAX_ANCHORS]
+
+
+class Search:
+    """What one task's walk looks for, and where its own tree is: a file under ``workspace`` is this search's alone
+    (reported under ``shows_as``, its sample's path for it) and never body-matched (the task's code may repeat a
+    helper); a file elsewhere is every search's."""
+
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.canaries = [c.encode() for c in cfg.get("canaries", []) if c]
         self.lines = [s.encode() for s in cfg.get("lines", []) if s]
         self.strings = [s.encode() for s in cfg.get("strings", []) if s]
-        self.no_body = tuple(p.rstrip("/") + "/" for p in cfg.get("no_body", []))
+        self.workspace = cfg.get("workspace", "").rstrip("/")
+        self.shows_as = cfg.get("shows_as", self.workspace).rstrip("/")
         self.bodies: dict[str, list[bytes]] = {}
         self.signatures: set[tuple[str, int, tuple[str, ...]]] = set()  # what a candidate must have
         for source in cfg.get("sources", []):
@@ -112,35 +137,82 @@ class Walk:
                     self.bodies[normalise(node)] = _anchors(node)
                     self.signatures.add(signature(node))
         self.need_lines = min(MIN_LINES, len(self.lines))
-        self.deadline = time.monotonic() + float(cfg.get("budget_s", 60.0))
-        self.files = 0
-        self.unreadable: list[str] = []
         self.matches: list[dict[str, Any]] = []
 
-    def check(self, path: str, data: bytes) -> None:
+    def owns(self, path: str) -> bool:
+        return bool(self.workspace) and (path == self.workspace or path.startswith(self.workspace + "/"))
+
+    def shown(self, path: str) -> str:
+        return self.shows_as + path[len(self.workspace) :] if self.owns(path) else path
+
+    def check(self, path: str, contents: Contents) -> None:
         kinds = []
-        if any(c in data for c in self.canaries):
+        if any(contents.has(c) for c in self.canaries):
             kinds.append("canary")
-        if path.endswith(".py") and self.bodies and not path.startswith(self.no_body) and self.body(data):
+        if path.endswith(".py") and self.bodies and not self.owns(path.split("!", 1)[0]) and self.body(contents):
             kinds.append("body")
-        lines = sum(1 for s in self.lines if s in data)
-        strings = sum(1 for s in self.strings if s in data)
+        lines = sum(1 for s in self.lines if contents.has(s))
+        strings = sum(1 for s in self.strings if contents.has(s)) if lines else 0
         if self.need_lines and (lines >= self.need_lines or (strings and lines)):
             kinds.append(f"lines {lines} of {len(self.lines)}")
             if strings:
                 kinds.append(f"strings {strings} of {len(self.strings)}")
         if kinds:
-            self.matches.append({"path": path, "kinds": kinds})
+            self.matches.append({"path": self.shown(path), "kinds": kinds})
 
-    def body(self, data: bytes) -> bool:
-        wanted = [k for k, anchors in self.bodies.items() if all(a in data for a in anchors)]
+    def body(self, contents: Contents) -> bool:
+        wanted = [k for k, anchors in self.bodies.items() if all(contents.has(a) for a in anchors)]
         if not wanted:
             return False
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
-        return any(signature(n) in self.signatures and normalise(n) in wanted for n in definitions(tree))
+        return any(signature(n) in self.signatures and normalise(n) in wanted for n in contents.definitions())
+
+
+class Contents:
+    """One file's bytes as the searches ask of them: each needle looked for once however many searches hold it (the
+    tasks of a suite deleting several features share some), the definitions parsed at most once."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.known: dict[bytes, bool] = {}
+        self.found: list[ast.AST] | None = None
+
+    def has(self, needle: bytes) -> bool:
+        hit = self.known.get(needle)
+        if hit is None:
+            hit = self.known[needle] = needle in self.data
+        return hit
+
+    def definitions(self) -> list[ast.AST]:
+        if self.found is None:
+            try:
+                self.found = list(definitions(ast.parse(self.data)))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.found = []
+        return self.found
+
+
+class Walk:
+    """The walk of one sandbox for one or more searches (the tasks of one suite share everything but their own tree).
+    Each file is read once however many names it has (the root's ``/bin`` and ``/lib`` are links into ``/usr``; a
+    hard link), unless its names differ in what is sought there (another task's tree, or ``.py`` or not)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.searches = [Search(c) for c in cfg.get("searches", [])]
+        self.deadline = time.monotonic() + float(cfg.get("budget_s", 60.0))
+        self.files = 0
+        self.unreadable: list[str] = []
+        self.seen: set[tuple[int, int, int, bool]] = set()
+
+    def route(self, path: str) -> int:
+        """The search whose tree ``path`` is in, or -1 (every search's)."""
+        return next((i for i, s in enumerate(self.searches) if s.owns(path)), -1)
+
+    def check(self, path: str, data: bytes) -> None:
+        owner = self.route(path.split("!", 1)[0])
+        contents = Contents(data)
+        for i, search in enumerate(self.searches):
+            if owner in (-1, i):
+                search.check(path, contents)
 
     def read(self, path: str) -> None:
         try:
@@ -163,6 +235,21 @@ class Walk:
         except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, NotImplementedError):
             return
 
+    def first_time(self, path: str) -> bool:
+        """Whether ``path`` is a regular file (not a link) not read yet under another name sought the same way."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self.unreadable.append(path)
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        key = (st.st_dev, st.st_ino, self.route(path), path.endswith(".py"))
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
     def walk(self, tops: list[str]) -> list[str]:
         """Walk ``tops`` in order; returns what the budget left unread (folders not reached, or only in part)."""
         for i, top in enumerate(tops):
@@ -172,19 +259,25 @@ class Walk:
                     if time.monotonic() > self.deadline:
                         return [dirpath + " (in part)", *tops[i + 1 :]]
                     path = os.path.join(dirpath, name)
-                    if os.path.isfile(path) and not os.path.islink(path):
+                    if self.first_time(path):
                         self.read(path)
         return []
 
 
+def tops() -> list[str]:
+    """The root's folders but ``/proc``, ``/sys`` and ``/dev``, links last (``/bin`` after ``/usr``): a file is
+    named by its real path where it has one."""
+    found = [os.path.join("/", d) for d in os.listdir("/") if os.path.join("/", d) not in SKIP]
+    return sorted(found, key=lambda p: (os.path.islink(p), p))
+
+
 def run(cfg: dict[str, Any]) -> dict[str, Any]:
     walk = Walk(cfg)
-    tops = sorted(os.path.join("/", d) for d in os.listdir("/") if os.path.join("/", d) not in SKIP)
-    left = walk.walk(tops)
+    left = walk.walk(tops())
     return {
-        "matches": walk.matches,
+        "matches": [s.matches for s in walk.searches],
         "files": walk.files,
-        "bodies": len(walk.bodies),
+        "bodies": [len(s.bodies) for s in walk.searches],
         "unreadable": walk.unreadable[:50],
         "not_reached": left,
     }

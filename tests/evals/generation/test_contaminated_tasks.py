@@ -6,13 +6,14 @@ sandbox shows for the kept task's deleted lines finds nothing."""
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 from gen_support import GEOMETRY, make_repo, package, write_files
 
-from labbot.evals.generation.generator import generate_suite
+from labbot.evals.generation.generator import canary_for, generate_suite, task_id
 from labbot.evals.sandbox import venvs
 from labbot.evals.sandbox.bwrap import Sandbox, SandboxSpec
 from labbot.evals.suite import load, original_dir, task_repo, wheels_dir
@@ -93,6 +94,26 @@ def test_a_vendored_copy_marks_its_tasks_contaminated_and_the_rest_stays_clean(c
     assert {c["task"] for c in doc["contaminated"]} == {c["task"] for c in suite.contaminated}
     assert load(tmp_path / "suite") == suite
     assert any("contaminated" in line for line in said)
+    # one walk checked a round of tasks, yet each is numbered as if checked alone: the kept ones 01, 02... and a
+    # left-out one the number the next kept one then takes; only the kept tasks' repositories remain, each committed
+    # and canaried under its own id
+    assert [t.id[:2] for t in suite.tasks] == [f"{i:02d}" for i in range(1, len(suite.tasks) + 1)]
+    kept_before, renumbered = 0, False
+    for line in said:
+        if line.startswith("task "):
+            kept_before += 1
+            renumbered |= any("(contaminated:" in earlier for earlier in said[: said.index(line)])
+        elif "(contaminated:" in line:
+            where = line.removeprefix("skipped ").split(" (", 1)[0]
+            entry = next(c for c in suite.contaminated if where.endswith("::" + c["symbols"][0]))
+            assert entry["task"] == task_id(kept_before + 1, where.split("::")[0], entry["symbols"][0]), (entry, said)
+    assert renumbered, said  # a task kept after one left out in the same round: the renumbering ran
+    assert sorted(p.name for p in (tmp_path / "suite" / "tasks").iterdir()) == sorted(t.id for t in suite.tasks)
+    for t in suite.tasks:
+        repo = task_repo(tmp_path / "suite", t.id)
+        log = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, check=True)
+        assert log.stdout.decode().strip() == f"task {t.id}"
+        assert t.canary == canary_for(suite.commit, 7, t.id)
 
     # the kept task: its deleted lines are nowhere a solver's sandbox can read
     task = next(t for t in suite.tasks if t.symbol == "slugify")

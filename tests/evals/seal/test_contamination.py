@@ -5,7 +5,10 @@ walk) — and a solver that searches the whole visible filesystem. Every sandbox
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,10 +204,88 @@ def test_contamination_needs_the_deleted_source(tmp_path: Path) -> None:
         contamination.task_needles([""], tmp_path)
 
 
+SECOND_CANARY = "CANARY-second-task-0f3c"
+# a deleted function of another task, found nowhere (big enough to be sought by its AST)
+OTHER = '''def histogram(values, bins):
+    """Counts per bin."""
+    counts = [0] * bins
+    low, high = min(values), max(values)
+    for value in values:
+        counts[min(int((value - low) / (high - low) * bins), bins - 1)] += 1
+    return {"bins": bins, "counts": counts, "label": "histogram of observed values"}
+'''
+
+
+def _second_task(root: Path, repo: SealRepo, extra: dict[str, str]) -> tuple[Path, contamination.Needles]:
+    """Another task's tree (the seal's tree with ``extra`` files, e.g. the first task's function intact, as a task
+    deleting another function of the same repository has it) and its needles (``histogram``, deleted from it)."""
+    tree = root / "second"
+    shutil.copytree(repo.task_repo, tree, symlinks=True)
+    for name, text in extra.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    return tree, contamination.task_needles([OTHER], tree, [SECOND_CANARY])
+
+
+def test_one_walk_for_two_tasks_answers_each_as_its_own_walk_would(
+    fixture: tuple[SealRepo, Path, Path], tmp_path: Path
+) -> None:
+    """The second task's tree holds the first task's deleted function (the same repository, another deletion):
+    blamed on the first task only in a walk that mixed the trees; its own canary is reported where its sample
+    shows it, ``/workspace``."""
+    repo, venv, sdk = fixture
+    tree, second = _second_task(
+        tmp_path, repo, {"legacy/stats_copy.py": ORIGINAL, "notes.txt": f"kept for the record: {SECOND_CANARY}\n"}
+    )
+    spec = _spec(repo, venv, sdk)
+    first_alone = contamination.scan(spec, _needles(repo))
+    second_alone = contamination.scan(replace(spec, workspace=tree), second)
+    both = contamination.scan_tasks(spec, [(repo.task_repo, _needles(repo)), (tree, second)])
+    assert [(m.path, m.kinds) for m in first_alone.matches] == [("/opt/sdk/third_party/mathpkg/stats.py", ["body"])]
+    assert [(m.path, m.kinds) for m in second_alone.matches] == [("/workspace/notes.txt", ["canary"])]
+    assert [m.matches for m in both] == [first_alone.matches, second_alone.matches]
+    assert all(not s.error and not s.not_reached for s in both), both
+    # the same two trees in the other order: each task's answer is still its own
+    swapped = contamination.scan_tasks(spec, [(tree, second), (repo.task_repo, _needles(repo))])
+    assert [m.matches for m in swapped] == [second_alone.matches, first_alone.matches]
+
+
+def test_a_file_with_two_names_is_read_once_yet_sought_under_each(
+    fixture: tuple[SealRepo, Path, Path], tmp_path: Path
+) -> None:
+    """The host copy hard-linked into the second task's tree, whose bind the walk reaches first (``/labbot-walk``
+    sorts before ``/opt``): read there for the second task only, it must still be read, and body-matched, under its
+    shared name for the first. Its second shared name (another bound folder) is not read again."""
+    repo, venv, sdk = fixture
+    tree, second = _second_task(tmp_path, repo, {})
+    copy = sdk / "third_party" / "mathpkg" / "stats.py"
+    os.link(copy, tree / "linked_stats.py")
+    again = tmp_path / "again"
+    again.mkdir()
+    os.link(copy, again / "stats.py")
+    spec = SandboxSpec(repo.task_repo, venv=venv, ro_binds={"/opt/sdk": sdk, "/opt/sdk2": again})
+    first, second_scan = contamination.scan_tasks(spec, [(repo.task_repo, _needles(repo)), (tree, second)])
+    assert [(m.path, m.kinds) for m in first.matches] == [("/opt/sdk/third_party/mathpkg/stats.py", ["body"])]
+    assert second_scan.matches == []
+    alone = contamination.scan(SandboxSpec(repo.task_repo, venv=venv, ro_binds={"/opt/sdk": sdk}), _needles(repo))
+    # /opt/sdk2's name was not read again: the batch read what the first task's walk alone reads, plus the tree
+    assert first.files == alone.files + sum(1 for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_the_bind_point_of_a_walk_for_several_tasks_is_its_own(fixture: tuple[SealRepo, Path, Path]) -> None:
+    repo, venv, _ = fixture
+    spec = SandboxSpec(repo.task_repo, venv=venv, ro_binds={f"{contamination.BATCH_ROOT}/1": repo.task_repo})
+    with pytest.raises(BadRequest, match="bind elsewhere"):
+        contamination.scan_tasks(spec, [(repo.task_repo, _needles(repo))])
+    assert contamination.scan_tasks(spec, []) == []
+
+
 def test_the_walks_cheap_filters_rule_out_no_copy() -> None:
     """The walk finds definitions through statement bodies only and normalises one (a deep copy and a dump) only when
-    its :func:`signature` is a deleted one's: it must find every definition ``ast.walk`` finds, and two definitions
-    with one normalised form must have one signature, or a copy would be missed."""
+    its :func:`signature` is a deleted one's, and parses a file only when it holds the definition's anchors: it must
+    find every definition ``ast.walk`` finds, two definitions with one normalised form must have one signature, and
+    every anchor must be in any layout of the definition (here its own and ``ast.unparse``'s: requoted strings, no
+    comments, another docstring), or a copy would be missed."""
     import ast as ast_module
     import inspect
     import json as json_module
@@ -221,12 +302,20 @@ def test_the_walks_cheap_filters_rule_out_no_copy() -> None:
         "def renamed_copy(self):\n    return 1\n"
     )
     by_form: dict[str, set[tuple[str, int, tuple[str, ...]]]] = {}
+    n_anchors = 0
     for source in sources:
         tree = ast_module.parse(source)
         found = list(walk.definitions(tree))
         assert {id(n) for n in found} == {id(n) for n in ast_module.walk(tree) if isinstance(n, walk.DEFS)}
         for node in found:
             by_form.setdefault(walk.normalise(node), set()).add(walk.signature(node))
+            anchors = walk._anchors(node)
+            relaid = ast_module.unparse(walk.normalised(node)).encode()
+            first = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])  # type: ignore[attr-defined]
+            own = "\n".join(source.splitlines()[first - 1 : node.end_lineno]).encode()  # type: ignore[attr-defined]
+            assert all(a in relaid and a in own for a in anchors), (anchors, relaid[:300])
+            n_anchors += len(anchors)
+    assert n_anchors > 3000  # the anchors are real: thousands, strings' words among them
     assert len(by_form) > 300
     assert all(len(signatures) == 1 for signatures in by_form.values())
     assert any(len(s) == 1 for s in by_form.values())  # and the groups are real: the lone-docstring f and the copy

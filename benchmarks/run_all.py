@@ -32,6 +32,7 @@ SCRIPTS = [
     "isolation_table.py",
     "tamper_table.py",
     "contamination.py",
+    "contamination_cost.py",
     "eval_fixed_cost.py",
     "eval_generate.py",
     "eval_throughput.py",

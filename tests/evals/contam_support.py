@@ -1,5 +1,6 @@
 """The sandbox's view of the host before issue 24 (``/usr`` whole, the interpreter's prefix whole, the venv whole),
-as a :class:`Sandbox` variant: what the contamination tests and ``benchmarks/contamination.py`` compare against."""
+as a :class:`Sandbox` variant, and today's with only the venv as it was: what the contamination tests and
+``benchmarks/contamination.py`` compare against."""
 
 from __future__ import annotations
 
@@ -27,11 +28,19 @@ def _replace(argv: list[str], old: Sequence[str], new: Sequence[str]) -> list[st
     raise AssertionError(f"{list(old)[:6]}... is not in the sandbox's argv: the bind section changed")
 
 
-class WideSandbox(Sandbox):
-    """A sample sandbox with the old, wide view of the host."""
+class UnmaskedVenvSandbox(Sandbox):
+    """A sample sandbox whose venv is shown whole, its vendored trees unmasked (as before issue 24); the host's
+    view is today's."""
 
     def argv(self, cmd: Sequence[str], **kwargs: Any) -> list[str]:
-        argv = _replace(super().argv(cmd, **kwargs), host_view(self.spec), wide_view())
+        argv = super().argv(cmd, **kwargs)
         for mask in venv_masks(self.spec.venv) if self.spec.venv is not None else []:
             argv = _replace(argv, ["--tmpfs", str(mask), "--remount-ro", str(mask)], [])
         return argv
+
+
+class WideSandbox(UnmaskedVenvSandbox):
+    """A sample sandbox with the old, wide view of the host."""
+
+    def argv(self, cmd: Sequence[str], **kwargs: Any) -> list[str]:
+        return _replace(super().argv(cmd, **kwargs), host_view(self.spec), wide_view())

@@ -99,8 +99,9 @@ def _anchors(node: ast.AST) -> list[bytes]:
     """Text a file must hold to hold a copy of ``node`` (in any layout, renamed, its docstrings rewritten): its
     identifiers of three characters or more (names, attributes, parameters: :func:`normalised` keeps them all) and the
     words of four characters or more of its string constants, docstrings aside (a reformatter may requote a string
-    or split it in two, never inside a word). The longest :data:`MAX_ANCHORS` of each, rarest first: a file without
-    all of them is never parsed (an ``ast.parse`` costs a thousand times a search)."""
+    or split it in two, never inside a word; a copy spelling a letter of such a word as an escape, ``\\x41``, is not
+    sought by its AST). The longest :data:`MAX_ANCHORS` of each: a file without all of them is never parsed (an
+    ``ast.parse`` costs a thousand times a search)."""
     plain = normalised(node)
     names: set[str] = set()
     words: set[str] = set()
@@ -207,14 +208,13 @@ class Walk:
         """The search whose tree ``path`` is in, or -1 (every search's)."""
         return next((i for i, s in enumerate(self.searches) if s.owns(path)), -1)
 
-    def check(self, path: str, data: bytes) -> None:
-        owner = self.route(path.split("!", 1)[0])
+    def check(self, path: str, data: bytes, owner: int) -> None:
         contents = Contents(data)
         for i, search in enumerate(self.searches):
             if owner in (-1, i):
                 search.check(path, contents)
 
-    def read(self, path: str) -> None:
+    def read(self, path: str, owner: int) -> None:
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_FILE)
@@ -222,21 +222,22 @@ class Walk:
             self.unreadable.append(path)
             return
         self.files += 1
-        self.check(path, data)
+        self.check(path, data, owner)
         if data[:4] == b"PK\x03\x04":
-            self.archive(path)
+            self.archive(path, owner)
 
-    def archive(self, path: str) -> None:
+    def archive(self, path: str, owner: int) -> None:
         try:
             with zipfile.ZipFile(path) as z:
                 for info in z.infolist()[:MAX_MEMBERS]:
                     if not info.is_dir() and info.file_size <= MAX_FILE:
-                        self.check(path + "!" + info.filename, z.read(info))
+                        self.check(path + "!" + info.filename, z.read(info), owner)
         except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, NotImplementedError):
             return
 
-    def first_time(self, path: str) -> bool:
-        """Whether ``path`` is a regular file (not a link) not read yet under another name sought the same way."""
+    def first_time(self, path: str, owner: int) -> bool:
+        """Whether ``path`` (in the tree of search ``owner``, or -1) is a regular file (not a link) not read yet under
+        another name sought the same way."""
         try:
             st = os.lstat(path)
         except OSError:
@@ -244,7 +245,7 @@ class Walk:
             return False
         if not stat.S_ISREG(st.st_mode):
             return False
-        key = (st.st_dev, st.st_ino, self.route(path), path.endswith(".py"))
+        key = (st.st_dev, st.st_ino, owner, path.endswith(".py"))
         if key in self.seen:
             return False
         self.seen.add(key)
@@ -259,8 +260,9 @@ class Walk:
                     if time.monotonic() > self.deadline:
                         return [dirpath + " (in part)", *tops[i + 1 :]]
                     path = os.path.join(dirpath, name)
-                    if self.first_time(path):
-                        self.read(path)
+                    owner = self.route(path)
+                    if self.first_time(path, owner):
+                        self.read(path, owner)
         return []
 
 

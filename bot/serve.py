@@ -56,6 +56,8 @@ from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced, Lease, holder_id
+from labbot.training.experiments.service import ExperimentService
+from labbot.training.experiments.study import Studies
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from labbot.training.registry import JobRegistry
@@ -114,6 +116,7 @@ class ControlPlane:
     agents: AgentsStack | None = None
     artifacts: ArtifactStore | None = None
     evals: EvalService | None = None
+    experiments: ExperimentService | None = None  # sweeps: the controller moves them on the watchdog's tick
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
@@ -187,6 +190,8 @@ class ControlPlane:
             notifiers["pagerduty"] = PagerDutyNotifier(pagerduty)
         outbox = Outbox(db, notifiers)
         watchdog = Watchdog(db, launcher, service, pager, settings.watchdog, address=ray.address)
+        # an experiment's study in Optuna's tables of the same database (opened on first use)
+        experiments = ExperimentService(db, service, Studies(db.engine.url.render_as_string(hide_password=False)))
         deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
         agents, runtime = None, None
         if core is not None:
@@ -209,7 +214,7 @@ class ControlPlane:
         return cls(
             settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox,
             slack=runtime, deadman=deadman, pagerduty=pagerduty, agents=agents, artifacts=artifacts, evals=evals,
-            ab=ab, metrics=metrics, lease=lease, in_process=in_process,
+            experiments=experiments, ab=ab, metrics=metrics, lease=lease, in_process=in_process,
         )  # fmt: skip
 
     def app(self) -> Starlette:
@@ -230,6 +235,8 @@ class ControlPlane:
             metrics=self.metrics,
             probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
+            experiments=self.experiments,
+            kick=self.tick_soon,
         )
         if self.in_process is not None:
             self.in_process.attach(app)
@@ -293,6 +300,12 @@ class ControlPlane:
             for name in ("watchdog", "outbox"):
                 self._jobs.run_soon(name)
 
+    def tick_soon(self) -> None:
+        """Bring the watchdog's next tick (and the experiments' step in it) forward to now, when this replica leads;
+        a follower's leader ticks on its own schedule."""
+        if self._jobs is not None and self.is_leader():
+            self._jobs.run_soon("watchdog")
+
     def singleton(self, job: Callable[[], Coroutine[Any, Any, object]]) -> Callable[[], Coroutine[Any, Any, None]]:
         """``job`` run only while this replica holds the lease, inside its fence (``leader_only``)."""
         return leader_only(self.lease, job)
@@ -304,6 +317,8 @@ class ControlPlane:
         started = time.perf_counter()
         try:
             report = await to_thread.run_sync(self.watchdog.tick)
+            if self.experiments is not None:  # runs that ended this tick free their trials' places in the same tick
+                await to_thread.run_sync(self.experiments.controller.tick)
             if report.changed or report.restarts_scheduled or report.restarts_submitted:
                 log.info(
                     "watchdog: %d run(s) changed, %d restart(s) scheduled, %d submitted",

@@ -5,6 +5,7 @@ LabbotError                 what went wrong + what would be right; ``status`` is
 │   └── UnknownJob (404)    no such job in the registry
 ├── UnknownRun (404)        no such run id
 ├── UnknownPage (404)       no such page (incident) id
+├── UnknownExperiment (404) no such experiment id
 ├── Conflict (409)          the run is in a state where that action makes no sense
 ├── Unauthorized (401)      missing or wrong bearer token
 ├── RayUnavailable (503)    the Ray dashboard did not answer; names the address, never the token
@@ -41,6 +42,11 @@ class UnknownRun(LabbotError):
 class UnknownPage(LabbotError):
     status = 404
     code = "unknown_page"
+
+
+class UnknownExperiment(LabbotError):
+    status = 404
+    code = "unknown_experiment"
 
 
 class UnknownFeedback(LabbotError):

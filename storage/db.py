@@ -5,7 +5,10 @@
 as people write it (``postgresql://user@host/db``, ``postgres://…``) is given labbot's driver, psycopg 3
 (``postgresql+psycopg://``). Any other scheme, or a database that does not answer, is a ``BadRequest`` saying what is
 accepted; a password in the URL is never shown (``display_url``). ``upgrade()`` runs the Alembic migrations shipped in
-``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``).
+``storage/migrations`` (``labbot db upgrade`` and every ``labbot serve``); labbot's revision is kept in its own table,
+``labbot_alembic_version`` (``VERSION_TABLE``), so the database can hold another Alembic user's tables beside
+labbot's: Optuna's study storage (``labbot.training.experiments.study``) keeps its own in ``alembic_version``. A
+database from before (labbot's revision in ``alembic_version``) has it moved at the next upgrade.
 
 A session that fails because the database is away (PostgreSQL restarting or unreachable, SQLite's file locked past
 its busy timeout) raises ``DatabaseUnavailable`` (503: try again), never the driver's error with its text. Inside
@@ -29,13 +32,18 @@ from typing import Any, Protocol
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import URL, Engine, create_engine, event, insert, make_url, text
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import URL, Connection, Engine, create_engine, event, insert, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labbot.common.errors import BadRequest, DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+VERSION_TABLE = "labbot_alembic_version"
+"""Where labbot's schema revision is kept (``alembic_version``, Alembic's default, is Optuna's)."""
 ACCEPTED = (
     "sqlite:///PATH (the default: a file in LABBOT_HOME) or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE "
     "(also postgres://…; labbot connects with psycopg 3)"
@@ -223,8 +231,14 @@ class Database:
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as conn:
+            _move_version_table(conn, ScriptDirectory.from_config(cfg))
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def revision(self) -> str | None:
+        """labbot's schema revision in this database (None before the first upgrade)."""
+        with self.engine.connect() as conn:
+            return schema_revision(conn)
 
     def insert_ignoring_duplicates(self, model: type[Any]) -> Any:
         """An INSERT that skips rows whose unique key already exists (``ON CONFLICT DO NOTHING`` on SQLite and
@@ -250,3 +264,27 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def schema_revision(conn: Connection) -> str | None:
+    """labbot's schema revision as recorded on ``conn`` (in ``VERSION_TABLE``)."""
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def _move_version_table(conn: Connection, scripts: ScriptDirectory) -> None:
+    """A database upgraded before labbot kept its revision in ``VERSION_TABLE`` has it in ``alembic_version``: moved
+    there (in the upgrade's transaction), and ``alembic_version`` dropped, when it holds one of labbot's revisions.
+    One that holds another's (Optuna's) is left alone."""
+    tables = set(inspect(conn).get_table_names())
+    if VERSION_TABLE in tables or "alembic_version" not in tables:
+        return
+    revision = MigrationContext.configure(conn).get_current_revision()
+    if revision is None:
+        return
+    try:
+        scripts.get_revision(revision)
+    except CommandError:
+        return  # not one of labbot's
+    ours = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    ours.stamp(scripts, revision)
+    conn.execute(text("DROP TABLE alembic_version"))

@@ -113,12 +113,88 @@ class Run(Base):
     purpose: Mapped[str] = mapped_column(String(16), default=PURPOSE_DEFAULT)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the experiment this run is a trial of (one seed of one config), or None for a run launched alone
+    experiment_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
     __table_args__ = (
         Index("ix_runs_status", "status"),
         Index("ix_runs_created_at", "created_at"),
         Index("ix_runs_queue", "status", "purpose", "priority", "queued_at"),
     )
+
+
+class ExperimentStatus(StrEnum):
+    RUNNING = "running"  # the controller launches trials while it may
+    PAUSED = "paused"  # nothing new is launched; trials on Ray go on
+    DONE = "done"  # every trial ended
+    STOPPED = "stopped"  # by a person: running trials stopped, the study kept
+    BUDGET_SPENT = "budget_spent"  # the budget is used: running trials stopped, the study kept
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ExperimentStatus.DONE, ExperimentStatus.STOPPED, ExperimentStatus.BUDGET_SPENT)
+
+
+class TrialStatus(StrEnum):
+    LAUNCHING = "launching"  # asked of Optuna, its runs being launched (a restart launches them again, idempotently)
+    RUNNING = "running"  # its runs (one per seed) are queued or on Ray
+    DONE = "done"  # every seed succeeded: scored, told to Optuna as complete
+    PRUNED = "pruned"  # Optuna's pruner stopped it; its runs stopped
+    FAILED = "failed"  # a seed failed for good (after its restarts), or never reported the objective
+    STOPPED = "stopped"  # stopped by a person, or by the experiment's end (budget, stop)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (TrialStatus.LAUNCHING, TrialStatus.RUNNING)
+
+
+class Experiment(Base):
+    """A question answered by many runs: a job, a search space, an objective, seeds, a search and a pruner, limits
+    and a budget (``spec``: ``labbot.training.experiments.plan.ExperimentPlan`` as JSON). Its study lives in the
+    same database, in Optuna's own tables (``study_name``); each trial is a row of ``experiment_trials`` and one run
+    per seed."""
+
+    __tablename__ = "experiments"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(100))
+    job: Mapped[str] = mapped_column(String(100))
+    purpose: Mapped[str] = mapped_column(String(16), default=PURPOSE_DEFAULT)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default=ExperimentStatus.RUNNING.value)
+    study_name: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)  # why it ended (or was paused), in words
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    channel: Mapped[str | None] = mapped_column(String(64))  # its Slack thread, once posted
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    card_digest: Mapped[str | None] = mapped_column(String(64))  # what its card shows now (skip no-op updates)
+    summary_posted: Mapped[bool] = mapped_column(default=False)
+
+    __table_args__ = (Index("ix_experiments_status", "status"),)
+
+
+class ExperimentTrial(Base):
+    """One trial of an experiment: Optuna's trial ``number``, the parameters it asked for, and the run of each seed.
+    ``value`` is its score (the objective's mean across seeds) once done; ``reported_step`` the last step whose
+    mean across seeds was told to Optuna as an intermediate value."""
+
+    __tablename__ = "experiment_trials"
+
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    optuna_trial_id: Mapped[int] = mapped_column(BigInt)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default=TrialStatus.LAUNCHING.value)
+    run_ids: Mapped[list[str]] = mapped_column(JSON, default=list)  # one per seed, in seed order
+    reported_step: Mapped[int | None] = mapped_column(BigInt)
+    value: Mapped[float | None] = mapped_column(Float)  # finite: a trial whose score is not is failed
+    seed_values: Mapped[list[float]] = mapped_column(JSON, default=list)  # each seed's objective, in seed order
+    reason: Mapped[str | None] = mapped_column(Text)  # why it was pruned, failed or stopped
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class AdmissionLock(Base):

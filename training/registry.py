@@ -48,6 +48,8 @@ TINY_LM = JobSpec(
         "nan_at_step": 0,
     },
     checks={"min_step_s": ParamCheck(min=0, max=60), "num_threads": ParamCheck(min=0)},
+    reports=["loss", "tokens_per_s"],
+    step_seconds=0.05,  # the default model on one CPU; an experiment learns the real figure from finished runs
 )
 
 TINY_RL = JobSpec(
@@ -112,6 +114,12 @@ TINY_RL = JobSpec(
     alerts=[{"metric": "pass_rate", "condition": "below", "threshold": 0.5, "for": "2m"}],
     plot=["reward", "pass_rate", "entropy", "kl", "frac_reward_zero_std"],
     headline="pass_rate",
+    reports=[
+        "loss", "reward", "frac_reward_zero_std", "entropy", "kl", "clip_frac", "generations", "tokens_per_s",
+        "stale_dropped", "rollout_lag", "rollout_worker_failures", "pass_rate", "gate_ratio", "sd_adv_flagged",
+        "sd_adv_unflagged",
+    ],  # fmt: skip
+    seed_param="rl_seed",  # a repeat of an RL run: the same warm-up, another RL seed
 )
 
 EVAL = JobSpec(

@@ -40,6 +40,7 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         "priority": run.priority or 0,
         "queue_position": queue_position if run.status == "queued" else None,
         "queued_at": ts(run.queued_at),
+        "experiment": run.experiment_id,  # the experiment this run is a trial of (None: launched alone)
         "stall_after_s": cfg.get("stall_after_s"),
         "max_restarts": cfg.get("max_restarts"),
         "plot": plot,

@@ -120,7 +120,8 @@ class RunService:
 
     # -- launching -------------------------------------------------------------------------------------------
 
-    def launch(self, req: LaunchRequest) -> LaunchResult:
+    def launch(self, req: LaunchRequest, *, experiment: str | None = None) -> LaunchResult:
+        """Launch a run (``experiment``: the experiment it is a trial of, set by the experiment controller only)."""
         spec = self.registry.get(req.job)
         cfg = resolve_launch(spec, req)  # every input check happens before anything is written
         if self.compute.enabled:
@@ -133,7 +134,7 @@ class RunService:
                 return LaunchResult(existing, created=False)
         token = secrets.token_urlsafe(32)
         try:
-            run_id, decision = self._insert_decided(req, cfg, token)
+            run_id, decision = self._insert_decided(req, cfg, token, experiment=experiment)
         except _DuplicateKey:
             existing = self._run_for_key(req.idempotency_key or "")
             assert existing is not None
@@ -308,7 +309,9 @@ class RunService:
     def _insert_run(self, req: LaunchRequest, cfg: RunConfig, token: str) -> str:
         return self._insert_decided(req, cfg, token)[0]
 
-    def _insert_decided(self, req: LaunchRequest, cfg: RunConfig, token: str) -> tuple[str, Decision | None]:
+    def _insert_decided(
+        self, req: LaunchRequest, cfg: RunConfig, token: str, *, experiment: str | None = None
+    ) -> tuple[str, Decision | None]:
         """Insert the run; with ``[compute]``, decided (admitted: ``pending``; else ``queued``, or with
         ``no_queue`` refused with the numbers, nothing written) in the same transaction, under the admission lock."""
         for _ in range(5):
@@ -339,6 +342,7 @@ class RunService:
                             purpose=cfg.purpose,
                             priority=0,
                             queued_at=utcnow() if status == RunStatus.QUEUED.value else None,
+                            experiment_id=experiment,
                         )
                     )
                     s.flush()

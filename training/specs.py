@@ -180,6 +180,21 @@ class JobSpec(BaseModel):
     # the metrics the run's thread plots, one panel each, and the one its card shows (None: the first of plot)
     plot: list[str] = Field(default_factory=_default_plot)
     headline: str | None = None
+    # the metrics the job reports (an experiment's objective must be one); None: those it plots and alerts on
+    reports: list[str] | None = None
+    # what an experiment sets for each repeat, and reads as a run's length (when the job has such parameters)
+    seed_param: str = "seed"
+    steps_param: str = "steps"
+    # expected seconds per step on its resources, for an experiment's projected cost; None: learned from its runs
+    step_seconds: float | None = Field(default=None, gt=0)
+
+    @field_validator("reports")
+    @classmethod
+    def _reports(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if not metric_name_ok(name):
+                raise ValueError(f"bad metric name {name!r} in reports: {METRIC_NAME_RULE}")
+        return v
 
     @field_validator("alerts", mode="before")
     @classmethod
@@ -242,6 +257,25 @@ class JobSpec(BaseModel):
     def headline_metric(self) -> str:
         """The metric the run card shows: ``headline``, or the first of ``plot``."""
         return check_headline(self.plot, self.headline)
+
+    @property
+    def reported_metrics(self) -> list[str]:
+        """The metrics the job reports: ``reports``, else those it plots and its alerts watch (in that order)."""
+        if self.reports is not None:
+            return list(self.reports)
+        names = list(self.plot)
+        names += [a["metric"] for a in self.alerts if a.get("metric") not in names]
+        return names
+
+    @property
+    def seed_key(self) -> str | None:
+        """The parameter that seeds a run, if the job has it."""
+        return self.seed_param if self.seed_param in self.params else None
+
+    @property
+    def steps_key(self) -> str | None:
+        """The parameter that sets a run's length in steps, if the job has it."""
+        return self.steps_param if self.steps_param in self.params else None
 
 
 class LaunchRequest(BaseModel):

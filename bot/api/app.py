@@ -8,7 +8,8 @@ probes, joined from one route module per concept, each ``routes(deps) -> list[Ro
 - ``plots``: ``/plots/{run_id}/IMAGE.png?sig=SIG``, a run's plots behind a signed link (the Notion report's images);
 - ``artifacts``: ``/api/v1/artifacts`` (the per-agent artifact stores);
 - ``evals``: ``/api/v1/evals``; ``feedback``: ``/api/v1/feedback`` and ``/api/v1/ab``; ``compare``:
-  ``/api/v1/compare``.
+  ``/api/v1/compare``;
+- ``experiments``: ``/api/v1/experiments`` (``ExperimentService``).
 
 Every ``/api/v1`` route but telemetry's needs the admin token (``ApiDeps.admin``); errors become JSON once, in
 ``labbot.bot.web.errors``; a service the composition root did not pass in answers 503.
@@ -16,7 +17,7 @@ Every ``/api/v1`` route but telemetry's needs the admin token (``ApiDeps.admin``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -24,7 +25,19 @@ from starlette.routing import BaseRoute
 
 from labbot.agents.babysitter.pager import Pager
 from labbot.agents.feedback.ab import AbTest
-from labbot.bot.api import artifacts, audit, compare, evals, feedback, health, pages, plots, runs, telemetry
+from labbot.bot.api import (
+    artifacts,
+    audit,
+    compare,
+    evals,
+    experiments,
+    feedback,
+    health,
+    pages,
+    plots,
+    runs,
+    telemetry,
+)
 from labbot.bot.api.deps import MAX_ARTIFACT_BODY, ApiDeps, PostFile, Ready
 from labbot.bot.api.probes import REFUSE_ANONYMOUS, ProbeAccess
 from labbot.bot.metrics import Metrics
@@ -32,11 +45,13 @@ from labbot.bot.web.edge import RefuseUnstorable
 from labbot.evals.service import EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
+from labbot.training.experiments.service import ExperimentService
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
-# in the order they are matched; bound here because create_app's arguments `artifacts` and `evals` hide two names
-ROUTE_MODULES = (health, runs, telemetry, pages, audit, plots, artifacts, evals, feedback, compare)
+# in the order they are matched; bound here because create_app's arguments `artifacts`, `evals` and `experiments`
+# hide three names
+ROUTE_MODULES = (health, runs, telemetry, pages, audit, plots, artifacts, evals, feedback, compare, experiments)
 
 
 def create_app(
@@ -56,6 +71,8 @@ def create_app(
     metrics: Metrics | None = None,
     probes: ProbeAccess = REFUSE_ANONYMOUS,
     admins: frozenset[str] = frozenset(),
+    experiments: ExperimentService | None = None,
+    kick: Callable[[], None] | None = None,
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
@@ -64,7 +81,9 @@ def create_app(
     ``labbot.bot.health.readiness``) and ``metrics`` serves ``/metrics``; either ``None`` answers 503. ``probes`` says
     who may read those two (``labbot.bot.api.probes``; the default refuses anonymous callers: the composition root
     passes the rule of the address it binds). ``admins`` (``[roles] admins``) see every eval suite and run when a read
-    names one of them in ``?by=``. ``extra_routes`` (Slack's ``POST /slack/events``) are matched first."""
+    names one of them in ``?by=``. ``experiments`` serves ``/api/v1/experiments`` (503 when ``None``), and ``kick``
+    brings the leader's next tick forward when one is created. ``extra_routes`` (Slack's ``POST /slack/events``) are
+    matched first."""
     deps = ApiDeps(
         service=service,
         telemetry=telemetry_store,
@@ -80,6 +99,8 @@ def create_app(
         metrics=metrics,
         probes=probes,
         admins=admins,
+        experiments=experiments,
+        kick=kick,
     )
     # extra routes first: POST /slack/events is the route under a burst (Slack's 3 s)
     routes = [*extra_routes, *(route for module in ROUTE_MODULES for route in module.routes(deps))]

@@ -26,6 +26,7 @@ from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
+from labbot.training.experiments.service import ExperimentService
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -61,6 +62,8 @@ class ApiDeps:
     metrics: Metrics | None = None
     probes: ProbeAccess = REFUSE_ANONYMOUS
     admins: frozenset[str] = frozenset()
+    experiments: ExperimentService | None = None
+    kick: Callable[[], None] | None = None  # brings the leader's next tick forward (a new experiment's trials)
 
     def admin(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """``handler`` behind the admin token; its errors become the JSON error body, a dict it returns JSON."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
+from labbot.bot.cli import experiments as cli_experiments
 from labbot.bot.cli import feedback as cli_feedback
 from labbot.bot.cli.output import CLIError, print_json
 from labbot.bot.render import tables
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_evals.add_parser(sub)
     cli_feedback.add_parser(sub)
     cli_compare.add_parser(sub)
+    cli_experiments.add_parser(sub)
     _maintenance_commands(sub)
     return p
 

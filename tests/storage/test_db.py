@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from labbot.common.errors import BadRequest
 from labbot.storage import Database, MetricPoint, Run, RunStatus
-from labbot.storage.db import MIGRATIONS, normalize_database_url
+from labbot.storage.db import MIGRATIONS, VERSION_TABLE, normalize_database_url, schema_revision
 from labbot.storage.floats import decode_float, encode_float
 from labbot.storage.models import Base, utcnow
 
@@ -44,7 +44,8 @@ EARLIER = REVISIONS[:-1]
 
 def _diff(db: Database) -> list[Any]:
     with db.engine.connect() as conn:
-        return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        return list(compare_metadata(context, Base.metadata))
 
 
 def test_migrations_from_empty_build_exactly_the_models(empty_database_url: str) -> None:
@@ -56,7 +57,7 @@ def test_migrations_from_empty_build_exactly_the_models(empty_database_url: str)
 
 
 def _revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    return schema_revision(conn)
 
 
 def _fill(conn: Connection, tag: str) -> dict[str, int]:
@@ -66,7 +67,7 @@ def _fill(conn: Connection, tag: str) -> dict[str, int]:
     meta.reflect(conn)
     made: dict[tuple[str, str], Any] = {}
     for table in meta.sorted_tables:
-        if table.name == "alembic_version":
+        if table.name == VERSION_TABLE:
             continue
         row: dict[str, Any] = {}
         for column in table.columns:
@@ -146,10 +147,31 @@ def test_each_revision_goes_down_a_step_and_up_again(empty_database_url: str, re
     db.dispose()
 
 
+def test_a_revision_kept_in_alembic_version_moves_to_labbots_own_table(db: Database) -> None:
+    """A database upgraded before labbot kept its revision apart has it in ``alembic_version``: the next upgrade moves
+    it, and ``alembic_version`` is free for Optuna's storage; one holding another's revision is left alone."""
+    head = _head_revision()
+    with db.engine.begin() as conn:  # as an older labbot left it
+        conn.execute(text(f"DROP TABLE {VERSION_TABLE}"))
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+        conn.execute(text("INSERT INTO alembic_version VALUES (:v)"), {"v": head})
+    db.upgrade()
+    assert db.revision() == head
+    with db.engine.connect() as conn:
+        assert "alembic_version" not in inspect(conn).get_table_names()
+    with db.engine.begin() as conn:  # Optuna's own revision beside labbot's
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+        conn.execute(text("INSERT INTO alembic_version VALUES ('v3.2.0.a')"))
+    db.upgrade()
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "v3.2.0.a"
+    assert db.revision() == head
+
+
 def test_upgrade_is_idempotent(db: Database) -> None:
     db.upgrade()  # a second `labbot db upgrade` changes nothing
     with db.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == _head_revision()
+        assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() == _head_revision()
         if db.dialect == "sqlite":
             assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
 

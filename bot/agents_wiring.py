@@ -36,6 +36,7 @@ from labbot.bot.slack.runtime import SlackCore
 from labbot.common.errors import LabbotError, UnknownPage
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.db import Database
+from labbot.training.experiments.service import ExperimentService
 from labbot.training.service import RunService
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ def build_agents(
     integrations: Integrations | None = None,
     ab: AbTest | None = None,
     observer: Observer = NO_OBSERVER,
+    experiments: ExperimentService | None = None,
 ) -> AgentsStack:
     """The agents of a control plane whose ``/api/v1`` ``lab_api()`` reaches (``InProcessApi.lab_api``), talking in
     ``slack``'s threads; its conversations and approval gate are what Slack's handlers are then given."""
@@ -183,7 +185,20 @@ def build_agents(
         except LabbotError:
             return None
 
-    gate = ApprovalGate(pool.executor("assistant"), db, prompter, admins=slack.settings.admins, run_owner=owner_of)
+    def experiment_owner(exp_id: str) -> str | None:
+        try:
+            return experiments.owner_of(exp_id) if experiments is not None else None
+        except LabbotError:
+            return None
+
+    gate = ApprovalGate(
+        pool.executor("assistant"),
+        db,
+        prompter,
+        admins=slack.settings.admins,
+        run_owner=owner_of,
+        experiment_owner=experiment_owner,
+    )
     gate.expire_leftovers()  # asks left pending by a previous process: fail closed
 
     async def tools_for(role: str) -> ToolExecutor:

@@ -207,6 +207,7 @@ class ControlPlane:
                 integrations=settings.integrations,
                 ab=ab,
                 observer=metrics,
+                experiments=experiments,
             )
             runtime = SlackRuntime.build(
                 _slack_deps(settings, core, service, telemetry, pager, agents, artifacts, evals, ab, deliver, token)

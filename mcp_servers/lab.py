@@ -36,8 +36,9 @@ from pydantic import Field
 from labbot.common import api_client
 from labbot.common.api_client import NO_ADMIN_TOKEN, ApiError, AsyncApiClient
 from labbot.common.durations import format_duration
+from labbot.common.experiment_text import experiment_text, plan_text
 from labbot.common.humanize import format_bytes
-from labbot.common.mcp_meta import WAITS
+from labbot.common.mcp_meta import WAITS, previewed_by
 from labbot.mcp_servers.annotations import ADD, READ, WRITE
 
 MAX_POINTS = 60
@@ -227,7 +228,14 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         "restarting and acknowledging change things: a human approves each such call.",
     )
     # in this order: the order of the tool list agents see
-    for add in (_add_reads, _add_actions, _add_artifact_tools, _add_eval_suite_tools, _add_eval_run_tools):
+    for add in (
+        _add_reads,
+        _add_actions,
+        _add_experiment_tools,
+        _add_artifact_tools,
+        _add_eval_suite_tools,
+        _add_eval_run_tools,
+    ):
         add(server, lab)
     return server
 
@@ -362,6 +370,119 @@ def _add_actions(server: MCPServer, lab: LabApi) -> None:
         """Acknowledge a page so its escalation stops (needs a human's approval)."""
         page = (await lab.json("POST", _path("page", page_id, "ack"), params={"by": "agent"}))["page"]
         return f"page {page['id']} is {page['state']}"
+
+
+def _experiment_body(
+    lab: LabApi,
+    as_agent: str | None,
+    job: str,
+    space: dict[str, Any],
+    metric: str,
+    goal: str | None,
+    trials: int | None,
+    concurrency: int,
+    seeds: int,
+    search: str,
+    prune: str,
+    budget: str | None,
+    name: str | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "job": job, "space": space, "metric": metric, "concurrency": concurrency, "seeds": seeds, "search": search,
+        "prune": prune, "owner": _launcher(lab, as_agent),
+    }  # fmt: skip
+    for key, value in (("goal", goal), ("trials", trials), ("budget", budget), ("name", name)):
+        if value is not None:
+            body[key] = value
+    return body
+
+
+ExpSpace = Annotated[
+    dict[str, Any],
+    Field(
+        description='the search space, one entry per job parameter: "loguniform(1e-4,1e-2)", "uniform(0,0.3)", '
+        '"int(100,1000)", "choice(64,128)", a list [64, 128] (what a grid walks), or one value (fixed)'
+    ),
+]
+ExpMetric = Annotated[str, Field(description="the objective: a metric the job reports, e.g. loss")]
+ExpGoal = Annotated[str | None, Field(description="min or max (default: by the metric's name)")]
+ExpTrials = Annotated[int | None, Field(ge=1, le=500, description="configs to try (default: the grid, else 20)")]
+ExpConcurrency = Annotated[int, Field(ge=1, le=64, description="trials running at once")]
+ExpSeeds = Annotated[int, Field(ge=1, le=20, description="runs of each config, one per seed")]
+ExpSearch = Annotated[Literal["grid", "random", "tpe", "cmaes"], Field(description="the sampler")]
+ExpPrune = Annotated[Literal["asha", "hyperband", "median", "none"], Field(description="early stopping")]
+ExpBudget = Annotated[str | None, Field(description="GPU- or CPU-hours, e.g. 2gpu-h or 10cpu-h")]
+
+
+def _add_experiment_tools(server: MCPServer, lab: LabApi) -> None:
+    """Experiments: planned (read only), run (one approval for every trial), read, stopped (its owner approves)."""
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def plan_experiment(
+        job: str,
+        space: ExpSpace,
+        metric: ExpMetric,
+        goal: ExpGoal = None,
+        trials: ExpTrials = None,
+        concurrency: ExpConcurrency = 2,
+        seeds: ExpSeeds = 1,
+        search: ExpSearch = "tpe",
+        prune: ExpPrune = "none",
+        budget: ExpBudget = None,
+        name: str | None = None,
+        as_agent: Launcher = None,
+    ) -> str:
+        """What run_experiment with these arguments would run and cost (trials, runs, projected CPU/GPU-hours against
+        the budget); starts nothing. A bad space, metric or budget is refused here with what would be right."""
+        body = _experiment_body(
+            lab, as_agent, job, space, metric, goal, trials, concurrency, seeds, search, prune, budget, name
+        )
+        return plan_text((await lab.json("POST", "/experiments/plan", json=body))["plan"])
+
+    @server.tool(annotations=WRITE, structured_output=False, meta=previewed_by("plan_experiment"))
+    async def run_experiment(
+        job: str,
+        space: ExpSpace,
+        metric: ExpMetric,
+        goal: ExpGoal = None,
+        trials: ExpTrials = None,
+        concurrency: ExpConcurrency = 2,
+        seeds: ExpSeeds = 1,
+        search: ExpSearch = "tpe",
+        prune: ExpPrune = "none",
+        budget: ExpBudget = None,
+        name: str | None = None,
+        as_agent: Launcher = None,
+    ) -> str:
+        """Start an experiment: a job swept over a search space, each config run once per seed, searched and pruned
+        by Optuna within the trials limit and budget (needs a human's approval, once for every trial: the prompt
+        shows the trials and projected cost). Returns its id; follow it with get_experiment."""
+        body = _experiment_body(
+            lab, as_agent, job, space, metric, goal, trials, concurrency, seeds, search, prune, budget, name
+        )
+        doc = (await lab.json("POST", "/experiments", json=body))["experiment"]
+        return f"experiment {doc['id']} started: {doc['trials_limit']} trials; follow it with get_experiment"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def get_experiment(experiment_id: str) -> str:
+        """An experiment: status, trials (done, running, pruned, queued, failed), budget used, each trial's params,
+        score and runs, the configs ranked with 95 % intervals across seeds, and the verdict between the best two."""
+        doc = (await lab.json("GET", _exp_path(experiment_id)))["experiment"]
+        return experiment_text(doc)
+
+    @server.tool(annotations=WRITE, structured_output=False)
+    async def stop_experiment(experiment_id: str) -> str:
+        """Stop an experiment (needs its owner's approval): its running trials are stopped, nothing more starts,
+        the study and every result so far are kept."""
+        doc = (await lab.json("POST", _exp_path(experiment_id, "stop"), params={"by": "agent"}))["experiment"]
+        return f"stopped: {doc['id']} ({doc['reason']})"
+
+
+def _exp_path(exp_id: str, *rest: str) -> str:
+    try:
+        return api_client.api_path("experiments", api_client.check_id("experiment", exp_id), *rest)
+    except ApiError as e:
+        raise tool_error(e) from None
 
 
 def _add_artifact_tools(server: MCPServer, lab: LabApi) -> None:

@@ -115,10 +115,22 @@ TINY_RL = JobSpec(
     plot=["reward", "pass_rate", "entropy", "kl", "frac_reward_zero_std"],
     headline="pass_rate",
     reports=[
-        "loss", "reward", "frac_reward_zero_std", "entropy", "kl", "clip_frac", "generations", "tokens_per_s",
-        "stale_dropped", "rollout_lag", "rollout_worker_failures", "pass_rate", "gate_ratio", "sd_adv_flagged",
+        "loss",
+        "reward",
+        "frac_reward_zero_std",
+        "entropy",
+        "kl",
+        "clip_frac",
+        "generations",
+        "tokens_per_s",
+        "stale_dropped",
+        "rollout_lag",
+        "rollout_worker_failures",
+        "pass_rate",
+        "gate_ratio",
+        "sd_adv_flagged",
         "sd_adv_unflagged",
-    ],  # fmt: skip
+    ],
     seed_param="rl_seed",  # a repeat of an RL run: the same warm-up, another RL seed
 )
 

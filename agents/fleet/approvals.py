@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from anyio import to_thread
 from sqlalchemy import update
 
-from labbot.agents.fleet.redact import preview
+from labbot.agents.fleet.redact import preview, redact_text
 from labbot.agents.fleet.tools import CallContext, ToolCall, ToolExecutor, ToolResult, ToolSpec
 from labbot.agents.fleet.waits import waiting_for_human
 from labbot.common.durations import format_duration
@@ -41,6 +41,14 @@ from labbot.training.permissions import may, who_may
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 600.0
+PREVIEW_LIMIT = 2000  # characters of a preview tool's answer shown in the prompt
+
+
+def _text(content: Any) -> str:
+    """A tool result's text (its text blocks joined, when it is blocks)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ class ApprovalGate:
         admins: frozenset[str] = frozenset(),
         timeout_s: float = DEFAULT_TIMEOUT_S,
         run_owner: Callable[[str], str | None] | None = None,
+        experiment_owner: Callable[[str], str | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
         waiting: dict[str, asyncio.Future[tuple[bool, str]]] | None = None,
     ) -> None:
@@ -111,6 +120,7 @@ class ApprovalGate:
         self.admins = admins
         self.timeout_s = timeout_s
         self.run_owner = run_owner  # run id -> owner: a run's owner approves what acts on it, and in its thread
+        self.experiment_owner = experiment_owner  # experiment id -> owner: who approves stopping it
         self.clock = clock
         # calls waiting for a decision, by approval id; shared by the gates of every role (see ``around``)
         self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {} if waiting is None else waiting
@@ -125,6 +135,7 @@ class ApprovalGate:
             admins=self.admins,
             timeout_s=self.timeout_s,
             run_owner=self.run_owner,
+            experiment_owner=self.experiment_owner,
             clock=self.clock,
             waiting=self._waiting,
         )
@@ -153,7 +164,13 @@ class ApprovalGate:
                 is_error=True,
                 meta={"approval": "unavailable"},
             )
-        request = await to_thread.run_sync(self._open, name, call.arguments, call.ctx)
+        shown = ""
+        if call.spec.preview:  # what the call would do, as labbot works it out, shown beside its arguments
+            previewed = await self.inner.call(ToolCall.resolve(self.inner, call.spec.preview, call.arguments, call.ctx))
+            if previewed.is_error:  # refused before anything would start: nothing to approve
+                return ToolResult(f"{name} was not run: {_text(previewed.content)}", is_error=True)
+            shown = _text(previewed.content)
+        request = await to_thread.run_sync(self._open, name, call.arguments, call.ctx, shown)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[bool, str]] = loop.create_future()
         self._waiting[request.id] = future
@@ -177,19 +194,30 @@ class ApprovalGate:
         result = await self.inner.call(call)
         return ToolResult(result.content, result.is_error, {**result.meta, "approver": by, "approval": "approved"})
 
-    def _open(self, name: str, arguments: Mapping[str, Any], ctx: CallContext) -> ApprovalRequest:
-        """The ``approvals`` row of a call (who may approve it: ``run_owner`` may read the database too). Blocking:
-        ``call`` runs it on a worker thread."""
+    def _open(self, name: str, arguments: Mapping[str, Any], ctx: CallContext, shown: str = "") -> ApprovalRequest:
+        """The ``approvals`` row of a call (who may approve it: ``run_owner`` may read the database too), with what
+        its preview tool said it would do (``shown``) after its arguments. Blocking: ``call`` runs it on a worker
+        thread."""
         approvers = list(
-            approvers_of(name, arguments, asker=ctx.owner, run_owner=self.run_owner, thread_run=ctx.run_id)
+            approvers_of(
+                name,
+                arguments,
+                asker=ctx.owner,
+                run_owner=self.run_owner,
+                thread_run=ctx.run_id,
+                experiment_owner=self.experiment_owner,
+            )
         )
+        text = preview(dict(arguments), limit=2000)
+        if shown:
+            text += "\n\n" + redact_text(shown)[:PREVIEW_LIMIT]
         now = self.clock()
         row = Approval(
             id="a" + secrets.token_hex(4),
             agent=ctx.agent,
             role=ctx.role,
             tool=name,
-            arguments=preview(dict(arguments), limit=2000),
+            arguments=text,
             approvers=approvers,
             channel=ctx.channel,
             thread_ts=ctx.thread_ts,

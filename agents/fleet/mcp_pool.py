@@ -45,7 +45,7 @@ from labbot.agents.fleet.tools import CallContext, ToolCall, ToolResult, ToolSpe
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, LabbotError
 from labbot.common.humanize import format_bytes
-from labbot.common.mcp_meta import WAITS_META
+from labbot.common.mcp_meta import PREVIEW_META, WAITS_META
 
 logger = logging.getLogger(__name__)
 
@@ -477,6 +477,7 @@ class McpPool:
                 title = tool.title or (annotations.title if annotations else None)
                 # an outside server cannot exempt its own calls from the agent's budgets
                 waits = (tool.meta or {}).get(WAITS_META) if cfg.transport == "builtin" else None
+                shows = (tool.meta or {}).get(PREVIEW_META) if cfg.transport == "builtin" else None
                 spec = ToolSpec(
                     name=name,
                     description=tool.description or title or tool.name,
@@ -485,6 +486,7 @@ class McpPool:
                     destructive=destructive,
                     server=cfg.name,
                     waits=bool(waits),
+                    preview=tool_name(cfg.name, shows) if isinstance(shows, str) and shows else None,
                 )
                 entries[name] = _Entry(spec=spec, tool=tool.name, wait_arg=waits if isinstance(waits, str) else None)
         self._entries = tuple(entries.items())

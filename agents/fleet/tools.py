@@ -32,6 +32,9 @@ class ToolSpec:
     # the call waits on something outside the agent (a run on the cluster): its wait is not the agent's time
     # (labbot.agents.fleet.waits); only a built-in server's tool may say so (labbot.common.mcp_meta in its _meta)
     waits: bool = False
+    # a read-only tool (full name) whose answer to the same arguments the approval prompt shows: what the call would
+    # do, as labbot works it out (labbot.common.mcp_meta's labbot/preview; a built-in server's tools only)
+    preview: str | None = None
     # arguments the tool takes that labbot fills in on every call and hides from the model's schema (whose artifact
     # store, which thread: labbot.agents.fleet.identity); set by the executor that hides them
     labbot_args: frozenset[str] = frozenset()

@@ -10,8 +10,8 @@ import getpass
 from typing import Any
 
 from labbot.bot.cli.output import CLIError, print_json
-from labbot.bot.render.experiments import experiment_text, experiments_table, plan_text, summary_text
 from labbot.common.api_client import ApiClient, api_path, check_id
+from labbot.common.experiment_text import experiment_text, experiments_table, plan_text, summary_text
 
 EXAMPLES = """examples:
   labbot sweep tiny-lm 'lr=loguniform(1e-4,1e-2)' n_embd=32,64,128 steps=300 --metric loss --trials 12 \\

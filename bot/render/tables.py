@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from labbot.common.durations import format_duration
+from labbot.common.text_tables import metric, table
+
+__all__ = ["age", "metric", "table"]  # metric and table live in common (the MCP servers use them too)
 
 
 def age(iso: str | None, now: datetime | None = None) -> str:
@@ -15,23 +18,6 @@ def age(iso: str | None, now: datetime | None = None) -> str:
         return "-"
     seconds = ((now or datetime.now(UTC)) - datetime.fromisoformat(iso)).total_seconds()
     return format_duration(seconds, unknown="-")
-
-
-def metric(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value  # NaN / Infinity as the API carries them
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
 
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> str:

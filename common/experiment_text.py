@@ -1,14 +1,14 @@
 """An experiment in text: its plan and projected cost (what an approval shows), the one-line counts a card shows, its
 trials, and the ranking of its configs with intervals and the verdict. Pure functions of the API's JSON, shown by
 the CLI (``labbot sweep``, ``labbot experiment``), Slack (``/lab sweep``, an experiment's thread) and the ``lab`` MCP
-server alike."""
+server alike — which is why it lives in ``common``, below all three (the MCP servers import nothing of ``bot``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from labbot.bot.render.tables import metric, table
+from labbot.common.text_tables import metric, table
 
 
 def _param(value: Any) -> str:

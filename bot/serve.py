@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 import json
@@ -48,6 +49,7 @@ from labbot.bot.logs import RedactingFilter, formatter
 from labbot.bot.metrics import Metrics
 from labbot.bot.schedule import Periodic
 from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.experiment_threads import ExperimentThreads
 from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
 from labbot.bot.slack.runtime import SlackCore, SlackRuntime
@@ -125,7 +127,9 @@ class ControlPlane:
     # what `lead` acts on), the lease token this replica last took the lead under, the scheduler's jobs
     _leading: bool = field(default=False, init=False)
     _led_token: int | None = field(default=None, init=False)
-    _jobs: Periodic | None = field(default=None, init=False)
+    # the scheduler, built with the plane (its jobs are added by `periodic`, started by `background`): handlers bring
+    # the watchdog's tick forward through it (a new experiment's first trials)
+    jobs: Periodic = field(default_factory=Periodic)
 
     @classmethod
     def build(cls, settings: Settings, *, slack: SlackSettings | None = None) -> ControlPlane:
@@ -190,6 +194,7 @@ class ControlPlane:
             notifiers["pagerduty"] = PagerDutyNotifier(pagerduty)
         outbox = Outbox(db, notifiers)
         watchdog = Watchdog(db, launcher, service, pager, settings.watchdog, address=ray.address)
+        jobs = Periodic()  # the scheduler: its jobs are added when the plane runs (`periodic`)
         # an experiment's study in Optuna's tables of the same database (opened on first use)
         experiments = ExperimentService(db, service, Studies(db.engine.url.render_as_string(hide_password=False)))
         deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
@@ -209,11 +214,17 @@ class ControlPlane:
                 observer=metrics,
                 experiments=experiments,
             )
+            deps = _slack_deps(settings, core, service, telemetry, pager, agents, artifacts, evals, ab, deliver, token)
             runtime = SlackRuntime.build(
-                _slack_deps(settings, core, service, telemetry, pager, agents, artifacts, evals, ab, deliver, token)
+                dataclasses.replace(
+                    deps,
+                    experiments=experiments,
+                    experiment_threads=ExperimentThreads(core.client, experiments, command=core.settings.command),
+                    tick_soon=leader_tick(lease, jobs),
+                )
             )
         return cls(
-            settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox,
+            settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, jobs=jobs,
             slack=runtime, deadman=deadman, pagerduty=pagerduty, agents=agents, artifacts=artifacts, evals=evals,
             experiments=experiments, ab=ab, metrics=metrics, lease=lease, in_process=in_process,
         )  # fmt: skip
@@ -237,7 +248,7 @@ class ControlPlane:
             probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
             experiments=self.experiments,
-            kick=self.tick_soon,
+            kick=leader_tick(self.lease, self.jobs),
         )
         if self.in_process is not None:
             self.in_process.attach(app)
@@ -297,15 +308,8 @@ class ControlPlane:
         except Fenced as e:
             log.warning("%s", e.message)
             return
-        if self._jobs is not None:
-            for name in ("watchdog", "outbox"):
-                self._jobs.run_soon(name)
-
-    def tick_soon(self) -> None:
-        """Bring the watchdog's next tick (and the experiments' step in it) forward to now, when this replica leads;
-        a follower's leader ticks on its own schedule."""
-        if self._jobs is not None and self.is_leader():
-            self._jobs.run_soon("watchdog")
+        for name in ("watchdog", "outbox"):
+            self.jobs.run_soon(name)
 
     def singleton(self, job: Callable[[], Coroutine[Any, Any, object]]) -> Callable[[], Coroutine[Any, Any, None]]:
         """``job`` run only while this replica holds the lease, inside its fence (``leader_only``)."""
@@ -353,7 +357,7 @@ class ControlPlane:
     def periodic(self) -> Periodic:
         """The lease check every ``[leader] renew``; the singletons: the watchdog every ``[watchdog] tick``, the
         outbox every second, the run threads' upkeep, the dead-man ping when configured."""
-        jobs = Periodic()
+        jobs = self.jobs
         jobs.every(self.settings.leader.renew_s, self.lead, name="lease")
         jobs.every(self.settings.watchdog.tick_s, self.singleton(self.watch), name="watchdog")
         jobs.every(1.0, self.singleton(self.drain_outbox), name="outbox")
@@ -362,7 +366,6 @@ class ControlPlane:
             jobs.every(self.slack.tick_s, self.slack.refresh_homes, name="homes")  # every replica: its own homes
         if self.deadman is not None and self.settings.deadman is not None:
             jobs.every(self.settings.deadman.every_s, self.singleton(self.deadman.ping), name="deadman")
-        self._jobs = jobs
         return jobs
 
     def close(self) -> None:
@@ -391,6 +394,17 @@ def _set_eval_env(registry: JobRegistry, settings: Settings) -> None:
         EVAL_GENERATE_JOB,
         {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root), "LABBOT_EVAL_SOURCE": str(settings.codebase_root)},
     )
+
+
+def leader_tick(lease: Lease | None, jobs: Periodic) -> Callable[[], None]:
+    """Bring the watchdog's next tick (and the experiments' step in it) forward to now, when this replica leads; a
+    follower's leader ticks on its own schedule."""
+
+    def kick() -> None:
+        if lease is None or lease.held():
+            jobs.run_soon("watchdog")
+
+    return kick
 
 
 def _slack_deps(

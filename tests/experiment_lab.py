@@ -124,7 +124,7 @@ class Lab:
         reports = []
         for _ in range(max_ticks):
             reports.append(self.tick())
-            exp_open = [e for e in self.experiments.list() if e["status"] in ("running", "paused")]
+            exp_open = [e for e in self.experiments.experiments() if e["status"] in ("running", "paused")]
             if not exp_open and not self.active_runs():
                 break
             self.train(points)

@@ -66,7 +66,7 @@ def routes(deps: ApiDeps) -> list[Route]:
 
     async def list_experiments(request: Request) -> Any:
         limit = int_query(request, "limit", 50, lo=1, hi=1000)
-        return {"experiments": await blocking(service().list, limit=limit)}
+        return {"experiments": await blocking(service().experiments, limit=limit)}
 
     async def create(request: Request) -> Any:
         req = await read_request(request)

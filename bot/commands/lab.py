@@ -254,6 +254,46 @@ COMPARE = Command(
     examples=("compare k3xq7p m2np4r", "compare k3xq7p m2np4r --metric reward", "compare k3xq7p m2np4r --window 200"),
 )
 
+SWEEP = Command(
+    "sweep",
+    "an experiment: a job over a search space, each config run once per seed, searched and pruned by Optuna within "
+    "a budget; its card, trials and answer (ranking, intervals, verdict, plots) come in its thread",
+    args=(Arg("job", "job", "the job to sweep, e.g. tiny-lm"),),
+    options=(
+        Option("--metric", "str", "the objective: a metric the job reports, e.g. loss", metavar="M"),
+        Option("--goal", "str", "min or max (default: by the metric's name)", metavar="G"),
+        Option("--trials", "int", "configs to try (default: the grid's size, else 20)", minimum=1),
+        Option("--concurrency", "int", "trials running at once (default 2)", minimum=1),
+        Option("--seeds", "int", "runs of each config, one per seed (default 1)", minimum=1),
+        Option("--search", "str", "grid, random, tpe (default) or cmaes", metavar="S"),
+        Option("--prune", "str", "asha, hyperband, median or none (default)", metavar="P"),
+        Option("--budget", "str", "GPU- or CPU-hours, e.g. 2gpu-h or 10cpu-h", metavar="B"),
+        Option("--at", "str", "read the metric at a step, or final (default)", metavar="STEP"),
+        Option("--name", "str", "a name for the experiment", metavar="N"),
+        Option("--purpose", "str", f"what its runs are for: {'|'.join(PURPOSES)} (default: the job's)", metavar="P"),
+        Option("--plan", "flag", "show what it would run and cost, and start nothing"),
+    ),
+    accepts_params=True,
+    examples=(
+        "sweep tiny-lm lr=loguniform(1e-4,1e-2) n_embd=32,64,128 --metric loss --trials 12 --prune asha",
+        "sweep tiny-lm lr=1e-3,3e-3,1e-2 --search grid --seeds 3 --metric loss --budget 2cpu-h",
+        "sweep tiny-lm lr=loguniform(1e-4,1e-2) --metric loss --plan",
+    ),
+)
+
+EXPERIMENT = Command(
+    "experiment",
+    "one experiment: its trials, ranking and verdict; or pause, resume or stop it, or stop one trial (its owner)",
+    args=(
+        Arg("experiment", "run_id", "an experiment id, as `{cmd} experiments` lists them"),
+        Arg("action", "str", "pause, resume, stop or stop-trial", required=False),
+        Arg("trial", "int", "stop-trial: the trial's number", required=False),
+    ),
+    examples=("experiment xk3q7pm", "experiment xk3q7pm pause", "experiment xk3q7pm stop-trial 4"),
+)
+
+EXPERIMENTS = Command("experiments", "experiments, newest first", examples=("experiments",))
+
 PRIORITY = Command(
     "priority",
     "move a queued run in its purpose's line: higher goes first (admins; only a queued run's priority matters)",
@@ -300,6 +340,9 @@ COMMANDS: tuple[Command, ...] = (
     FEEDBACK,
     AB,
     COMPARE,
+    SWEEP,
+    EXPERIMENTS,
+    EXPERIMENT,
     CAPACITY,
     PRIORITY,
     HELP,

@@ -198,3 +198,89 @@ def overlay_plot_png(
             ax.plot(steps, values, color=color, linewidth=1.5, label=label)
     ax.legend(loc="best", fontsize=8, frameon=False, title="shaded: final windows", title_fontsize=8)
     return _png(fig)
+
+
+STATUS_STYLE = {"done": "-", "pruned": ":", "failed": "--", "stopped": "--", "running": "-", "launching": "-"}
+
+
+def experiment_curves_png(
+    curves: Mapping[int, Sequence[tuple[int, float]]],
+    statuses: Mapping[int, str],
+    ranks: Mapping[int, int],
+    *,
+    metric: str,
+    title: str,
+) -> bytes:
+    """An experiment's trials on one chart: each trial's ``metric`` (the mean across its seeds) against step, the
+    scored ones coloured by rank (the best darkest, labelled), pruned ones dotted where they were stopped, failed and
+    stopped ones dashed and grey."""
+    if not any(curves.values()):
+        return _no_data(title)
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="tight")
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"{metric} (mean over seeds)")
+    ax.grid(True, alpha=0.3)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    cmap = colormaps["viridis"]
+    scored = max(1, len(ranks))
+    for number, points in sorted(curves.items(), key=lambda kv: ranks.get(kv[0], 10**6), reverse=True):
+        finite = sorted((int(s), float(v)) for s, v in points if math.isfinite(v))
+        if not finite:
+            continue
+        status = statuses.get(number, "running")
+        rank = ranks.get(number)
+        color = cmap(0.85 * (rank - 1) / scored) if rank is not None else "#bdbdbd"
+        label = f"#{number} (rank {rank})" if rank is not None and rank <= 5 else None
+        ax.plot([s for s, _ in finite], [v for _, v in finite], STATUS_STYLE.get(status, "-"), color=color,
+                linewidth=2 if rank == 1 else 1.2, label=label)  # fmt: skip
+    if ranks:
+        ax.legend(loc="best", fontsize=8, frameon=False, title="dotted: pruned; grey: failed or stopped",
+                  title_fontsize=8)  # fmt: skip
+    return _png(fig)
+
+
+def params_scores_png(
+    dimensions: Sequence[tuple[str, bool]],
+    trials: Sequence[tuple[Mapping[str, object], float, float | None]],
+    *,
+    metric: str,
+    title: str,
+) -> bytes:
+    """Each searched parameter against the score, one panel each: ``dimensions`` (name, log scale?), ``trials`` the
+    scored configs as (params, mean, half-width of the interval across seeds or None). Text-valued parameters are
+    placed at their values' positions."""
+    if not trials or not dimensions:
+        return _no_data(title)
+    from matplotlib.figure import Figure
+
+    n = len(dimensions)
+    fig = Figure(figsize=(min(4.0 * n, 12.0), 3.2), dpi=DPI, layout="tight")
+    fig.suptitle(title, fontsize=11)
+    for i, (name, log) in enumerate(dimensions):
+        ax = fig.add_subplot(1, n, i + 1)
+        values = [p.get(name) for p, _, _ in trials]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        if numeric:
+            xs = [float(v) for v in values]  # type: ignore[arg-type]
+        else:
+            labels = sorted({str(v) for v in values})
+            xs = [float(labels.index(str(v))) for v in values]
+            ax.set_xticks(range(len(labels)), labels)
+        ys = [m for _, m, _ in trials]
+        errs = [h if h is not None else 0.0 for _, _, h in trials]
+        ax.errorbar(xs, ys, yerr=errs, fmt="o", color=EMA_COLOR, ecolor=RAW_COLOR, capsize=3, markersize=5)
+        if log and numeric and min(xs) > 0:
+            ax.set_xscale("log")
+        ax.set_xlabel(name)
+        if i == 0:
+            ax.set_ylabel(metric)
+        ax.grid(True, alpha=0.3)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return _png(fig)

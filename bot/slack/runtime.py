@@ -143,6 +143,8 @@ class SlackRuntime:
         await self.tasks.quiet()
         try:
             await self.threads.tick()
+            if self.deps.experiment_threads is not None:  # experiments' cards and, at the end, their answers
+                await self.deps.experiment_threads.tick()
         except Fenced:
             raise  # the lease is lost: said by the control plane
         except Exception:

@@ -115,7 +115,7 @@ def test_the_cli_plans_sweeps_shows_and_stops(
     out = capsys.readouterr().out
     assert "experiment: toy sweep — job toy, 2 trials × 1 seed(s), 2 at a time" in out
     assert "projected cost: 0.025 CPU-h a trial, 0.05 CPU-h for all" in out
-    assert lab.experiments.list() == []
+    assert lab.experiments.experiments() == []
     assert cli_main.main(["sweep", "toy", *space, "--metric", "loss", "--search", "grid", "--json"]) == 0
     exp = json.loads(capsys.readouterr().out)
     lab.run_to_end()

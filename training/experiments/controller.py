@@ -221,7 +221,7 @@ class ExperimentController:
         report.launched.append((exp.id, trial.number))
         log.info("experiment %s: trial #%d launched as %s", exp.id, trial.number, ", ".join(run_ids))
 
-    def _points(self, run_ids: list[str], metric: str) -> dict[str, dict[int, float]]:
+    def points(self, run_ids: list[str], metric: str) -> dict[str, dict[int, float]]:
         """Each run's points of ``metric``, one per step (a restarted attempt's value wins where it re-ran a step)."""
         out: dict[str, dict[int, float]] = {r: {} for r in run_ids}
         with self.db.session() as s:
@@ -237,7 +237,7 @@ class ExperimentController:
     def _follow(self, exp: Experiment, plan: ExperimentPlan, trial: ExperimentTrial, report: StepReport) -> None:
         with self.db.session() as s:
             runs = {r.id: (r.status, r.error) for r in s.scalars(select(Run).where(Run.id.in_(trial.run_ids)))}
-        points = self._points(trial.run_ids, plan.metric)
+        points = self.points(trial.run_ids, plan.metric)
         seeds = [points[r] for r in trial.run_ids]
         if any(not RunStatus(runs[r][0]).is_terminal for r in trial.run_ids):
             fresh = aligned_means(seeds, after=trial.reported_step, goal=plan.goal)

@@ -24,7 +24,7 @@ from labbot.storage.db import Database
 from labbot.storage.models import Experiment, ExperimentStatus, ExperimentTrial, Run, RunStatus, TrialStatus, utcnow
 from labbot.training.experiments.controller import ExperimentController
 from labbot.training.experiments.plan import ExperimentPlan, ExperimentRequest, resolve_experiment
-from labbot.training.experiments.scores import rank, score, verdict
+from labbot.training.experiments.scores import aligned_means, rank, score, verdict
 from labbot.training.experiments.study import Studies
 from labbot.training.run_json import run_view
 from labbot.training.service import RunService
@@ -141,12 +141,54 @@ class ExperimentService:
         doc["results"] = results(doc["trials"], plan)
         return doc
 
-    def list(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    def experiments(self, *, limit: int = 50) -> list[dict[str, Any]]:
         with self.db.session() as s:
             rows = list(s.scalars(select(Experiment).order_by(Experiment.created_at.desc()).limit(limit)))
             return [
                 _experiment_json(e, ExperimentPlan.from_row(e.job, e.name, e.owner, e.purpose, e.spec)) for e in rows
             ]
+
+    def curves(self, exp_id: str) -> dict[int, list[tuple[int, float]]]:
+        """Each trial's objective metric against step, the mean across its seeds at the steps every seed reported
+        (what its thread's overlay plot draws)."""
+        with self.db.session() as s:
+            exp = self._row(s, exp_id)
+            metric = exp.spec["objective"]["metric"]
+            trials = [(t.number, list(t.run_ids)) for t in s.scalars(
+                select(ExperimentTrial).where(ExperimentTrial.experiment_id == exp_id)
+            )]  # fmt: skip
+        out = {}
+        for number, run_ids in trials:
+            points = self.controller.points(run_ids, metric)
+            out[number] = aligned_means([points[r] for r in run_ids], after=None, goal="min") if run_ids else []
+        return out
+
+    def dimensions(self, exp_id: str) -> list[tuple[str, bool]]:
+        """The searched parameters, each with whether it is drawn on a log scale."""
+        with self.db.session() as s:
+            exp = self._row(s, exp_id)
+            plan = ExperimentPlan.from_row(exp.job, exp.name, exp.owner, exp.purpose, exp.spec)
+        return [(d.name, d.kind == "loguniform") for d in plan.space.dimensions]
+
+    def set_thread(self, exp_id: str, channel: str, thread_ts: str) -> None:
+        """Record where the experiment's Slack thread is."""
+        with self.db.session() as s:
+            exp = self._row(s, exp_id)
+            exp.channel, exp.thread_ts = channel, thread_ts
+
+    def open_threads(self) -> list[str]:
+        """Experiments whose thread still needs upkeep: posted, and their summary not yet (the thread keeper's list)."""
+        with self.db.session() as s:
+            q = select(Experiment.id).where(Experiment.thread_ts.is_not(None), Experiment.summary_posted.is_(False))
+            return list(s.scalars(q))
+
+    def card_posted(self, exp_id: str, digest: str) -> None:
+        with self.db.session() as s:
+            self._row(s, exp_id).card_digest = digest
+
+    def summary_done(self, exp_id: str) -> None:
+        with self.db.session() as s:
+            self._row(s, exp_id).summary_posted = True
 
     def owner_of(self, exp_id: str) -> str:
         with self.db.session() as s:
@@ -223,6 +265,8 @@ def _experiment_json(exp: Experiment, plan: ExperimentPlan) -> dict[str, Any]:
         "study": exp.study_name,
         "channel": exp.channel,
         "thread_ts": exp.thread_ts,
+        "card_digest": exp.card_digest,  # what its Slack card shows now
+        "summary_posted": exp.summary_posted,
         "created_at": _ts(exp.created_at),
         "ended_at": _ts(exp.ended_at),
     }

@@ -23,10 +23,12 @@ from labbot.bot.config import SlackSettings
 from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.blocks import ephemeral_error
 from labbot.bot.slack.crosslinks import CrossLinks
+from labbot.bot.slack.experiment_threads import ExperimentThreads
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService
 from labbot.storage.artifacts import ArtifactStore
+from labbot.training.experiments.service import ExperimentService
 from labbot.training.service import RunService
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,10 @@ class SlackDeps:
     record_cause: Callable[[str, str, str], Any] | None = None
     # the A/B test of the agents' models ([agents.ab]), for /lab ab
     ab: AbTest | None = None
+    # experiments, for /lab sweep and /lab experiment; their threads; the leader's next tick brought forward
+    experiments: ExperimentService | None = None
+    experiment_threads: ExperimentThreads | None = None
+    tick_soon: Callable[[], None] | None = None
 
     @property
     def command(self) -> str:

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from labbot.bot.commands import LAB, Parsed
 from labbot.bot.commands.registry import Command
-from labbot.bot.slack.handlers import agents, artifacts, compare, evals, feedback, pages, runs
+from labbot.bot.slack.handlers import agents, artifacts, compare, evals, experiments, feedback, pages, runs
 from labbot.bot.slack.handlers.common import Asker, Handler, SlackDeps, fail
 from labbot.bot.slack.handlers.help import show_help
 from labbot.common.errors import LabbotError
@@ -44,6 +44,9 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "feedback": feedback.feedback,
         "ab": feedback.ab,
         "compare": compare.compare,
+        "sweep": experiments.sweep,
+        "experiments": experiments.experiments,
+        "experiment": experiments.experiment,
         "help": show_help,
     }
 )

@@ -100,7 +100,7 @@ def test_approved_once_every_trial_launches_and_the_prompt_showed_the_plan(lab: 
     assert "5 trials × 1 seed(s), 2 at a time" in request.arguments
     assert "projected cost: 0.025 CPU-h a trial, 0.125 CPU-h for all" in request.arguments
     assert "budget: 1 CPU-h; it pays for 5 of 5 trials" in request.arguments
-    [exp] = lab.experiments.list()
+    [exp] = lab.experiments.experiments()
     assert exp["owner"] == OWNER  # the researcher's, not the agent's
     lab.run_to_end()
     doc = lab.experiments.get(exp["id"])

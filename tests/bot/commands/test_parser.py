@@ -362,8 +362,8 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert unknown.usage.startswith("/lab SUBCOMMAND")
     assert (
         "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, "
-        "eval generate|run|list|show|compare|share|from-incident|from-feedback, feedback, ab, compare, capacity, help"
-        in unknown.usage
+        "eval generate|run|list|show|compare|share|from-incident|from-feedback, feedback, ab, compare, sweep, "
+        "experiments, experiment, capacity, help" in unknown.usage
     )
 
 

@@ -113,13 +113,16 @@ def test_registration_order_and_words() -> None:
         "feedback",
         "ab",
         "compare",
+        "sweep",
+        "experiments",
+        "experiment",
         "capacity",
         "priority",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 26
+    assert len(LAB) == 29
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -193,6 +196,12 @@ def test_usage_lines() -> None:
         "feedback": "/lab feedback [--down] [--mine] [--limit N]",
         "ab": "/lab ab",
         "compare": "/lab compare RUN_A RUN_B [--metric M] [--better W] [--window N]",
+        "sweep": (
+            "/lab sweep JOB [--metric M] [--goal G] [--trials N] [--concurrency N] [--seeds N] [--search S]"
+            " [--prune P] [--budget B] [--at STEP] [--name N] [--purpose P] [--plan] [KEY=VALUE ...]"
+        ),
+        "experiments": "/lab experiments",
+        "experiment": "/lab experiment EXPERIMENT [ACTION] [TRIAL]",
         "capacity": "/lab capacity",
         "priority": "/lab priority RUN_ID PRIORITY",
         "help": "/lab help [COMMAND]",
@@ -219,11 +228,14 @@ def test_permissions_and_params() -> None:
         "feedback": Permission.ANYONE,
         "ab": Permission.ANYONE,
         "compare": Permission.ANYONE,
+        "sweep": Permission.ANYONE,
+        "experiments": Permission.ANYONE,
+        "experiment": Permission.ANYONE,  # showing it; its owner (or an admin) pauses, resumes and stops it
         "capacity": Permission.ANYONE,
         "priority": Permission.ADMIN,
         "help": Permission.ANYONE,
     }
-    assert [c.name for c in LAB if c.accepts_params] == ["launch"]
+    assert [c.name for c in LAB if c.accepts_params] == ["launch", "sweep"]
     assert Permission.OWNER == "owner"
 
 

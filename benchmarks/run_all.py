@@ -42,6 +42,7 @@ SCRIPTS = [
     "ab_coverage.py",
     "checkpoint_store.py",
     "house.py",
+    "experiment_search.py",
 ]
 
 

@@ -6,8 +6,9 @@ trials the study holds, so a restart of labbot (or a change of leader) neither r
 nor depends on a sampler's memory: everything the samplers and pruners know is in the storage. (The grid sampler
 keeps the one seed: it orders the grid by it, and marks in the storage which points are taken.) TPE and CMA-ES run
 with Optuna's constant liar / independent fallback so that trials running at once are not all drawn at the same
-point. The pruners' resource is the step: ASHA and Hyperband start at a 27th of the runs' length (three rungs with a
-reduction factor of 3), the median pruner after a fifth of it.
+point. The pruners' resource is the step: ASHA and Hyperband start at a ninth of the runs' length (rungs at 1/9, 1/3
+and the end with a reduction factor of 3: earlier rungs judged tiny-lm's curves before they had sorted themselves, and
+stopped the best config; ``benchmarks/experiment_search.py``), the median pruner after a fifth of it.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def sampler(plan: ExperimentPlan, asked: int) -> BaseSampler:
 
 def pruner(plan: ExperimentPlan) -> BasePruner:
     steps = plan.max_steps
-    first = max(1, steps // REDUCTION**3) if steps else 1
+    first = max(1, steps // REDUCTION**2) if steps else 1
     if plan.prune == "asha":
         return SuccessiveHalvingPruner(min_resource=first if steps else "auto", reduction_factor=REDUCTION)
     if plan.prune == "hyperband":

@@ -13,7 +13,7 @@ from experiment_lab import Lab
 from sqlalchemy import func, select
 
 from labbot.common.errors import BadRequest, Conflict
-from labbot.storage.models import ExperimentTrial
+from labbot.storage.models import ExperimentTrial, Run
 
 pytestmark = pytest.mark.databases
 
@@ -235,3 +235,23 @@ def test_optunas_tables_and_labbots_live_in_one_database_across_restarts(lab: La
     again.__dict__.update(lab.__dict__, studies=type(lab.studies)(lab.studies.url))
     plan = lab.experiments.controller._load(exp["id"])[1]
     assert [t.number for t in again.studies.trials(exp["study"], plan)] == [0, 1]
+
+
+def test_a_crashed_seed_restarted_from_its_checkpoint_keeps_its_trial(lab: Lab) -> None:
+    """A run that fails and is restarted by the watchdog (attempt 2, from its checkpoint) is still its trial's: the
+    trial waits through ``restarting`` and scores with the new attempt's values; nothing is launched for it again."""
+    exp = lab.sweep(space=["lr=1e-4,3e-3"], search="grid", concurrency=2)
+    lab.tick()
+    lab.train(3)
+    run_id = lab.runs_of(exp["id"])[0].id
+    sid = f"labbot-{run_id}-1"
+    lab.ray.status[sid] = "FAILED"
+    with lab.db.session() as s:  # what the watchdog does for a restartable failure: attempt 2, due now
+        run = s.get_one(Run, run_id)
+        run.status, run.attempt, run.ray_submission_id = "restarting", 2, f"labbot-{run_id}-2"
+    lab.service.resubmit(run_id)
+    lab.progress[f"labbot-{run_id}-2"] = lab.progress[sid]  # it resumes from its checkpoint
+    lab.run_to_end()
+    doc = lab.experiments.get(exp["id"])
+    assert [t["status"] for t in doc["trials"]] == ["done", "done"]
+    assert len(lab.runs_of(exp["id"])) == 2 and len(lab.ray.submitted) == 3

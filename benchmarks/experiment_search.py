@@ -101,10 +101,12 @@ def main() -> None:
         folder = Path(tmp)
         t0 = time.perf_counter()
         curves = {(lr, w): curve(lr, w, a.steps, folder / "ckpt") for lr in LRS for w in WIDTHS}
-        objective = {k: seed_objective(sorted(c.items()), at_step=None, window=WINDOW) for k, c in curves.items()}
-        grid_best_key = min(objective, key=lambda k: objective[k] if objective[k] is not None else float("inf"))
+        objective: dict[tuple[float, int], float] = {}
+        for key, c in curves.items():  # a diverged config has no objective: it cannot be the grid's best
+            value = seed_objective(sorted(c.items()), at_step=None, window=WINDOW)
+            objective[key] = value if value is not None else float("inf")
+        grid_best_key = min(objective, key=objective.__getitem__)
         grid_best = objective[grid_best_key]
-        assert grid_best is not None
         grid_steps = len(curves) * a.steps
         print(f"grid: {len(curves)} configs × {a.steps} steps trained in {time.perf_counter() - t0:.0f}s; best "
               f"lr={grid_best_key[0]:g} n_embd={grid_best_key[1]} → loss {grid_best:.4f}")  # fmt: skip

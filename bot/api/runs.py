@@ -50,6 +50,7 @@ def routes(deps: ApiDeps) -> list[Route]:
                     "max_restarts": spec.max_restarts,
                     "plot": list(spec.plot),
                     "headline": spec.headline_metric,
+                    "reports": spec.reported_metrics,  # what an experiment's objective may be
                     "alerts": [alert_from_json(a).describe() for a in spec.alerts],
                     "watch": dict(spec.watch),
                     "checks": {k: c.accepted() for k, c in spec.checks.items()},

@@ -271,6 +271,7 @@ SWEEP = Command(
         Option("--at", "str", "read the metric at a step, or final (default)", metavar="STEP"),
         Option("--name", "str", "a name for the experiment", metavar="N"),
         Option("--purpose", "str", f"what its runs are for: {'|'.join(PURPOSES)} (default: the job's)", metavar="P"),
+        Option("--search-seed", "int", "the sampler's seed, for a search that can be repeated (default: drawn)"),
         Option("--plan", "flag", "show what it would run and cost, and start nothing"),
     ),
     accepts_params=True,

@@ -51,6 +51,14 @@ ROUTES = [
     ("/api/v1/feedback/{feedback_id}/comment", "POST"),
     ("/api/v1/ab", "GET"),
     ("/api/v1/compare", "GET"),
+    ("/api/v1/experiments", "GET"),
+    ("/api/v1/experiments", "POST"),
+    ("/api/v1/experiments/plan", "POST"),
+    ("/api/v1/experiments/{exp_id}", "GET"),
+    ("/api/v1/experiments/{exp_id}/pause", "POST"),
+    ("/api/v1/experiments/{exp_id}/resume", "POST"),
+    ("/api/v1/experiments/{exp_id}/stop", "POST"),
+    ("/api/v1/experiments/{exp_id}/trials/{number:int}/stop", "POST"),
 ]
 
 

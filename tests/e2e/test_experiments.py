@@ -1,11 +1,15 @@
-"""An experiment end to end: a real `labbot serve` with `[compute.training] runs = 3`, the session's Ray head, tiny-lm
-swept by TPE with ASHA pruning over 12 trials, 5 at a time (3 on Ray, 2 in the compute queue). labbot is killed
-with SIGKILL while 3 trials run and 2 are queued, and started again: the experiment goes on and ends with 12 trials
-in all, every trial one run and every run one trial, no trial launched twice, the queue admitted in its order,
-pruned trials stopped within a tick of the decision, and the study's records agreeing with labbot's."""
+"""An experiment end to end: a real `labbot serve` with `[compute.training] runs = 3` and Slack faked at its HTTP
+edge, the session's Ray head. A researcher types `/lab sweep tiny-lm …` (TPE with ASHA pruning, 12 trials, 5 at a
+time: 3 on Ray, 2 in the compute queue); labbot is killed with SIGKILL while 3 trials run and 2 are queued, and
+started again: the experiment goes on and ends with 12 trials in all, every trial one run and every run one trial, no
+trial launched twice, the queue admitted in its order, pruned trials stopped within a tick of the decision, the
+study's records agreeing with labbot's — and the researcher reads the answer in the experiment's thread (the card
+done, the ranking with the verdict, the two plots, each posted once across the restart). Then two replicas on
+PostgreSQL, the leader killed mid-experiment: every trial launched once."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import signal
 from collections.abc import Iterator
@@ -15,7 +19,9 @@ import httpx
 import optuna
 import pytest
 from databases import create_database, drop_database, require_postgresql
+from fakes.slack import SlackFake
 from ray.job_submission import JobSubmissionClient
+from slack_driver import OWNER, SlackSide, slack_env
 from support import Serve, wait_for
 
 from labbot.storage.db import Database
@@ -23,43 +29,44 @@ from labbot.training.ray_cluster import RayConnection
 
 TICK_S = 1.0
 TOML = f"""
+[slack]
+card_every = "1s"
+
 [watchdog]
 tick = "{TICK_S:g}s"
 
 [compute.training]
 runs = 3
 """
-SWEEP = {
-    "job": "tiny-lm",
-    "space": {
-        "lr": "loguniform(1e-4,3e-1)",
-        "n_embd": [16, 32],
-        # small and paced: each run lives a few seconds, long enough to be killed under
-        "steps": 30, "log_every": 3, "checkpoint_every": 15, "n_layer": 1, "n_head": 2, "batch_size": 8,
-        "block_size": 32, "num_threads": 1, "min_step_s": 0.15,
-    },
-    "metric": "loss",
-    "trials": 12,
-    "concurrency": 5,
-    "search": "tpe",
-    "prune": "asha",
-    "search_seed": 3,
-    "owner": "U0ALICE001",
-}  # fmt: skip
+
+
+SLASH = (
+    "sweep tiny-lm lr=loguniform(1e-4,3e-1) n_embd=16,32 steps=30 log_every=3 checkpoint_every=15 n_layer=1 n_head=2 "
+    "batch_size=8 block_size=32 num_threads=1 min_step_s=0.15 --metric loss --trials 12 --concurrency 5 "
+    "--search tpe --prune asha --search-seed 3"
+)
 
 
 @pytest.fixture
-def serve(tmp_path: Any, ray_head: RayConnection) -> Iterator[Serve]:
+def slack(tmp_path: Any, ray_head: RayConnection) -> Iterator[SlackSide]:
     home = tmp_path / "home"
     home.mkdir()
     (home / "labbot.toml").write_text(TOML)
-    s = Serve(home, ray_address=ray_head.address, ray_token=ray_head.token,
-              extra_env={"LABBOT_CONFIG": str(home / "labbot.toml")})  # fmt: skip
-    s.start()
+    fake = SlackFake(users={OWNER: "alice"})
+    fake.start()
+    serve = Serve(home / "state", ray_address=ray_head.address, ray_token=ray_head.token,
+                  extra_env=slack_env(fake, home / "labbot.toml"))  # fmt: skip
+    serve.start()
     try:
-        yield s
+        yield SlackSide(fake, serve)
+        fake.check_against_spec()  # every call labbot made, before and after its kill, has the shape Slack gives
     finally:
-        s.stop()
+        serve.stop()
+        fake.stop()
+
+
+def doc_posted(fake: SlackFake, ts: str) -> bool:
+    return sum(len(m.files or []) for m in fake.messages(fake.default_channel, thread_ts=ts)) >= 2
 
 
 def experiment(serve: Serve, exp_id: str) -> dict[str, Any]:
@@ -68,11 +75,13 @@ def experiment(serve: Serve, exp_id: str) -> dict[str, Any]:
         return doc
 
 
-def test_a_sweep_survives_a_kill_and_ends_with_every_trial_run_once(serve: Serve, ray_head: RayConnection) -> None:
-    with serve.client() as api:
-        r = api.post("/experiments", json=SWEEP)
-    assert r.status_code == 201, r.text
-    exp_id = r.json()["experiment"]["id"]
+def test_a_sweep_from_slack_survives_a_kill_and_ends_with_every_trial_run_once(
+    slack: SlackSide, ray_head: RayConnection
+) -> None:
+    serve, fake = slack.serve, slack.fake
+    assert slack.command(SLASH).status_code == 200
+    card = wait_for(lambda: next(iter(fake.messages(fake.default_channel)), None), timeout=30, what="the card")
+    exp_id = re.search(r"experiment `(x[a-z0-9]+)`", card.blocks[0]["text"]["text"])[1]  # type: ignore[index]
 
     def three_running_two_queued() -> bool:
         c = experiment(serve, exp_id)["counts"]
@@ -120,6 +129,17 @@ def test_a_sweep_survives_a_kill_and_ends_with_every_trial_run_once(serve: Serve
     expected = {"done": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL", "stopped": "FAIL"}
     assert states == {t["number"]: expected[t["status"]] for t in doc["trials"]}
     assert doc["results"]["best"] is not None
+    # the answer in the experiment's thread, each piece once across the kill
+    wait_for(lambda: doc_posted(fake, card.ts), timeout=60, what="the summary and plots in the thread")
+    replies = fake.messages(fake.default_channel, thread_ts=card.ts)[1:]
+    assert sum("projected cost" in (m.text or "") for m in replies) == 1  # the plan, posted once
+    summaries = [m for m in replies if "RANK" in " ".join(b.get("text", {}).get("text", "") for b in m.blocks or [])]
+    assert len(summaries) == 1 and "best vs runner-up" in str(summaries[0].blocks)
+    files = sorted(f["name"].split("-", 1)[1] for m in replies for f in m.files or [])
+    assert files == ["params.png", "trials.png"]
+    [root] = [m for m in fake.messages(fake.default_channel) if m.ts == card.ts]
+    counts = root.blocks[1]["text"]["text"]
+    assert "— done" in root.blocks[0]["text"]["text"] and f"{len(pruned)} pruned" in counts and "0 to go" in counts
 
 
 TOY_JOB = """

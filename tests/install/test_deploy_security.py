@@ -47,6 +47,7 @@ INGRESS_PATHS = {
     ("/api/v1/pages", "Prefix"),
     ("/api/v1/capacity", "Exact"),
     ("/api/v1/compare", "Exact"),
+    ("/api/v1/experiments", "Prefix"),
     ("/api/v1/evals", "Prefix"),
     ("/api/v1/feedback", "Exact"),
     ("/api/v1/ab", "Exact"),

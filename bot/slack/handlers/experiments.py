@@ -35,7 +35,7 @@ async def sweep(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
     if not opts.get("metric"):
         raise BadRequest(f"say which metric to optimise: `{deps.command} sweep JOB SPACE… --metric loss`")
     fields = {k: opts[k] for k in ("goal", "trials", "concurrency", "seeds", "search", "prune", "budget", "at",
-                                   "name", "purpose") if opts.get(k) is not None}  # fmt: skip
+                                   "name", "purpose", "search_seed") if opts.get(k) is not None}  # fmt: skip
     req = ExperimentRequest(
         job=parsed.args["job"],
         space=[f"{k}={v}" for k, v in parsed.params.items()],

@@ -198,7 +198,7 @@ def test_usage_lines() -> None:
         "compare": "/lab compare RUN_A RUN_B [--metric M] [--better W] [--window N]",
         "sweep": (
             "/lab sweep JOB [--metric M] [--goal G] [--trials N] [--concurrency N] [--seeds N] [--search S]"
-            " [--prune P] [--budget B] [--at STEP] [--name N] [--purpose P] [--plan] [KEY=VALUE ...]"
+            " [--prune P] [--budget B] [--at STEP] [--name N] [--purpose P] [--search-seed N] [--plan] [KEY=VALUE ...]"
         ),
         "experiments": "/lab experiments",
         "experiment": "/lab experiment EXPERIMENT [ACTION] [TRIAL]",

@@ -213,6 +213,8 @@ class ExperimentController:
                     run_ids.append(key.run_id)
             else:
                 run_ids.append(str(result.run["id"]))
+                if not result.created:
+                    self._submit_if_lost(result.run)
         with self.db.session() as s:
             row = s.get_one(ExperimentTrial, (exp.id, trial.number))
             row.run_ids = run_ids
@@ -220,6 +222,17 @@ class ExperimentController:
         trial.run_ids, trial.status = run_ids, TrialStatus.RUNNING.value
         report.launched.append((exp.id, trial.number))
         log.info("experiment %s: trial #%d launched as %s", exp.id, trial.number, ", ".join(run_ids))
+
+    def _submit_if_lost(self, run: dict[str, object]) -> None:
+        """A seed's run made before labbot stopped, but never sent to Ray (stopped between the row and the
+        submission): sent now, rather than failed as lost a minute later and restarted. Ray's "already exists" for
+        its own submission id is success (``RunService.resubmit``), so a submission that did arrive is not doubled."""
+        if run.get("status") != RunStatus.PENDING.value or not run.get("ray_submission_id"):
+            return
+        if self.runs.launcher.job(str(run["ray_submission_id"])) is not None:
+            return
+        log.warning("run %s was recorded but never reached Ray (labbot stopped in between): submitted now", run["id"])
+        self.runs.resubmit(str(run["id"]))
 
     def points(self, run_ids: list[str], metric: str) -> dict[str, dict[int, float]]:
         """Each run's points of ``metric``, one per step (a restarted attempt's value wins where it re-ran a step)."""

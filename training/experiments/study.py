@@ -24,6 +24,7 @@ from optuna.pruners import BasePruner, HyperbandPruner, MedianPruner, NopPruner,
 from optuna.samplers import BaseSampler, CmaEsSampler, GridSampler, RandomSampler, TPESampler
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import SQLAlchemyError
 
 from labbot.training.experiments.plan import ExperimentPlan
 from labbot.training.experiments.space import Dimension
@@ -90,7 +91,11 @@ class Studies:
                 kwargs: dict[str, Any] = {"pool_pre_ping": True}
                 if self.url.startswith("sqlite"):
                     kwargs = {"connect_args": {"timeout": 30}}
-                self._storage = RDBStorage(self.url, engine_kwargs=kwargs)
+                try:
+                    self._storage = RDBStorage(self.url, engine_kwargs=kwargs)
+                except SQLAlchemyError:  # another replica created Optuna's tables at the same moment: they exist now
+                    log.info("Optuna's storage was being created by another replica; opening it again")
+                    self._storage = RDBStorage(self.url, engine_kwargs=kwargs)
             return self._storage
 
     def create(self, name: str, goal: str) -> None:

@@ -255,3 +255,25 @@ def test_a_crashed_seed_restarted_from_its_checkpoint_keeps_its_trial(lab: Lab) 
     doc = lab.experiments.get(exp["id"])
     assert [t["status"] for t in doc["trials"]] == ["done", "done"]
     assert len(lab.runs_of(exp["id"])) == 2 and len(lab.ray.submitted) == 3
+
+
+def test_a_run_made_but_never_sent_to_ray_is_sent_at_the_next_tick(lab: Lab) -> None:
+    """labbot stopped between writing a seed's run and submitting it to Ray: the next tick sends that run (the same
+    run, its first attempt) instead of leaving it to be failed as lost a minute later."""
+    exp = lab.sweep(space=["lr=1e-4,3e-3"], search="grid", concurrency=1)
+    real_submit = lab.service.launcher.submit
+
+    def killed(_sub: object) -> None:
+        raise SystemExit("killed between the run's row and Ray")
+
+    lab.service.launcher.submit = killed  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        lab.tick()
+    lab.service.launcher.submit = real_submit  # type: ignore[method-assign]
+    [run] = lab.runs_of(exp["id"])
+    assert run.status == "pending" and lab.ray.submitted == []
+    lab.tick()
+    assert [s["submission_id"] for s in lab.ray.submitted] == [f"labbot-{run.id}-1"]
+    lab.run_to_end()
+    doc = lab.experiments.get(exp["id"])
+    assert doc["status"] == "done" and len(lab.runs_of(exp["id"])) == 2 and len(lab.ray.submitted) == 2

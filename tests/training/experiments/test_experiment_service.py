@@ -1,6 +1,7 @@
 """Experiments end to end below the front doors: seeds as repeats with intervals and a verdict, failures that are
-not scores, pause and resume, stopping, the budget, bad input refused with nothing created, and labbot stopping at
-any point between asking Optuna and launching (no trial launched twice, none forgotten)."""
+not scores, pause and resume, stopping, the budget, and labbot stopping at any point between asking Optuna and
+launching (no trial launched twice, none forgotten). What rests on what the database keeps (restarts, replicas, the
+budget's clock) runs on SQLite and PostgreSQL; the rest on SQLite."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from sqlalchemy import func, select
 
 from labbot.common.errors import BadRequest, Conflict
 from labbot.storage.models import ExperimentTrial, Run
-
-pytestmark = pytest.mark.databases
 
 
 @pytest.fixture
@@ -120,6 +119,7 @@ def test_stopping_one_trial_goes_on_with_the_next(lab: Lab) -> None:
         lab.experiments.stop_trial(exp["id"], 9)
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_the_budget_reached_stops_running_trials_and_launches_nothing_more(lab: Lab) -> None:
     # a trial is projected at 90 steps × 1 s = 0.025 CPU-h; the budget pays for 4
     exp = lab.sweep(space=["lr=loguniform(1e-4,1e-2)"], trials=20, concurrency=2, search="random", budget="0.1cpu-h")
@@ -153,6 +153,7 @@ def _launched_once(lab: Lab, exp_id: str) -> None:
     assert sorted(r for t in trials for r in t.run_ids) == sorted(r.id for r in runs)
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_a_trial_asked_of_optuna_but_not_recorded_is_adopted_not_asked_again(lab: Lab) -> None:
     exp = lab.sweep(space=["lr=1e-4,3e-4,1e-3,3e-3"], search="grid", concurrency=2)
     plan = lab.experiments.controller._load(exp["id"])[1]
@@ -166,6 +167,7 @@ def test_a_trial_asked_of_optuna_but_not_recorded_is_adopted_not_asked_again(lab
     _launched_once(lab, exp["id"])
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_a_trial_recorded_and_half_launched_is_launched_once(lab: Lab) -> None:
     exp = lab.sweep(space=["lr=1e-4,3e-3"], search="grid", seeds=2, concurrency=1)
     controller = lab.experiments.controller
@@ -206,6 +208,7 @@ def test_a_trial_ended_in_labbot_but_not_told_is_told_after_a_restart(lab: Lab) 
     assert doc["status"] == "done" and controller is lab.experiments.controller
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_two_controllers_taking_turns_launch_every_trial_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
@@ -225,6 +228,7 @@ def test_two_controllers_taking_turns_launch_every_trial_once(
     assert sorted(r.id for r in runs) == sorted(r["id"] for t in doc["trials"] for r in t["runs"])
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_optunas_tables_and_labbots_live_in_one_database_across_restarts(lab: Lab) -> None:
     exp = lab.sweep(space=["lr=1e-4,3e-3"], search="grid")
     lab.tick()
@@ -257,6 +261,7 @@ def test_a_crashed_seed_restarted_from_its_checkpoint_keeps_its_trial(lab: Lab) 
     assert len(lab.runs_of(exp["id"])) == 2 and len(lab.ray.submitted) == 3
 
 
+@pytest.mark.databases  # what the database must hold across a restart or a replica
 def test_a_run_made_but_never_sent_to_ray_is_sent_at_the_next_tick(lab: Lab) -> None:
     """labbot stopped between writing a seed's run and submitting it to Ray: the next tick sends that run (the same
     run, its first attempt) instead of leaving it to be failed as lost a minute later."""

@@ -470,6 +470,30 @@ def _add_experiment_tools(server: MCPServer, lab: LabApi) -> None:
         doc = (await lab.json("GET", _exp_path(experiment_id)))["experiment"]
         return experiment_text(doc)
 
+    @server.tool(annotations=READ, structured_output=False)
+    async def check_claims(
+        text: Annotated[
+            str,
+            Field(
+                description="your report, each number written [[VALUE | SOURCE]]: e.g. [[2.49 | run:k3xq7p "
+                "metric:loss at:final]], [[2.41 | experiment:xk3q7pm best stat:low]], [[70% | eval:e1val1]]"
+            ),
+        ],
+    ) -> str:
+        """Check a report's numbers before you give it: each [[VALUE | SOURCE]] is recomputed from labbot's store (a
+        run's metric at:final|STEP|min|max|last [window:N]; an experiment's trial:N or best with
+        stat:mean|low|high|n, or count:done|pruned|…; an eval run's stat:pass_rate|low|high|passed|samples) and judged
+        to the precision you wrote. Returns each claim's verdict, the corrected text, and the numbers you left unbound
+        to a source."""
+        doc = (await lab.json("POST", "/claims/check", json={"text": text}))["report"]
+        lines = [f"{'all claims check' if doc['ok'] else 'NOT all claims check'}: {doc['counts']}"]
+        for c in doc["claims"]:
+            lines.append(f"{c['verdict']}: {c['value']} | {c['source']} — {c['why']}")
+        if doc["unbound"]:
+            lines.append(f"numbers bound to no source: {', '.join(doc['unbound'])}")
+        lines += ["", "corrected text:", doc["corrected"]]
+        return "\n".join(lines)
+
     @server.tool(annotations=WRITE, structured_output=False)
     async def stop_experiment(experiment_id: str) -> str:
         """Stop an experiment (needs its owner's approval): its running trials are stopped, nothing more starts,

@@ -9,7 +9,8 @@ probes, joined from one route module per concept, each ``routes(deps) -> list[Ro
 - ``artifacts``: ``/api/v1/artifacts`` (the per-agent artifact stores);
 - ``evals``: ``/api/v1/evals``; ``feedback``: ``/api/v1/feedback`` and ``/api/v1/ab``; ``compare``:
   ``/api/v1/compare``;
-- ``experiments``: ``/api/v1/experiments`` (``ExperimentService``).
+- ``experiments``: ``/api/v1/experiments`` (``ExperimentService``); ``claims``: ``/api/v1/claims/check`` (a report's
+  numbers recomputed from the store).
 
 Every ``/api/v1`` route but telemetry's needs the admin token (``ApiDeps.admin``); errors become JSON once, in
 ``labbot.bot.web.errors``; a service the composition root did not pass in answers 503.
@@ -28,6 +29,7 @@ from labbot.agents.feedback.ab import AbTest
 from labbot.bot.api import (
     artifacts,
     audit,
+    claims,
     compare,
     evals,
     experiments,
@@ -51,7 +53,7 @@ from labbot.training.telemetry_store import TelemetryStore
 
 # in the order they are matched; bound here because create_app's arguments `artifacts`, `evals` and `experiments`
 # hide three names
-ROUTE_MODULES = (health, runs, telemetry, pages, audit, plots, artifacts, evals, feedback, compare, experiments)
+ROUTE_MODULES = (health, runs, telemetry, pages, audit, plots, artifacts, evals, feedback, compare, experiments, claims)
 
 
 def create_app(

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from labbot.bot.cli import claims as cli_claims
 from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import experiments as cli_experiments
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_feedback.add_parser(sub)
     cli_compare.add_parser(sub)
     cli_experiments.add_parser(sub)
+    cli_claims.add_parser(sub)
     _maintenance_commands(sub)
     return p
 

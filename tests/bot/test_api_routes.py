@@ -59,6 +59,7 @@ ROUTES = [
     ("/api/v1/experiments/{exp_id}/resume", "POST"),
     ("/api/v1/experiments/{exp_id}/stop", "POST"),
     ("/api/v1/experiments/{exp_id}/trials/{number:int}/stop", "POST"),
+    ("/api/v1/claims/check", "POST"),
 ]
 
 

@@ -130,3 +130,28 @@ def test_the_cli_plans_sweeps_shows_and_stops(
     assert "already done" in capsys.readouterr().err
     assert cli_main.main(["sweep", "toy", "lr=1", "--metric", "loss"]) == 2
     assert "the space searches nothing" in capsys.readouterr().err
+
+
+def test_claims_are_checked_over_http_and_by_the_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], http: TestClient, lab: Lab, tmp_path: Path
+) -> None:
+    exp = lab.sweep(space=["lr=1e-4,3e-3"], search="grid")
+    lab.run_to_end()
+    best = lab.experiments.get(exp["id"])["results"]["best"]
+    good = f"best [[{best['mean']:.2f} | experiment:{exp['id']} best]] of [[2 | experiment:{exp['id']} count:done]]"
+    r = http.post("/api/v1/claims/check", json={"text": good})
+    assert r.status_code == 200 and r.json()["report"]["ok"], r.text
+    bad = f"best [[{best['mean'] + 1:.2f} | experiment:{exp['id']} best]] after 300 steps"
+    report = http.post("/api/v1/claims/check", json={"text": bad}).json()["report"]
+    assert not report["ok"] and report["counts"]["wrong"] == 1 and report["unbound"] == ["300"]
+    assert report["corrected"] == f"best {best['mean']:.2f} after 300 steps"
+    assert http.post("/api/v1/claims/check", json={"txt": "x"}).status_code == 400
+    _cli_against(monkeypatch, http)
+    path = tmp_path / "report.md"
+    path.write_text(bad)
+    assert cli_main.main(["check-claims", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "wrong" in out and "0 right, 1 wrong, 0 unsourced" in out and "bound to no source: 300" in out
+    path.write_text(good)
+    assert cli_main.main(["check-claims", str(path), "--corrected"]) == 0
+    assert capsys.readouterr().out.strip() == f"best {best['mean']:.2f} of 2"

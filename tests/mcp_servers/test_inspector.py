@@ -34,7 +34,7 @@ LAB_READS = {
     "get_artifact",
 }
 LAB_READS |= {"list_eval_suites", "get_eval_suite", "get_eval_results", "compare_eval_runs"}
-LAB_READS |= {"plan_experiment", "get_experiment"}
+LAB_READS |= {"plan_experiment", "get_experiment", "check_claims"}
 LAB_ACTIONS = {"launch_run", "stop_run", "restart_run", "ack_page", "generate_eval_suite", "run_eval"}
 LAB_ACTIONS |= {"run_experiment", "stop_experiment"}
 LAB_STORE = {"put_artifact", "share_artifact", "post_artifact"}

@@ -58,8 +58,10 @@ from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced, Lease, holder_id
+from labbot.training.claims import StoreSources
 from labbot.training.experiments.service import ExperimentService
 from labbot.training.experiments.study import Studies
+from labbot.training.findings import FindingStore
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from labbot.training.registry import JobRegistry
@@ -196,7 +198,13 @@ class ControlPlane:
         watchdog = Watchdog(db, launcher, service, pager, settings.watchdog, address=ray.address)
         jobs = Periodic()  # the scheduler: its jobs are added when the plane runs (`periodic`)
         # an experiment's study in Optuna's tables of the same database (opened on first use)
-        experiments = ExperimentService(db, service, Studies(db.engine.url.render_as_string(hide_password=False)))
+        # what the lab learned: every ended experiment's finding, its numbers checked against the store
+        findings = FindingStore(
+            db, artifacts, StoreSources(telemetry.series, lambda exp_id: experiments.get(exp_id), evals.results)
+        )
+        experiments = ExperimentService(
+            db, service, Studies(db.engine.url.render_as_string(hide_password=False)), findings=findings
+        )
         deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
         agents, runtime = None, None
         if core is not None:
@@ -248,6 +256,7 @@ class ControlPlane:
             probes=self.probes,
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
             experiments=self.experiments,
+            findings=self.experiments.findings if self.experiments is not None else None,
             kick=leader_tick(self.lease, self.jobs),
         )
         if self.in_process is not None:

@@ -494,6 +494,37 @@ def _add_experiment_tools(server: MCPServer, lab: LabApi) -> None:
         lines += ["", "corrected text:", doc["corrected"]]
         return "\n".join(lines)
 
+    @server.tool(annotations=READ, structured_output=False)
+    async def search_findings(
+        query: Annotated[str, Field(description="words of the question, e.g. 'tiny-lm learning rate loss'")] = "",
+        limit: Annotated[int, Field(ge=1, le=50)] = 5,
+    ) -> str:
+        """What the lab already learned about a question, best match first: each finding's question, status
+        (answered, incomplete, failed: failures are findings too), verdict and summary, their numbers checked
+        against labbot's store when recorded. Read them before you plan, and cite them."""
+        found = (await lab.json("GET", "/findings", params={"q": query, "limit": limit}))["findings"]
+        if not found:
+            return "no findings match" if query else "no findings yet"
+        return "\n\n".join(
+            f"{f['id']} · {f['status']} · {f['created_at'][:10]} · {f['question']}\n{f['verdict']}\n{f['summary']}"
+            for f in found
+        )
+
+    @server.tool(annotations=ADD, structured_output=False)
+    async def record_finding(
+        question: str,
+        verdict: Annotated[str, Field(description="the answer in a sentence, its numbers as [[VALUE | SOURCE]]")],
+        summary: Annotated[str, Field(description="what supports it (Markdown), numbers as [[VALUE | SOURCE]]")],
+        status: Annotated[Literal["answered", "incomplete", "failed"], Field(description="failures count too")],
+        as_agent: Launcher = None,
+    ) -> str:
+        """Keep what you found so the next question starts from it. Its numbers are checked against labbot's store
+        first (as check_claims does): a wrong or unsourced one refuses the finding, naming it."""
+        body = {"question": question, "verdict": verdict, "summary": summary, "status": status,
+                "owner": _launcher(lab, as_agent)}  # fmt: skip
+        made = (await lab.json("POST", "/findings", json=body))["finding"]
+        return f"recorded finding {made['id']} ({len(made['claims'])} claims checked)"
+
     @server.tool(annotations=WRITE, structured_output=False)
     async def stop_experiment(experiment_id: str) -> str:
         """Stop an experiment (needs its owner's approval): its running trials are stopped, nothing more starts,

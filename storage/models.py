@@ -197,6 +197,29 @@ class ExperimentTrial(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class Finding(Base):
+    """What the lab learned from a question: the question, the verdict, a summary whose numbers are claims bound to
+    their sources (``labbot.training.claims``), links to what it rests on, and whether it was answered, left
+    incomplete or failed (failures are findings too). The document itself is an artifact of the ``findings`` store;
+    this row is what ``search_findings`` searches. ``source`` (e.g. ``experiment:x7k2m9p``) records one finding per
+    thing it was made from."""
+
+    __tablename__ = "findings"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # experiment | research
+    source: Mapped[str | None] = mapped_column(String(200), unique=True)
+    question: Mapped[str] = mapped_column(Text)
+    verdict: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text)  # Markdown; its numbers as [[VALUE | SOURCE]] claims
+    claims: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # each claim as checked when recorded
+    links: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(16))  # answered | incomplete | failed
+    owner: Mapped[str] = mapped_column(String(100))
+    artifact_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
 class AdmissionLock(Base):
     """One row (``id = 1``) that every admission decision updates first, in the transaction that inserts or admits
     the run: SQLite takes its write lock and PostgreSQL the row's lock there, so two launches (threads, processes or

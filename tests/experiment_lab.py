@@ -19,11 +19,14 @@ import pytest
 from compute_support import RecordingRay, compute_service
 from sqlalchemy import select
 
+from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.models import Run, RunStatus, utcnow
+from labbot.training.claims import StoreSources
 from labbot.training.experiments.controller import StepReport
 from labbot.training.experiments.plan import ExperimentRequest
 from labbot.training.experiments.service import ExperimentService
 from labbot.training.experiments.study import Studies
+from labbot.training.findings import FindingStore
 from labbot.training.service import reconcile_run
 from labbot.training.telemetry_ingest import parse_batch
 from labbot.training.telemetry_store import TelemetryStore
@@ -64,8 +67,15 @@ class Lab:
         self.service.totals_ttl_s = 0.0
         self.studies = Studies(self.db.engine.url.render_as_string(hide_password=False))
         self.offset = timedelta(0)  # how far the controller's clock is ahead of the wall clock (budget tests)
-        self.experiments = ExperimentService(self.db, self.service, self.studies, clock=self.clock)
         self.telemetry = TelemetryStore(self.db)
+        self.artifacts = ArtifactStore(self.db, str(tmp_path / "artifacts"))
+        # what the lab learned: each ended experiment's finding, its numbers checked against these same stores
+        self.findings = FindingStore(
+            self.db, self.artifacts, StoreSources(self.telemetry.series, lambda exp_id: self.experiments.get(exp_id))
+        )
+        self.experiments = ExperimentService(
+            self.db, self.service, self.studies, clock=self.clock, findings=self.findings
+        )
         self.progress: dict[str, int] = {}  # submission id → last step reported
         self.fail_at: dict[str, int] = {}  # run id → the step at which its job fails
 

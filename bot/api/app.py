@@ -10,7 +10,7 @@ probes, joined from one route module per concept, each ``routes(deps) -> list[Ro
 - ``evals``: ``/api/v1/evals``; ``feedback``: ``/api/v1/feedback`` and ``/api/v1/ab``; ``compare``:
   ``/api/v1/compare``;
 - ``experiments``: ``/api/v1/experiments`` (``ExperimentService``); ``claims``: ``/api/v1/claims/check`` (a report's
-  numbers recomputed from the store).
+  numbers recomputed from the store); ``findings``: ``/api/v1/findings`` (what the lab learned, searched).
 
 Every ``/api/v1`` route but telemetry's needs the admin token (``ApiDeps.admin``); errors become JSON once, in
 ``labbot.bot.web.errors``; a service the composition root did not pass in answers 503.
@@ -34,6 +34,7 @@ from labbot.bot.api import (
     evals,
     experiments,
     feedback,
+    findings,
     health,
     pages,
     plots,
@@ -48,12 +49,27 @@ from labbot.evals.service import EvalService
 from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.experiments.service import ExperimentService
+from labbot.training.findings import FindingStore
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
-# in the order they are matched; bound here because create_app's arguments `artifacts`, `evals` and `experiments`
-# hide three names
-ROUTE_MODULES = (health, runs, telemetry, pages, audit, plots, artifacts, evals, feedback, compare, experiments, claims)
+# in the order they are matched; bound here because create_app's arguments `artifacts`, `evals`, `experiments` and
+# `findings` hide four names
+ROUTE_MODULES = (
+    health,
+    runs,
+    telemetry,
+    pages,
+    audit,
+    plots,
+    artifacts,
+    evals,
+    feedback,
+    compare,
+    experiments,
+    claims,
+    findings,
+)
 
 
 def create_app(
@@ -75,6 +91,7 @@ def create_app(
     admins: frozenset[str] = frozenset(),
     experiments: ExperimentService | None = None,
     kick: Callable[[], None] | None = None,
+    findings: FindingStore | None = None,
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
@@ -84,8 +101,8 @@ def create_app(
     who may read those two (``labbot.bot.api.probes``; the default refuses anonymous callers: the composition root
     passes the rule of the address it binds). ``admins`` (``[roles] admins``) see every eval suite and run when a read
     names one of them in ``?by=``. ``experiments`` serves ``/api/v1/experiments`` (503 when ``None``), and ``kick``
-    brings the leader's next tick forward when one is created. ``extra_routes`` (Slack's ``POST /slack/events``) are
-    matched first."""
+    brings the leader's next tick forward when one is created; ``findings`` serves ``/api/v1/findings``.
+    ``extra_routes`` (Slack's ``POST /slack/events``) are matched first."""
     deps = ApiDeps(
         service=service,
         telemetry=telemetry_store,
@@ -103,6 +120,7 @@ def create_app(
         admins=admins,
         experiments=experiments,
         kick=kick,
+        findings=findings,
     )
     # extra routes first: POST /slack/events is the route under a burst (Slack's 3 s)
     routes = [*extra_routes, *(route for module in ROUTE_MODULES for route in module.routes(deps))]

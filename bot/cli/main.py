@@ -22,6 +22,7 @@ from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import experiments as cli_experiments
 from labbot.bot.cli import feedback as cli_feedback
+from labbot.bot.cli import findings as cli_findings
 from labbot.bot.cli.output import CLIError, print_json
 from labbot.bot.render import tables
 from labbot.common.api_client import (
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_compare.add_parser(sub)
     cli_experiments.add_parser(sub)
     cli_claims.add_parser(sub)
+    cli_findings.add_parser(sub)
     _maintenance_commands(sub)
     return p
 

@@ -60,6 +60,9 @@ ROUTES = [
     ("/api/v1/experiments/{exp_id}/stop", "POST"),
     ("/api/v1/experiments/{exp_id}/trials/{number:int}/stop", "POST"),
     ("/api/v1/claims/check", "POST"),
+    ("/api/v1/findings", "GET"),
+    ("/api/v1/findings", "POST"),
+    ("/api/v1/findings/{finding_id}", "GET"),
 ]
 
 

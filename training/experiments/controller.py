@@ -96,12 +96,19 @@ def launch_request(
 
 class ExperimentController:
     def __init__(
-        self, db: Database, runs: RunService, studies: Studies, *, clock: Callable[[], datetime] = utcnow
+        self,
+        db: Database,
+        runs: RunService,
+        studies: Studies,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        on_end: Callable[[str], object] | None = None,
     ) -> None:
         self.db = db
         self.runs = runs
         self.studies = studies
         self.clock = clock
+        self.on_end = on_end  # called with an experiment's id once it has ended and its trials are settled
 
     def tick(self) -> StepReport:
         started = time.perf_counter()
@@ -389,6 +396,18 @@ class ExperimentController:
                 self._stop_run(run_id, f"experiment {exp_id} ({reason})")
             self._end_trial(exp, plan, trial, TrialStatus.STOPPED, None, reason)
         log.info("experiment %s: %s (%s)", exp_id, status.value, reason)
+        self._ended(exp_id)
+
+    def _ended(self, exp_id: str) -> None:
+        """What the lab keeps of an ended experiment (its finding); a failure here is logged, never the tick's."""
+        if self.on_end is None:
+            return
+        try:
+            self.on_end(exp_id)
+        except Fenced:
+            raise
+        except Exception:
+            log.exception("experiment %s ended, but what it found was not recorded", exp_id)
 
     def _fill(self, exp: Experiment, plan: ExperimentPlan, trials: list[ExperimentTrial], report: StepReport) -> None:
         active = sum(1 for t in trials if not TrialStatus(t.status).is_terminal)
@@ -417,3 +436,4 @@ class ExperimentController:
             row.ended_at = self.clock()
         report.finished.append(exp.id)
         log.info("experiment %s: done, %d of %d trials scored", exp.id, done, len(trials))
+        self._ended(exp.id)

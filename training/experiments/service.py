@@ -26,6 +26,7 @@ from labbot.training.experiments.controller import ExperimentController
 from labbot.training.experiments.plan import ExperimentPlan, ExperimentRequest, resolve_experiment
 from labbot.training.experiments.scores import aligned_means, rank, score, verdict
 from labbot.training.experiments.study import Studies
+from labbot.training.findings import FindingStore, experiment_finding
 from labbot.training.run_json import run_view
 from labbot.training.service import RunService
 
@@ -45,11 +46,16 @@ class ExperimentService:
         studies: Studies,
         *,
         clock: Callable[[], datetime] = utcnow,
+        findings: FindingStore | None = None,
     ) -> None:
+        """``findings``: where an ended experiment's finding is kept (none: no finding is recorded)."""
         self.db = db
         self.runs = runs
         self.studies = studies
-        self.controller = ExperimentController(db, runs, studies, clock=clock)
+        self.findings = findings
+        self.controller = ExperimentController(
+            db, runs, studies, clock=clock, on_end=self.record_finding if findings is not None else None
+        )
         self.clock = clock
 
     # -- creating --------------------------------------------------------------------------------------------
@@ -190,6 +196,19 @@ class ExperimentService:
         with self.db.session() as s:
             self._row(s, exp_id).summary_posted = True
 
+    def record_finding(self, exp_id: str) -> dict[str, Any] | None:
+        """The finding an ended experiment leaves (once: its source is the experiment), its numbers checked."""
+        if self.findings is None:
+            return None
+        doc = self.get(exp_id)
+        made = experiment_finding(doc)
+        links = {"experiment": exp_id, "study": doc["study"]}
+        if doc.get("channel") and doc.get("thread_ts"):
+            links["thread"] = f"{doc['channel']}/{doc['thread_ts']}"
+        return self.findings.record(
+            kind="experiment", source=f"experiment:{exp_id}", owner=doc["owner"], links=links, **made
+        )
+
     def owner_of(self, exp_id: str) -> str:
         with self.db.session() as s:
             return self._row(s, exp_id).owner
@@ -254,6 +273,7 @@ def _experiment_json(exp: Experiment, plan: ExperimentPlan) -> dict[str, Any]:
         "status": exp.status,
         "reason": exp.reason,
         "space": plan.space.words(),
+        "searched": list(plan.space.names),  # the parameters the search varies (the others are fixed)
         "objective": spec["objective"],
         "search": plan.search,
         "prune": plan.prune,

@@ -59,7 +59,9 @@ def test_every_tool_of_every_builtin_server_carries_exactly_one_annotation(name:
     if name == "codebase":
         assert set(kinds.values()) == {"READ"}
     if name == "lab":
-        assert {t for t, k in kinds.items() if k == "ADD"} == {"put_artifact", "share_artifact", "post_artifact"}
+        # only adding: to the agent's own store, or a finding to the lab's (its numbers checked by the claim ledger)
+        adds = {"put_artifact", "share_artifact", "post_artifact", "record_finding"}
+        assert {t for t, k in kinds.items() if k == "ADD"} == adds
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))

@@ -217,19 +217,18 @@ class ExperimentService:
 
     def pause(self, exp_id: str, *, by: str = "cli") -> dict[str, Any]:
         """Launch nothing more; trials on Ray go on (and are followed, pruned and scored)."""
-        with self.db.session() as s:
-            exp = self._row(s, exp_id)
-            if exp.status != ExperimentStatus.RUNNING.value:
-                raise Conflict(f"experiment {exp_id} is {exp.status}; only a running experiment can be paused")
-            exp.status, exp.reason = ExperimentStatus.PAUSED.value, f"paused by {by}"
-        return self.get(exp_id)
+        return self._move(exp_id, ExperimentStatus.RUNNING, ExperimentStatus.PAUSED, f"paused by {by}")
 
     def resume(self, exp_id: str, *, by: str = "cli") -> dict[str, Any]:
+        return self._move(exp_id, ExperimentStatus.PAUSED, ExperimentStatus.RUNNING, f"resumed by {by}")
+
+    def _move(self, exp_id: str, was: ExperimentStatus, to: ExperimentStatus, reason: str) -> dict[str, Any]:
         with self.db.session() as s:
             exp = self._row(s, exp_id)
-            if exp.status != ExperimentStatus.PAUSED.value:
-                raise Conflict(f"experiment {exp_id} is {exp.status}; only a paused experiment can be resumed")
-            exp.status, exp.reason = ExperimentStatus.RUNNING.value, f"resumed by {by}"
+            if exp.status != was.value:
+                verb = "paused" if to is ExperimentStatus.PAUSED else "resumed"
+                raise Conflict(f"experiment {exp_id} is {exp.status}; only a {was.value} experiment can be {verb}")
+            exp.status, exp.reason = to.value, reason
         return self.get(exp_id)
 
     def stop(self, exp_id: str, *, by: str = "cli") -> dict[str, Any]:

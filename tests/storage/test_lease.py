@@ -90,7 +90,8 @@ def test_fenced_writes_pass_while_held_and_are_refused_once_another_took_the_lea
     with fenced(paused):
         mark(db, "lease:before")  # the leader writes
     assert marked(db, "lease:before")
-    b = Lease(other_db, holder=holder_id("replica-b"), ttl_s=1.0)
+    # B's own lease long enough that a loaded machine's pause before its post is not B's expiry (it once was)
+    b = Lease(other_db, holder=holder_id("replica-b"), ttl_s=30.0)
     wait_for(b.step, timeout=5, interval=0.05, what="B taking the lease A stopped renewing")
     assert paused.held()  # by its own (stopped) clock A still leads: only the fence can stop it
     with pytest.raises(Fenced, match="lost the singletons lease"), fenced(paused):
@@ -136,7 +137,8 @@ def test_a_side_effect_is_guarded_by_the_database_then_the_deadline_and_the_clai
         with pytest.raises(Fenced, match="does not hold the singletons lease now: a late post is refused"):
             guard("a late post")
     now[0] = 0.0  # as a replica paused and resumed believes
-    b = Lease(other_db, holder=holder_id("replica-b"), ttl_s=1.0)
+    # B's own lease long enough that a loaded machine's pause before its post is not B's expiry (it once was)
+    b = Lease(other_db, holder=holder_id("replica-b"), ttl_s=30.0)
     wait_for(b.step, timeout=5, interval=0.05, what="B taking the lease A stopped renewing")
     assert paused.held()
     with fenced(paused), pytest.raises(Fenced, match=r"lost the singletons lease .*: posting the page is refused"):

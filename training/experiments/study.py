@@ -106,15 +106,13 @@ class Studies:
             load_if_exists=True,
         )
 
-    def open(self, name: str, plan: ExperimentPlan, *, asked: int = 0) -> optuna.Study:
-        return optuna.load_study(
-            study_name=name, storage=self.storage, sampler=sampler(plan, asked), pruner=pruner(plan)
-        )
+    def open(self, name: str, plan: ExperimentPlan) -> optuna.Study:
+        return optuna.load_study(study_name=name, storage=self.storage, sampler=sampler(plan, 0), pruner=pruner(plan))
 
     def ask(self, name: str, plan: ExperimentPlan) -> FrozenTrial:
         """A new trial of the study (RUNNING in the storage), its parameters drawn."""
-        asked = len(self.open(name, plan).get_trials(deepcopy=False))
-        study = self.open(name, plan, asked=asked)
+        study = self.open(name, plan)
+        study.sampler = sampler(plan, len(study.get_trials(deepcopy=False)))  # seeded for this ask (module docstring)
         trial = study.ask(distributions(plan))
         return study._storage.get_trial(trial._trial_id)
 

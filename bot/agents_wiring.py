@@ -37,6 +37,7 @@ from labbot.common.errors import LabbotError, UnknownPage
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.db import Database
 from labbot.training.experiments.service import ExperimentService
+from labbot.training.research.service import ResearchService
 from labbot.training.service import RunService
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ def build_agents(
     ab: AbTest | None = None,
     observer: Observer = NO_OBSERVER,
     experiments: ExperimentService | None = None,
+    research: ResearchService | None = None,
 ) -> AgentsStack:
     """The agents of a control plane whose ``/api/v1`` ``lab_api()`` reaches (``InProcessApi.lab_api``), talking in
     ``slack``'s threads; its conversations and approval gate are what Slack's handlers are then given."""
@@ -191,6 +193,12 @@ def build_agents(
         except LabbotError:
             return None
 
+    def research_owner(rid: str) -> str | None:
+        try:
+            return research.owner_of(rid) if research is not None else None
+        except LabbotError:
+            return None
+
     gate = ApprovalGate(
         pool.executor("assistant"),
         db,
@@ -198,6 +206,7 @@ def build_agents(
         admins=slack.settings.admins,
         run_owner=owner_of,
         experiment_owner=experiment_owner,
+        research_owner=research_owner,
     )
     gate.expire_leftovers()  # asks left pending by a previous process: fail closed
 

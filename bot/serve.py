@@ -52,6 +52,7 @@ from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.experiment_threads import ExperimentThreads
 from labbot.bot.slack.handlers import SlackDeps
 from labbot.bot.slack.pager_notifier import SlackPageNotifier, outbox_client
+from labbot.bot.slack.research_threads import ResearchThreads
 from labbot.bot.slack.runtime import SlackCore, SlackRuntime
 from labbot.evals.running.solver_access import SolverAccess
 from labbot.evals.service import EVAL_GENERATE_JOB, EVAL_INCIDENTS_JOB, EVAL_JOB, EVAL_JOBS, EVALS_OWNER, EvalService
@@ -65,6 +66,7 @@ from labbot.training.findings import FindingStore
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection, connect
 from labbot.training.registry import JobRegistry
+from labbot.training.research.service import ResearchService
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -121,6 +123,7 @@ class ControlPlane:
     artifacts: ArtifactStore | None = None
     evals: EvalService | None = None
     experiments: ExperimentService | None = None  # sweeps: the controller moves them on the watchdog's tick
+    research: ResearchService | None = None  # research questions: a plan under one approval, a checked report
     ab: AbTest | None = None  # [agents.ab]: new agent threads split between two models
     metrics: Metrics | None = None  # /metrics: this plane's registry, and the observer its layers report to
     lease: Lease | None = None  # who runs the singletons among the replicas (None: this process, alone)
@@ -199,12 +202,13 @@ class ControlPlane:
         jobs = Periodic()  # the scheduler: its jobs are added when the plane runs (`periodic`)
         # an experiment's study in Optuna's tables of the same database (opened on first use)
         # what the lab learned: every ended experiment's finding, its numbers checked against the store
-        findings = FindingStore(
-            db, artifacts, StoreSources(telemetry.series, lambda exp_id: experiments.get(exp_id), evals.results)
-        )
+        sources = StoreSources(telemetry.series, lambda exp_id: experiments.get(exp_id), evals.results)
+        findings = FindingStore(db, artifacts, sources)
         experiments = ExperimentService(
             db, service, Studies(db.engine.url.render_as_string(hide_password=False)), findings=findings
         )
+        # research questions: the researcher's plans (each released by one approval), their checked reports
+        research = ResearchService(db, experiments, sources, findings=findings)
         deadman = DeadmanSwitch(settings.deadman.url, method=settings.deadman.method) if settings.deadman else None
         agents, runtime = None, None
         if core is not None:
@@ -221,6 +225,7 @@ class ControlPlane:
                 ab=ab,
                 observer=metrics,
                 experiments=experiments,
+                research=research,
             )
             deps = _slack_deps(settings, core, service, telemetry, pager, agents, artifacts, evals, ab, deliver, token)
             runtime = SlackRuntime.build(
@@ -228,13 +233,16 @@ class ControlPlane:
                     deps,
                     experiments=experiments,
                     experiment_threads=ExperimentThreads(core.client, experiments, command=core.settings.command),
+                    research_threads=ResearchThreads(
+                        core.client, research, experiments, settings.integrations, agents.call_tool
+                    ),
                     tick_soon=leader_tick(lease, jobs),
                 )
             )
         return cls(
             settings, db, ray, head, launcher, service, telemetry, token, pager, watchdog, outbox, jobs=jobs,
             slack=runtime, deadman=deadman, pagerduty=pagerduty, agents=agents, artifacts=artifacts, evals=evals,
-            experiments=experiments, ab=ab, metrics=metrics, lease=lease, in_process=in_process,
+            experiments=experiments, research=research, ab=ab, metrics=metrics, lease=lease, in_process=in_process,
         )  # fmt: skip
 
     def app(self) -> Starlette:
@@ -257,6 +265,7 @@ class ControlPlane:
             admins=(self.slack.settings if self.slack else self.settings.slack).admins,
             experiments=self.experiments,
             findings=self.experiments.findings if self.experiments is not None else None,
+            research=self.research,
             kick=leader_tick(self.lease, self.jobs),
         )
         if self.in_process is not None:

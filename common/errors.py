@@ -49,6 +49,11 @@ class UnknownExperiment(LabbotError):
     code = "unknown_experiment"
 
 
+class UnknownResearch(LabbotError):
+    status = 404
+    code = "unknown_research"
+
+
 class UnknownFeedback(LabbotError):
     status = 404
     code = "unknown_feedback"

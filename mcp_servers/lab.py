@@ -39,6 +39,8 @@ from labbot.common.durations import format_duration
 from labbot.common.experiment_text import experiment_text, plan_text
 from labbot.common.humanize import format_bytes
 from labbot.common.mcp_meta import WAITS, previewed_by
+from labbot.common.research_text import plan_text as research_plan_text
+from labbot.common.research_text import research_text
 from labbot.mcp_servers.annotations import ADD, READ, WRITE
 
 MAX_POINTS = 60
@@ -232,6 +234,7 @@ def build_server(api: LabApi | None = None) -> MCPServer:
         _add_reads,
         _add_actions,
         _add_experiment_tools,
+        _add_research_tools,
         _add_artifact_tools,
         _add_eval_suite_tools,
         _add_eval_run_tools,
@@ -538,6 +541,163 @@ def _exp_path(exp_id: str, *rest: str) -> str:
         return api_client.api_path("experiments", api_client.check_id("experiment", exp_id), *rest)
     except ApiError as e:
         raise tool_error(e) from None
+
+
+def _research_path(rid: str, *rest: str) -> str:
+    try:
+        return api_client.api_path("research", api_client.check_id("research", rid), *rest)
+    except ApiError as e:
+        raise tool_error(e) from None
+
+
+DEFAULT_RESEARCH_WAIT_S = 900
+
+
+def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
+    """A research question: opened, planned (recorded, priced), started under one approval of exactly that plan,
+    waited on (not charged), acted on within the plan, reported with every number checked."""
+
+    @server.tool(annotations=ADD, structured_output=False)
+    async def open_research(question: str, as_agent: Launcher = None) -> str:
+        """Open a research question for the researcher you work for (they approve its plan). `/lab research` opens
+        one itself and gives you its id: use that one."""
+        body = {"question": question, "owner": _launcher(lab, as_agent)}
+        doc = (await lab.json("POST", "/research", json=body))["research"]
+        return f"research {doc['id']} opened: {doc['question']}"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def research_status(research_id: str) -> str:
+        """A research question: status, its approved plan and any change waiting for approval, each arm's
+        experiment (counts, best so far, budget used), and the report once given."""
+        return research_text((await lab.json("GET", _research_path(research_id)))["research"])
+
+    @server.tool(annotations=ADD, structured_output=False)
+    async def propose_plan(
+        research_id: str,
+        hypothesis: str,
+        arms: Annotated[
+            list[dict[str, Any]],
+            Field(
+                description="the experiments, each {name, job, space, metric, goal?, trials?, concurrency?, seeds?, "
+                "search?, prune?} as run_experiment takes them (no budget: the plan's is shared between arms)"
+            ),
+        ],
+        decision_rule: Annotated[str, Field(description="how the answer is decided, e.g. the lowest mean loss wins")],
+        budget: Annotated[str, Field(description="for the whole plan, e.g. 2gpu-h or 10cpu-h")],
+        on_failure: Annotated[
+            list[Literal["restart", "drop_trial", "stop_arm", "stop"]] | None,
+            Field(description="what you may do about a failure without asking again"),
+        ] = None,
+        publish: Annotated[
+            list[Literal["notion", "linear"]] | None,
+            Field(description="where the answer goes besides the thread: a Notion page, Linear issues"),
+        ] = None,
+    ) -> str:
+        """Record the plan of a research question and price it. Nothing starts: a new plan, or a change that costs
+        more or reaches further than the approved one, waits for start_research (its owner approves). A change
+        within the approved plan (an arm dropped, fewer trials, a smaller budget) applies at once."""
+        body: dict[str, Any] = {"hypothesis": hypothesis, "arms": arms, "decision_rule": decision_rule,
+                                "budget": budget}  # fmt: skip
+        if on_failure is not None:
+            body["on_failure"] = on_failure
+        if publish is not None:
+            body["publish"] = publish
+        doc = await lab.json("POST", _research_path(research_id, "plan"), json=body)
+        research = doc["research"]
+        text = research_plan_text(research)
+        if doc["change"] == "needs_approval":
+            return (
+                f"{text}\n\nnothing started: call start_research(research_id={research_id!r}, "
+                f"plan_hash={research['plan_hash']!r}) to ask for its approval"
+            )
+        if doc["change"] == "applied":
+            return f"applied within the approved plan (no approval needed):\n{research_text(research)}"
+        return f"unchanged: that is the approved plan\n{research_text(research)}"
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def show_plan(research_id: str, plan_hash: str) -> str:
+        """The plan waiting for approval under plan_hash: what it runs, its price, what it cannot undo and, for a
+        change, what grows (what start_research's approval shows)."""
+        path = _research_path(research_id, "plans", _checked("plan", plan_hash))
+        return research_plan_text((await lab.json("GET", path))["research"])
+
+    @server.tool(annotations=WRITE, structured_output=False, meta=previewed_by("show_plan"))
+    async def start_research(research_id: str, plan_hash: str) -> str:
+        """Start the plan proposed under plan_hash (needs the question's owner's approval; the prompt shows the plan
+        and its price). Exactly that plan starts: if it changed since, nothing does. Then wait_for_research."""
+        path = _research_path(research_id, "plans", _checked("plan", plan_hash), "start")
+        doc = (await lab.json("POST", path, params={"by": "approval"}))["research"]
+        return f"started plan {plan_hash}:\n{research_text(doc)}"
+
+    @server.tool(annotations=READ, meta=WAITS, structured_output=False)
+    async def wait_for_research(
+        research_id: str,
+        timeout_s: Annotated[int, Field(ge=1, le=MAX_RUN_WAIT_S, description="how long to wait at most")] = (
+            DEFAULT_RESEARCH_WAIT_S
+        ),
+    ) -> str:
+        """Wait until every arm of the question has ended, or a page fires on one of its runs (to diagnose and act
+        within the plan), or timeout_s: then its state. The wait is not charged to you."""
+        path = _research_path(research_id)
+        deadline = time.monotonic() + timeout_s
+        seen: set[str] | None = None
+        while True:
+            doc = (await lab.json("GET", path))["research"]
+            runs = {r for arm in doc.get("arm_states", []) for r in arm["runs"]}
+            pages = [p for p in (await lab.json("GET", "/pages"))["pages"] if p.get("run_id") in runs]
+            if seen is None:
+                seen = {p["id"] for p in pages}
+            fresh = [p for p in pages if p["id"] not in seen]
+            if fresh:
+                said = "\n".join(f"page {p['id']} · {p['kind']} · run {p['run_id']} · {p['summary']}" for p in fresh)
+                return f"a page fired on this question's runs:\n{said}\n\n{research_text(doc)}"
+            if doc["all_ended"] or doc["status"] not in ("running",):
+                return f"every arm has ended:\n{research_text(doc)}" if doc["all_ended"] else research_text(doc)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"still running after {format_duration(timeout_s)}:\n{research_text(doc)}"
+            await asyncio.sleep(min(RUN_POLL_S, left))
+
+    @server.tool(annotations=ADD, structured_output=False)
+    async def research_act(
+        research_id: str,
+        action: Annotated[
+            Literal["restart", "drop_trial", "stop_arm", "stop"], Field(description="one the plan lists")
+        ],
+        arm: str | None = None,
+        trial: Annotated[int | None, Field(ge=0, description="drop_trial: the trial's number")] = None,
+        run_id: Annotated[str | None, Field(description="restart: a run of the plan")] = None,
+    ) -> str:
+        """Act on a failure within the approved plan, with no new approval: only the actions the plan lists, only on
+        its own arms and runs (anything else is refused)."""
+        body: dict[str, Any] = {"action": action}
+        for key, value in (("arm", arm), ("trial", trial), ("run_id", run_id)):
+            if value is not None:
+                body[key] = value
+        doc = await lab.json("POST", _research_path(research_id, "act"), json=body, params={"by": "researcher"})
+        return f"{action} done:\n{research_text(doc['research'])}"
+
+    @server.tool(annotations=ADD, structured_output=False)
+    async def submit_report(
+        research_id: str,
+        verdict: Annotated[str, Field(description="the answer in a sentence, its numbers as [[VALUE | SOURCE]]")],
+        text: Annotated[str, Field(description="the write-up (Markdown): the table, the evidence, numbers as claims")],
+        follow_ups: Annotated[
+            list[dict[str, str]] | None,
+            Field(description="follow-ups to file as Linear issues, each {title, description}"),
+        ] = None,
+    ) -> str:
+        """Give the answer. labbot recomputes every [[VALUE | SOURCE]] from its store first: a number that does not
+        match, or one bound to no source, refuses the report (nothing is posted) with what differs and the text as
+        the store has it. Accepted, it ends the question (answered, or incomplete when an arm was cut short), is
+        posted in the thread, published where the plan says, and kept as a finding."""
+        body = {"verdict": verdict, "text": text, "follow_ups": follow_ups or []}
+        doc = (await lab.json("POST", _research_path(research_id, "report"), json=body))["research"]
+        report = doc["report"]
+        return (
+            f"report accepted ({report['status']}): {report['counts']['ok']} claim(s) checked against the store; "
+            f"finding {doc['finding_id']}\n{research_text(doc)}"
+        )
 
 
 def _add_artifact_tools(server: MCPServer, lab: LabApi) -> None:

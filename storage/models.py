@@ -220,6 +220,47 @@ class Finding(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
+class ResearchStatus(StrEnum):
+    PLANNING = "planning"  # no plan approved yet (one may be proposed, waiting for its approval)
+    RUNNING = "running"  # the approved plan's experiments run (a change may wait for approval)
+    ANSWERED = "answered"  # reported, every arm ran to its end
+    INCOMPLETE = "incomplete"  # reported with an arm cut short (its budget spent, stopped) or never run
+    CLOSED = "closed"  # closed with no report (its owner, or an admin, stopped it)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ResearchStatus.ANSWERED, ResearchStatus.INCOMPLETE, ResearchStatus.CLOSED)
+
+
+class Research(Base):
+    """A question taken to an answer by the researcher agent (``labbot.training.research``): its plan as last
+    proposed (``plan``, ``plan_hash``), the plan a human approved (``approved``, ``approved_hash``; only that one runs),
+    the experiment of each of the plan's arms, and the report whose numbers were checked (``report``). ``owner`` is
+    who asked: they (or an admin) approve."""
+
+    __tablename__ = "research"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    question: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(16), default=ResearchStatus.PLANNING.value)
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the plan as last proposed (scope + projection)
+    plan_hash: Mapped[str | None] = mapped_column(String(64))
+    approved: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the plan that runs
+    approved_hash: Mapped[str | None] = mapped_column(String(64))
+    arms: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)  # arm name -> experiment id
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the checked report, once given
+    finding_id: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)  # why it ended as it did, in words
+    channel: Mapped[str | None] = mapped_column(String(64))  # its Slack thread
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    published: Mapped[bool] = mapped_column(default=False)  # the report posted where it goes (thread, Notion, Linear)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (Index("ix_research_status", "status"),)
+
+
 class AdmissionLock(Base):
     """One row (``id = 1``) that every admission decision updates first, in the transaction that inserts or admits
     the run: SQLite takes its write lock and PostgreSQL the row's lock there, so two launches (threads, processes or

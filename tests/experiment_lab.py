@@ -78,6 +78,7 @@ class Lab:
         )
         self.progress: dict[str, int] = {}  # submission id → last step reported
         self.fail_at: dict[str, int] = {}  # run id → the step at which its job fails
+        self.hold: set[str] = set()  # run ids whose jobs report nothing more (hung)
 
     def clock(self) -> datetime:
         return utcnow() + self.offset
@@ -107,6 +108,8 @@ class Lab:
                 continue
             env = sub["runtime_env"]["env_vars"]
             run_id, token = env["LABBOT_RUN_ID"], env["LABBOT_TELEMETRY_TOKEN"]
+            if run_id in self.hold:
+                continue
             params = self._params(run_id)
             every, last = int(params["log_every"]), int(params["steps"])
             for _ in range(points):

@@ -111,6 +111,7 @@ class ApprovalGate:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         run_owner: Callable[[str], str | None] | None = None,
         experiment_owner: Callable[[str], str | None] | None = None,
+        research_owner: Callable[[str], str | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
         waiting: dict[str, asyncio.Future[tuple[bool, str]]] | None = None,
     ) -> None:
@@ -121,6 +122,7 @@ class ApprovalGate:
         self.timeout_s = timeout_s
         self.run_owner = run_owner  # run id -> owner: a run's owner approves what acts on it, and in its thread
         self.experiment_owner = experiment_owner  # experiment id -> owner: who approves stopping it
+        self.research_owner = research_owner  # research question id -> who asked: who approves its plan
         self.clock = clock
         # calls waiting for a decision, by approval id; shared by the gates of every role (see ``around``)
         self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {} if waiting is None else waiting
@@ -136,6 +138,7 @@ class ApprovalGate:
             timeout_s=self.timeout_s,
             run_owner=self.run_owner,
             experiment_owner=self.experiment_owner,
+            research_owner=self.research_owner,
             clock=self.clock,
             waiting=self._waiting,
         )
@@ -206,6 +209,7 @@ class ApprovalGate:
                 run_owner=self.run_owner,
                 thread_run=ctx.run_id,
                 experiment_owner=self.experiment_owner,
+                research_owner=self.research_owner,
             )
         )
         text = preview(dict(arguments), limit=2000)

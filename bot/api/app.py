@@ -10,7 +10,8 @@ probes, joined from one route module per concept, each ``routes(deps) -> list[Ro
 - ``evals``: ``/api/v1/evals``; ``feedback``: ``/api/v1/feedback`` and ``/api/v1/ab``; ``compare``:
   ``/api/v1/compare``;
 - ``experiments``: ``/api/v1/experiments`` (``ExperimentService``); ``claims``: ``/api/v1/claims/check`` (a report's
-  numbers recomputed from the store); ``findings``: ``/api/v1/findings`` (what the lab learned, searched).
+  numbers recomputed from the store); ``findings``: ``/api/v1/findings`` (what the lab learned, searched);
+  ``research``: ``/api/v1/research`` (``ResearchService``: a question's plan, its approval, its checked report).
 
 Every ``/api/v1`` route but telemetry's needs the admin token (``ApiDeps.admin``); errors become JSON once, in
 ``labbot.bot.web.errors``; a service the composition root did not pass in answers 503.
@@ -38,6 +39,7 @@ from labbot.bot.api import (
     health,
     pages,
     plots,
+    research,
     runs,
     telemetry,
 )
@@ -50,6 +52,7 @@ from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.experiments.service import ExperimentService
 from labbot.training.findings import FindingStore
+from labbot.training.research.service import ResearchService
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -69,6 +72,7 @@ ROUTE_MODULES = (
     experiments,
     claims,
     findings,
+    research,
 )
 
 
@@ -92,6 +96,7 @@ def create_app(
     experiments: ExperimentService | None = None,
     kick: Callable[[], None] | None = None,
     findings: FindingStore | None = None,
+    research: ResearchService | None = None,
 ) -> Starlette:
     """The HTTP app. ``db`` serves ``/api/v1/audit`` (read only, through ``labbot.agents.fleet.audit.audit_rows``) and
     ``artifacts`` serves ``/api/v1/artifacts``; either left ``None`` makes its routes answer 503 ``not_running``.
@@ -101,7 +106,8 @@ def create_app(
     who may read those two (``labbot.bot.api.probes``; the default refuses anonymous callers: the composition root
     passes the rule of the address it binds). ``admins`` (``[roles] admins``) see every eval suite and run when a read
     names one of them in ``?by=``. ``experiments`` serves ``/api/v1/experiments`` (503 when ``None``), and ``kick``
-    brings the leader's next tick forward when one is created; ``findings`` serves ``/api/v1/findings``.
+    brings the leader's next tick forward when one is created; ``findings`` serves ``/api/v1/findings`` and
+    ``research`` ``/api/v1/research``.
     ``extra_routes`` (Slack's ``POST /slack/events``) are matched first."""
     deps = ApiDeps(
         service=service,
@@ -121,6 +127,7 @@ def create_app(
         experiments=experiments,
         kick=kick,
         findings=findings,
+        research=research,
     )
     # extra routes first: POST /slack/events is the route under a burst (Slack's 3 s)
     routes = [*extra_routes, *(route for module in ROUTE_MODULES for route in module.routes(deps))]

@@ -28,6 +28,7 @@ from labbot.storage.artifacts import ArtifactStore
 from labbot.storage.db import Database
 from labbot.training.experiments.service import ExperimentService
 from labbot.training.findings import FindingStore
+from labbot.training.research.service import ResearchService
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -66,6 +67,7 @@ class ApiDeps:
     experiments: ExperimentService | None = None
     kick: Callable[[], None] | None = None  # brings the leader's next tick forward (a new experiment's trials)
     findings: FindingStore | None = None
+    research: ResearchService | None = None
 
     def admin(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """``handler`` behind the admin token; its errors become the JSON error body, a dict it returns JSON."""

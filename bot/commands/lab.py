@@ -295,6 +295,14 @@ EXPERIMENT = Command(
 
 EXPERIMENTS = Command("experiments", "experiments, newest first", examples=("experiments",))
 
+RESEARCH = Command(
+    "research",
+    "a research question for the researcher agent: it plans experiments, you approve the plan once (its cost shown), "
+    "it runs them and answers in a thread, every number checked against labbot's store",
+    args=(Arg("question", "text", "the question, in plain words"),),
+    examples=("research which learning rate minimises tiny-lm's loss at 300 steps within 2 cpu-hours?",),
+)
+
 PRIORITY = Command(
     "priority",
     "move a queued run in its purpose's line: higher goes first (admins; only a queued run's priority matters)",
@@ -344,6 +352,7 @@ COMMANDS: tuple[Command, ...] = (
     SWEEP,
     EXPERIMENTS,
     EXPERIMENT,
+    RESEARCH,
     CAPACITY,
     PRIORITY,
     HELP,

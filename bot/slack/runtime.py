@@ -145,6 +145,8 @@ class SlackRuntime:
             await self.threads.tick()
             if self.deps.experiment_threads is not None:  # experiments' cards and, at the end, their answers
                 await self.deps.experiment_threads.tick()
+            if self.deps.research_threads is not None:  # reported research questions' answers, published
+                await self.deps.research_threads.tick()
         except Fenced:
             raise  # the lease is lost: said by the control plane
         except Exception:

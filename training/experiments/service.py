@@ -23,7 +23,7 @@ from labbot.common.errors import BadRequest, Conflict, LabbotError, UnknownExper
 from labbot.storage.db import Database
 from labbot.storage.models import Experiment, ExperimentStatus, ExperimentTrial, Run, RunStatus, TrialStatus, utcnow
 from labbot.training.experiments.controller import ExperimentController
-from labbot.training.experiments.plan import ExperimentPlan, ExperimentRequest, resolve_experiment
+from labbot.training.experiments.plan import Budget, ExperimentPlan, ExperimentRequest, resolve_experiment
 from labbot.training.experiments.scores import aligned_means, rank, score, verdict
 from labbot.training.experiments.study import Studies
 from labbot.training.findings import FindingStore, experiment_finding
@@ -89,8 +89,9 @@ class ExperimentService:
         seed = search_seed if search_seed is not None else secrets.randbelow(2**31)
         return resolve_experiment(spec, req, step_seconds=seconds, step_basis=basis, search_seed=seed)
 
-    def create(self, req: ExperimentRequest) -> dict[str, Any]:
-        plan = self.plan(req)
+    def create(self, req: ExperimentRequest, *, plan: ExperimentPlan | None = None) -> dict[str, Any]:
+        """Start ``req`` (checked by :meth:`plan`, or ``plan`` when the caller checked it already)."""
+        plan = plan or self.plan(req)
         with self.db.session() as s:
             for _ in range(5):
                 exp_id = new_experiment_id()
@@ -238,6 +239,34 @@ class ExperimentService:
             if ExperimentStatus(exp.status).is_terminal:
                 raise Conflict(f"experiment {exp_id} is already {exp.status}; nothing to stop")
         self.controller.end(exp_id, ExperimentStatus.STOPPED, f"stopped by {by}")
+        return self.get(exp_id)
+
+    def amend(
+        self, exp_id: str, *, trials: int | None = None, concurrency: int | None = None, budget: Budget | None = None
+    ) -> dict[str, Any]:
+        """Change an experiment's limits (the research service's approved changes): its trials limit, concurrency,
+        budget (in the budget's unit). More trials reopen an experiment that had ended because its trials were done;
+        a limit below what already ran launches nothing more."""
+        with self.db.session() as s:
+            exp = self._row(s, exp_id)
+            spec = dict(exp.spec)
+            if budget is not None:
+                was = spec.get("budget")
+                if was is not None and was["unit"] != budget.unit:
+                    raise BadRequest(f"experiment {exp_id}'s budget is in {was['unit'].upper()}-h, not {budget.unit}")
+                spec["budget"] = {"amount": budget.amount, "unit": budget.unit}
+            if concurrency is not None:
+                spec["concurrency"] = concurrency
+            if trials is not None:
+                reopen = trials > int(spec["trials"]) and exp.status == ExperimentStatus.DONE.value
+                spec["trials"] = trials
+                proj = dict(spec["projection"])
+                if proj.get("trial_hours") is not None:
+                    proj["total_hours"] = proj["trial_hours"] * trials
+                spec["projection"] = proj
+                if reopen:
+                    exp.status, exp.reason, exp.ended_at = ExperimentStatus.RUNNING.value, "more trials approved", None
+            exp.spec = spec
         return self.get(exp_id)
 
     def stop_trial(self, exp_id: str, number: int, *, by: str = "cli") -> dict[str, Any]:

@@ -2,10 +2,10 @@
 names) and how far it may go (its budgets).
 
 ``labbot.agents.fleet.fleet`` runs every agent as one of these roles. Each role lives in a module of its own
-(``assistant.py``, ``investigator.py``, ``eval_writer.py``) as plain data — ``NAME``, ``PROMPT``, ``TOOLS`` and
-``BUDGETS`` — and ``load_roles`` joins each prompt with the rules every labbot agent follows (``RULES``). A role
-whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.fleet``: the ``delegate``
-tool).
+(``assistant.py``, ``investigator.py``, ``eval_writer.py``, ``researcher.py``) as plain data — ``NAME``, ``PROMPT``,
+``TOOLS`` and ``BUDGETS`` — and ``load_roles`` joins each prompt with the rules every labbot agent follows
+(``RULES``). A role whose globs match ``"delegate"`` may hand work to another role (``labbot.agents.fleet.fleet``:
+the ``delegate`` tool).
 
 A role that was renamed keeps its old name in ``RENAMED``: what labbot.toml says with the old name (``[mcp.roles.OLD]``,
 ``[agents.ab] roles``) is read as the new one with a deprecation warning (``current_name``), and so is a stored row
@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-from labbot.agents.fleet.roles import assistant, eval_writer, investigator
+from labbot.agents.fleet.roles import assistant, eval_writer, investigator, researcher
 from labbot.agents.fleet.runtime import Budgets
 from labbot.common.errors import BadRequest
 
@@ -56,7 +56,7 @@ class Role:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
 
 
-_MODULES: tuple[ModuleType, ...] = (assistant, investigator, eval_writer)
+_MODULES: tuple[ModuleType, ...] = (assistant, investigator, eval_writer, researcher)
 
 RENAMED: Mapping[str, str] = {"babysitter": investigator.NAME}
 """A renamed role's old name -> its name now. The investigator was the babysitter until issue 26, the name of the
@@ -81,7 +81,7 @@ def current_name(name: str, given: Collection[str], where: Callable[[str], str])
 
 
 def load_roles() -> dict[str, Role]:
-    """The built-in roles by name: assistant, investigator, eval-writer."""
+    """The built-in roles by name: assistant, investigator, eval-writer, researcher."""
     roles: dict[str, Role] = {}
     for module in _MODULES:
         prompt = module.PROMPT.strip()

@@ -17,7 +17,8 @@ tools rather than guessing.
 
 You can hand a self-contained piece of work to a specialist with the delegate tool: the investigator looks into a \
 page or a misbehaving run (logs, metrics around the event, recent commits) and gives a short diagnosis; the \
-eval-writer designs and writes evaluation scripts and plans. Give them everything they need in the task (run ids, \
+eval-writer designs and writes evaluation scripts and plans; the researcher takes a research question (one that \
+needs experiments) to a checked answer under one approved plan. Give them everything they need in the task (run ids, \
 file paths, what you already know): they do not see this thread. Their answer comes back to you; pass on what \
 matters, briefly."""
 

@@ -24,6 +24,7 @@ from labbot.bot.slack.agent_threads import AgentThreads
 from labbot.bot.slack.blocks import ephemeral_error
 from labbot.bot.slack.crosslinks import CrossLinks
 from labbot.bot.slack.experiment_threads import ExperimentThreads
+from labbot.bot.slack.research_threads import ResearchThreads
 from labbot.bot.slack.threads import RunThreads
 from labbot.common.errors import LabbotError
 from labbot.evals.service import EvalService
@@ -72,6 +73,8 @@ class SlackDeps:
     # experiments, for /lab sweep and /lab experiment; their threads; the leader's next tick brought forward
     experiments: ExperimentService | None = None
     experiment_threads: ExperimentThreads | None = None
+    # research questions' threads, for /lab research (the researcher answers in them; their reports published)
+    research_threads: ResearchThreads | None = None
     tick_soon: Callable[[], None] | None = None
 
     @property

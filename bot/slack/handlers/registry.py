@@ -47,6 +47,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "sweep": experiments.sweep,
         "experiments": experiments.experiments,
         "experiment": experiments.experiment,
+        "research": agents.research,
         "help": show_help,
     }
 )

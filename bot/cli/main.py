@@ -23,6 +23,7 @@ from labbot.bot.cli import evals as cli_evals
 from labbot.bot.cli import experiments as cli_experiments
 from labbot.bot.cli import feedback as cli_feedback
 from labbot.bot.cli import findings as cli_findings
+from labbot.bot.cli import research as cli_research
 from labbot.bot.cli.output import CLIError, print_json
 from labbot.bot.render import tables
 from labbot.common.api_client import (
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_experiments.add_parser(sub)
     cli_claims.add_parser(sub)
     cli_findings.add_parser(sub)
+    cli_research.add_parser(sub)
     _maintenance_commands(sub)
     return p
 

@@ -150,9 +150,9 @@ class ResearchThreads:
                 description = (
                     f"{plain(follow.get('description', ''))}\n\nFrom labbot research `{rid}`: {doc['question']}"
                 )
-                args: dict[str, Any] = {"team": self.integrations.linear_team, "title": plain(follow["title"])[:250],
+                issue: dict[str, Any] = {"team": self.integrations.linear_team, "title": plain(follow["title"])[:250],
                         "description": description, "labels": list(self.integrations.linear_labels)}  # fmt: skip
-                result = await self.call_tool("linear__create_issue", args, self._ctx(doc, key), doc["owner"])
+                result = await self.call_tool("linear__create_issue", issue, self._ctx(doc, key), doc["owner"])
                 text = result_text(result)
                 link = {"url": first_url(text, "linear"), "title": follow["title"]}
                 if result.is_error:

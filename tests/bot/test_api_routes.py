@@ -63,6 +63,15 @@ ROUTES = [
     ("/api/v1/findings", "GET"),
     ("/api/v1/findings", "POST"),
     ("/api/v1/findings/{finding_id}", "GET"),
+    ("/api/v1/research", "GET"),
+    ("/api/v1/research", "POST"),
+    ("/api/v1/research/{rid}", "GET"),
+    ("/api/v1/research/{rid}/plan", "POST"),
+    ("/api/v1/research/{rid}/plans/{plan_hash}", "GET"),
+    ("/api/v1/research/{rid}/plans/{plan_hash}/start", "POST"),
+    ("/api/v1/research/{rid}/act", "POST"),
+    ("/api/v1/research/{rid}/report", "POST"),
+    ("/api/v1/research/{rid}/close", "POST"),
 ]
 
 

@@ -50,6 +50,7 @@ INGRESS_PATHS = {
     ("/api/v1/experiments", "Prefix"),
     ("/api/v1/claims/check", "Exact"),
     ("/api/v1/findings", "Prefix"),
+    ("/api/v1/research", "Prefix"),
     ("/api/v1/evals", "Prefix"),
     ("/api/v1/feedback", "Exact"),
     ("/api/v1/ab", "Exact"),

@@ -59,8 +59,10 @@ def test_every_tool_of_every_builtin_server_carries_exactly_one_annotation(name:
     if name == "codebase":
         assert set(kinds.values()) == {"READ"}
     if name == "lab":
-        # only adding: to the agent's own store, or a finding to the lab's (its numbers checked by the claim ledger)
+        # only adding: to the agent's own store, or a finding to the lab's (its numbers checked by the claim ledger);
+        # a research question's plan, report and the failure actions its approved plan lists (approved already)
         adds = {"put_artifact", "share_artifact", "post_artifact", "record_finding"}
+        adds |= {"open_research", "propose_plan", "research_act", "submit_report"}
         assert {t for t, k in kinds.items() if k == "ADD"} == adds
 
 

@@ -35,9 +35,11 @@ LAB_READS = {
 }
 LAB_READS |= {"list_eval_suites", "get_eval_suite", "get_eval_results", "compare_eval_runs"}
 LAB_READS |= {"plan_experiment", "get_experiment", "check_claims", "search_findings"}
+LAB_READS |= {"research_status", "show_plan", "wait_for_research"}
 LAB_ACTIONS = {"launch_run", "stop_run", "restart_run", "ack_page", "generate_eval_suite", "run_eval"}
-LAB_ACTIONS |= {"run_experiment", "stop_experiment"}
+LAB_ACTIONS |= {"run_experiment", "stop_experiment", "start_research"}
 LAB_STORE = {"put_artifact", "share_artifact", "post_artifact", "record_finding"}
+LAB_STORE |= {"open_research", "propose_plan", "research_act", "submit_report"}
 GIT_ENV = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@lab", "GIT_COMMITTER_NAME": "Ada"}
 GIT_ENV |= {"GIT_COMMITTER_EMAIL": "ada@lab", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 

@@ -30,14 +30,16 @@ lab__wait_for_research: it returns when every arm has ended or a page fires on o
 4. On a page: diagnose (lab__run_logs, lab__run_metrics, lab__list_pages), act only within the plan \
 (lab__research_act), then wait again. You never raise your own limits: a change that grows the plan is a new \
 lab__propose_plan, and a new approval.
-5. A researcher in the thread may steer ("drop seed 2", "stop the sdpo arm", "add width 512"): change the plan with \
-lab__propose_plan; it applies at once if it is smaller, else ask for the approval of the difference.
+5. A researcher in the thread may steer ("drop trial 4", "stop the sdpo arm", "add width 512"): a trial dropped is \
+lab__research_act; an arm stopped or added, fewer trials or more, is a changed plan (lab__propose_plan: an arm that \
+runs keeps its job, space and seeds, so new values are a new arm). It applies at once if it is smaller, else ask for \
+the approval of the difference.
 6. Report with lab__submit_report: the verdict in a sentence, the write-up with a table of the configs, and \
 follow-ups. Write EVERY number as a claim bound to its source, [[VALUE | SOURCE]]: a run's metric \
 [[2.49 | run:k3xq7p metric:loss at:final]], an experiment's best config [[2.41 | experiment:xk3q7pm best \
 stat:mean]] or a count [[12 | experiment:xk3q7pm count:done]], an eval's [[70% | eval:e1val1]]; a parameter as \
-set is written name=value (lr=3e-3), ids and code in `backticks`. Check them first with lab__check_claims. A refused report tells you which number differs and what the store says: fix it \
-and submit again.
+set is written name=value (lr=3e-3), ids and code in `backticks`. Check them first with lab__check_claims. A \
+refused report tells you which number differs and what the store says: fix it and submit again.
 7. Then answer in the thread briefly: the verdict, whether it is complete, the link to the write-up."""
 
 TOOLS = (

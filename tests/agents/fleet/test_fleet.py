@@ -290,7 +290,7 @@ def test_without_a_model_the_answer_says_so_and_only_the_question_is_kept(fake: 
 
 
 def test_each_role_loads_with_its_prompt_and_tools() -> None:
-    assert set(ROLES) == {"assistant", "eval-writer", "investigator"}
+    assert set(ROLES) == {"assistant", "eval-writer", "investigator", "researcher"}
     for name, role in ROLES.items():
         assert role.name == name and role.tools
         assert role.system.strip() and role.system.endswith(RULES)
@@ -302,6 +302,11 @@ def test_each_role_loads_with_its_prompt_and_tools() -> None:
     assert investigator.allows("lab__run_logs") and not investigator.allows("lab__stop_run")
     assert writer.allows("codebase__read_file") and writer.allows("lab__put_artifact")
     assert not writer.allows("lab__stop_run")
+    researcher = ROLES["researcher"]  # it launches nothing but an approved plan, and stops nothing outside it
+    assert researcher.allows("lab__start_research") and researcher.allows("lab__submit_report")
+    outside = ("lab__launch_run", "lab__run_experiment", "lab__stop_run", "lab__stop_experiment", "notion__create_page")
+    for tool in outside:
+        assert not researcher.allows(tool), tool
 
 
 def test_a_role_is_offered_only_the_tools_it_allows(fake: FakeAnthropic, db: Database) -> None:

@@ -363,7 +363,7 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert (
         "launch, runs, status, stop, restart, logs, pages, ack, resolve, ask, artifacts, report, "
         "eval generate|run|list|show|compare|share|from-incident|from-feedback, feedback, ab, compare, sweep, "
-        "experiments, experiment, capacity, help" in unknown.usage
+        "experiments, experiment, research, capacity, help" in unknown.usage
     )
 
 

@@ -116,13 +116,14 @@ def test_registration_order_and_words() -> None:
         "sweep",
         "experiments",
         "experiment",
+        "research",
         "capacity",
         "priority",
         "help",
     ]
     assert [c.name for c in LAB] == names
     assert [c.name for c in COMMANDS] == names
-    assert len(LAB) == 29
+    assert len(LAB) == 30
     assert LAB.words()[: len(names)] == [c.name for c in LAB]
     assert {"ls", "run", "show", "?"} <= set(LAB.words())
 
@@ -202,6 +203,7 @@ def test_usage_lines() -> None:
         ),
         "experiments": "/lab experiments",
         "experiment": "/lab experiment EXPERIMENT [ACTION] [TRIAL]",
+        "research": "/lab research QUESTION ...",
         "capacity": "/lab capacity",
         "priority": "/lab priority RUN_ID PRIORITY",
         "help": "/lab help [COMMAND]",
@@ -231,6 +233,7 @@ def test_permissions_and_params() -> None:
         "sweep": Permission.ANYONE,
         "experiments": Permission.ANYONE,
         "experiment": Permission.ANYONE,  # showing it; its owner (or an admin) pauses, resumes and stops it
+        "research": Permission.ANYONE,  # anyone asks; the asker owns the question and approves its plan
         "capacity": Permission.ANYONE,
         "priority": Permission.ADMIN,
         "help": Permission.ANYONE,

@@ -245,8 +245,39 @@ def _format_like(written: str, actual: float) -> str:
     return text + ("%" if pct else "")
 
 
+@dataclass
+class _Once:
+    """``sources`` read once per thing within one check: a report quoting twelve trials of one experiment reads it
+    once, not twelve times (what each claim is judged against is the same moment's store)."""
+
+    sources: ClaimSources
+    seen: dict[tuple[str, ...], Any]
+
+    def _get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
+        if key not in self.seen:
+            try:
+                self.seen[key] = (True, read())
+            except Exception as e:  # a failed read fails every claim on it the same way
+                self.seen[key] = (False, e)
+        ok, value = self.seen[key]
+        if not ok:
+            raise value
+        return value
+
+    def run_points(self, run_id: str, metric: str) -> list[tuple[int, float]]:
+        return self._get(("run", run_id, metric), lambda: self.sources.run_points(run_id, metric))  # type: ignore[no-any-return]
+
+    def experiment(self, experiment_id: str) -> Mapping[str, Any]:
+        return self._get(("experiment", experiment_id), lambda: self.sources.experiment(experiment_id))  # type: ignore[no-any-return]
+
+    def eval_run(self, run_id: str) -> Mapping[str, Any]:
+        return self._get(("eval", run_id), lambda: self.sources.eval_run(run_id))  # type: ignore[no-any-return]
+
+
 def check(text: str, sources: ClaimSources) -> LedgerReport:
-    """Every claim of ``text`` recomputed and judged; the text corrected; the numbers left unbound."""
+    """Every claim of ``text`` recomputed and judged; the text corrected; the numbers left unbound. Each source is
+    read once however many claims quote it."""
+    sources = _Once(sources, {})
     checked: list[Checked] = []
     pieces: list[str] = []
     last = 0

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from labbot.bot.cli import research_evals
 from labbot.bot.cli.output import CLIError, print_json
 from labbot.bot.render.evals import (
     TERMINAL,
@@ -94,6 +95,7 @@ def add_parser(sub: Any) -> None:
         help="a variable of YOUR environment (e.g. an API key) given to the command only (repeatable)",
     )
     s.add_argument("--max-samples", type=int, metavar="N", help="samples run at once (default: the job's)")
+    s.add_argument("--out", metavar="DIR", help="a research suite's results folder (default: under LABBOT_HOME)")
     s.add_argument("--name", help="a name for the run")
     s.add_argument("--no-wait", action="store_true", help="return once submitted")
     s.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="how long to wait (default: 1h)")
@@ -231,6 +233,8 @@ def _generate(api: ApiClient, a: argparse.Namespace) -> int:
 
 
 def _run(api: ApiClient, a: argparse.Namespace) -> int:
+    if research_evals.is_research_suite(a.suite):  # lab tasks for the researcher, run from here against labbot
+        return research_evals.run(api, a)
     body: dict[str, Any] = {
         "suite": a.suite,
         "solver": a.solver,

@@ -119,3 +119,23 @@ def test_against_the_real_stores_of_a_finished_experiment(tmp_path: Path, monkey
     report = check(text, sources)
     assert [c.verdict for c in report.checked] == ["ok", "ok", "wrong", "unsourced"]
     assert "unknown run 'nothere'" in report.checked[3].why
+
+
+def test_each_source_is_read_once_however_many_claims_quote_it() -> None:
+    class Counting(Table):
+        def __init__(self) -> None:
+            self.reads: list[str] = []
+
+        def experiment(self, experiment_id: str) -> Mapping[str, Any]:
+            self.reads.append(experiment_id)
+            return super().experiment(experiment_id)
+
+    sources = Counting()
+    text = " ".join(
+        ["[[2.49 | experiment:xk3q7pm best stat:mean]]", "[[2.74 | experiment:xk3q7pm trial:0 stat:mean]]",
+         "[[2 | experiment:xk3q7pm count:done]]", "[[1 | experiment:xk3q7pm count:pruned]]",
+         "[[9.9 | experiment:xnotthere best stat:mean]]", "[[9.9 | experiment:xnotthere count:done]]"]
+    )  # fmt: skip
+    report = check(text, sources)
+    assert [c.verdict for c in report.checked] == ["ok", "ok", "ok", "ok", "unsourced", "unsourced"]
+    assert sources.reads == ["xk3q7pm", "xnotthere"]  # each once: the missing one fails both its claims alike

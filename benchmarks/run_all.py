@@ -43,6 +43,8 @@ SCRIPTS = [
     "checkpoint_store.py",
     "house.py",
     "experiment_search.py",
+    "research_approvals.py",
+    "research_eval.py",
 ]
 
 

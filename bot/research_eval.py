@@ -1,4 +1,5 @@
-"""A research suite run against a running labbot: ``labbot eval run research-tiny-lm --solver oracle|naive|agent[:MODEL]``.
+"""A research suite run against a running labbot:
+``labbot eval run research-tiny-lm --solver oracle|naive|agent[:MODEL]``.
 
 Each task is an inspect sample. Its setup goes through labbot's API like any client's: a research question opened
 for the eval's owner (``eval-research``), and for a ``diagnose`` task the run with the planted fault launched and
@@ -172,9 +173,7 @@ async def solve(api: LabApi, task: ResearchTask, solver: Solver, *, agent_db: Da
     return Outcome(answer=answer, started=doc.get("approved") is not None)
 
 
-async def _ask_agent(
-    executor: Callable[[], ToolExecutor], view: TaskView, solver: Solver, db: Database | None
-) -> str:
+async def _ask_agent(executor: Callable[[], ToolExecutor], view: TaskView, solver: Solver, db: Database | None) -> str:
     env = dict(os.environ)
     if solver.model:
         env["LABBOT_MODEL"] = solver.model
@@ -213,7 +212,8 @@ def run_research(
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.log import read_eval_log
     from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer
-    from inspect_ai.solver import Generate, TaskState, solver as inspect_solver
+    from inspect_ai.solver import Generate, TaskState
+    from inspect_ai.solver import solver as inspect_solver
 
     suite_id, tasks = load_suite(suite_dir)
     by_id = {t.id: t for t in tasks}
@@ -246,8 +246,9 @@ def run_research(
             judged = score(task, outcome)
             if on_sample is not None:
                 on_sample(task.id, judged.passed, judged.why)
-            return Score(value=CORRECT if judged.passed else INCORRECT, answer=outcome.answer[:4000],
-                         explanation=judged.why, metadata={"value": judged.value, "started": outcome.started})  # fmt: skip
+            meta = {"value": judged.value, "started": outcome.started}
+            verdict = CORRECT if judged.passed else INCORRECT
+            return Score(value=verdict, answer=outcome.answer[:4000], explanation=judged.why, metadata=meta)
 
         return run
 
@@ -256,7 +257,7 @@ def run_research(
     [log] = inspect_eval(task, model="none/none", log_dir=str(out_dir), log_format="eval", max_samples=1,
                          fail_on_error=False, display="none", log_samples=True)  # fmt: skip
     log = read_eval_log(log.location)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in log.samples or []:
         sc = (s.scores or {}).get("research_scorer")
         meta = (sc.metadata or {}) if sc is not None else {}
@@ -265,7 +266,7 @@ def run_research(
             "why": str(sc.explanation or "") if sc else str(s.error.message if s.error else "not scored"),
             "value": meta.get("value"), "started": meta.get("started"), "answer": str(sc.answer or "") if sc else "",
         })  # fmt: skip
-    passed = sum(r["passed"] for r in rows)
+    passed = sum(1 for r in rows if r["passed"])
     results = {"suite": suite_id, "solver": solver.label, "samples": rows, "passed": passed, "total": len(rows),
                "pass_rate": passed / len(rows) if rows else 0.0, "log": str(log.location)}  # fmt: skip
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))

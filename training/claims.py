@@ -265,13 +265,13 @@ class _Once:
         return value
 
     def run_points(self, run_id: str, metric: str) -> list[tuple[int, float]]:
-        return self._get(("run", run_id, metric), lambda: self.sources.run_points(run_id, metric))  # type: ignore[no-any-return]
+        return self._get(("run", run_id, metric), lambda: self.sources.run_points(run_id, metric))
 
     def experiment(self, experiment_id: str) -> Mapping[str, Any]:
-        return self._get(("experiment", experiment_id), lambda: self.sources.experiment(experiment_id))  # type: ignore[no-any-return]
+        return self._get(("experiment", experiment_id), lambda: self.sources.experiment(experiment_id))
 
     def eval_run(self, run_id: str) -> Mapping[str, Any]:
-        return self._get(("eval", run_id), lambda: self.sources.eval_run(run_id))  # type: ignore[no-any-return]
+        return self._get(("eval", run_id), lambda: self.sources.eval_run(run_id))
 
 
 def check(text: str, sources: ClaimSources) -> LedgerReport:

@@ -35,7 +35,9 @@ def suite_folder(suite: str, *, say: bool = True) -> Path:
     if (folder / SUITE_FILE).is_file():
         return folder
     if suite != SUITE_ID:
-        raise CLIError(f"no research suite {suite!r}: the built-in one is {SUITE_ID}, or give a folder with {SUITE_FILE}", 2)
+        raise CLIError(
+            f"no research suite {suite!r}: the built-in one is {SUITE_ID}, or give a folder with {SUITE_FILE}", 2
+        )
     if say:
         print(f"making {SUITE_ID}: measuring its reference (tiny-lm at each lr of its grid, here)...", flush=True)
     save_suite(folder, SUITE_ID, tiny_lm_suite())

@@ -53,9 +53,7 @@ def tune_reference(
     measure: Callable[[Mapping[str, Any]], float] = final_loss,
 ) -> dict[str, float]:
     """The objective at each of ``values`` of ``param`` (the mean over ``seeds``), keyed by the value as text."""
-    return {
-        repr(v): statistics.fmean(measure({**params, param: v, "seed": seed}) for seed in seeds) for v in values
-    }
+    return {repr(v): statistics.fmean(measure({**params, param: v, "seed": seed}) for seed in seeds) for v in values}
 
 
 def tiny_lm_suite(*, measure: Callable[[Mapping[str, Any]], float] = final_loss) -> list[ResearchTask]:
@@ -71,8 +69,14 @@ def tiny_lm_suite(*, measure: Callable[[Mapping[str, Any]], float] = final_loss)
         job="tiny-lm",
         params=dict(TINY),
         budget="0.05cpu-h",
-        answer={"param": "lr", "log": True, "goal": "min", "reference": reference, "tolerance": TOLERANCE,
-                "seeds": list(SEEDS)},  # fmt: skip
+        answer={
+            "param": "lr",
+            "log": True,
+            "goal": "min",
+            "reference": reference,
+            "tolerance": TOLERANCE,
+            "seeds": list(SEEDS),
+        },
     )
     diagnose = ResearchTask(
         id="diagnose-divergence",
@@ -81,8 +85,11 @@ def tiny_lm_suite(*, measure: Callable[[Mapping[str, Any]], float] = final_loss)
         job="tiny-lm",
         params={**TINY, "nan_at_step": NAN_AT},
         budget="0.001cpu-h",
-        answer={"signature": "nan", "step": NAN_AT, "cause": f"nan_at_step={NAN_AT}: the loss is made NaN from "
-                f"step {NAN_AT} on"},  # fmt: skip
+        answer={
+            "signature": "nan",
+            "step": NAN_AT,
+            "cause": f"nan_at_step={NAN_AT}: the loss is made NaN from step {NAN_AT} on",
+        },
     )
     over = ResearchTask(
         id="over-budget",

@@ -31,7 +31,9 @@ RESEARCH_SUITE = re.compile(r"research-[a-z0-9-]{1,40}")
 Kind = Literal["tune", "diagnose", "over_budget"]
 KINDS: tuple[str, ...] = ("tune", "diagnose", "over_budget")
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_ASKS = re.compile(r"\?|\bapprov|\bmore budget|\blarger budget|\braise the budget|\bneeds? (?:about |at least )?\d", re.I)
+_ASKS = re.compile(
+    r"\?|\bapprov|\bmore budget|\blarger budget|\braise the budget|\bneeds? (?:about |at least )?\d", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def interpolate(reference: Mapping[float, float], x: float, *, log: bool) -> flo
         return points[0][1]
     if at >= xs[-1]:
         return points[-1][1]
-    for (x0, (_, y0)), (x1, (_, y1)) in zip(zip(xs, points, strict=True), zip(xs[1:], points[1:], strict=True), strict=True):
+    for i in range(len(xs) - 1):
+        x0, x1, y0, y1 = xs[i], xs[i + 1], points[i][1], points[i + 1][1]
         if x0 <= at <= x1:
             return y0 + (y1 - y0) * (at - x0) / (x1 - x0)
     raise AssertionError("unreachable")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from inspect_ai.log import read_eval_log
 import pytest
 from experiment_lab import Lab, toy_loss
+from inspect_ai.log import read_eval_log
 
 from labbot.bot.api import create_app
 from labbot.bot.research_eval import parse_solver, run_research

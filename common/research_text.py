@@ -29,6 +29,10 @@ def _space(space: Mapping[str, Any]) -> str:
     return " ".join(bits)
 
 
+def _money(amount: float, currency: str) -> str:
+    return f"{amount:,.2f} {currency}"
+
+
 def plan_text(doc: Mapping[str, Any], *, pending: bool = True) -> str:
     """The question's plan as proposed (``pending``) or as approved: hypothesis, arms, decision rule, failure
     actions, publishing, the projected cost against the budget, what cannot be undone and, for a change to an
@@ -59,9 +63,16 @@ def plan_text(doc: Mapping[str, Any], *, pending: bool = True) -> str:
                                          for p in scope["publish"])])  # fmt: skip
     lines.append(f"the answer goes to: {where}; every number in it checked against labbot's store first")
     projected = hours(proj.get("projected"), unit) if proj.get("projected") is not None else "unknown"
+    money = proj.get("money") or {}
+    spend = (
+        f" ≈ {_money(money.get('projected'), money['currency'])}"
+        if money and money.get("projected") is not None
+        else ""
+    )
+    cap = f" ≈ {_money(money['cap'], money['currency'])}" if money else ""
     lines.append(
-        f"cost: projected {projected} for all {proj['runs']} runs; capped at the budget, "
-        f"{scope['budget']['amount']:g} {unit.upper()}-h"
+        f"cost: projected {projected}{spend} for all {proj['runs']} runs; capped at the budget, "
+        f"{scope['budget']['amount']:g} {unit.upper()}-h{cap}"
     )
     lines.append(
         f"cannot be undone: up to {scope['budget']['amount']:g} {unit.upper()}-h of compute spent, "

@@ -8,6 +8,13 @@
     [compute.eval]
     gpus = 2           # at most this many GPUs (and/or cpus = N); with share too, the smaller one holds
 
+``[compute.prices]`` (not a purpose) says what an hour of compute costs, for what a plan's approval shows in money::
+
+    [compute.prices]
+    cpu_hour = 0.05    # per CPU-hour
+    gpu_hour = 2.50    # per GPU-hour
+    currency = "USD"   # the default
+
 A purpose without a table is not capped; no ``[compute]`` at all caps nothing (labbot then behaves as it always
 has). Shares are ceilings, not reservations: they may sum to more than 1 (each purpose may take up to its share when
 the others are idle); Ray still decides where a run's resources come from.
@@ -33,6 +40,8 @@ from labbot.common.errors import BadRequest
 from labbot.training.specs import PURPOSES
 
 CAP_KEYS = ("share", "cpus", "gpus", "runs")
+PRICES = "prices"  # [compute.prices]: what an hour costs (not a purpose)
+PRICE_KEYS = ("cpu_hour", "gpu_hour", "currency")
 EPSILON = 1e-9  # float sums of fractional GPUs (0.5 + 0.25 + 0.25) must still fit a cap of 1
 
 
@@ -85,10 +94,46 @@ class Use:
 
 
 @dataclass(frozen=True)
+class Prices:
+    """``[compute.prices]``: what an hour of a CPU and of a GPU costs, in ``currency`` (None: not given)."""
+
+    cpu_hour: float | None = None
+    gpu_hour: float | None = None
+    currency: str = "USD"
+
+    def of(self, hours: float, unit: str) -> float | None:
+        """What ``hours`` of ``unit`` (``cpu`` or ``gpu``) cost; None when that unit has no price."""
+        price = self.gpu_hour if unit == "gpu" else self.cpu_hour
+        return None if price is None else hours * price
+
+    @classmethod
+    def from_config(cls, body: Any) -> Prices:
+        where = "labbot.toml: [compute.prices]"
+        if not isinstance(body, Mapping):
+            raise BadRequest(f'{where} must be a table, e.g. cpu_hour = 0.05, gpu_hour = 2.5, currency = "USD"')
+        unknown = sorted(set(body) - set(PRICE_KEYS))
+        if unknown:
+            raise BadRequest(f"{where}: unknown key {', '.join(unknown)}; keys: {', '.join(PRICE_KEYS)}")
+        values: dict[str, Any] = {}
+        for key in ("cpu_hour", "gpu_hour"):
+            raw = body.get(key)
+            if raw is None:
+                continue
+            if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw < 0:
+                raise BadRequest(f"{where}: {key} = {raw!r} must be a price of at least 0 (per hour)")
+            values[key] = float(raw)
+        currency = body.get("currency", "USD")
+        if not isinstance(currency, str) or not currency.strip() or len(currency) > 8:
+            raise BadRequest(f'{where}: currency = {currency!r} must be a short name, e.g. "USD" or "EUR"')
+        return cls(currency=currency.strip(), **values)
+
+
+@dataclass(frozen=True)
 class ComputePolicy:
-    """``[compute]``: the caps by purpose (empty: nothing capped)."""
+    """``[compute]``: the caps by purpose (empty: nothing capped), and what an hour costs (``[compute.prices]``)."""
 
     caps: Mapping[str, Cap] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
 
     @property
     def enabled(self) -> bool:
@@ -108,10 +153,15 @@ class ComputePolicy:
         if not isinstance(table, Mapping):
             raise BadRequest("labbot.toml: [compute] must be a table of purposes, e.g. [compute.training] share = 0.6")
         caps: dict[str, Cap] = {}
+        prices = Prices.from_config(table[PRICES]) if PRICES in table else Prices()
         for purpose, body in table.items():
+            if purpose == PRICES:
+                continue
             where = f"labbot.toml: [compute.{purpose}]"
             if purpose not in PURPOSES:
-                raise BadRequest(f"{where}: {purpose!r} is not a purpose; purposes: {', '.join(PURPOSES)}")
+                raise BadRequest(
+                    f"{where}: {purpose!r} is not a purpose; purposes: {', '.join(PURPOSES)} (and [compute.prices])"
+                )
             if not isinstance(body, Mapping) or not body:
                 raise BadRequest(f"{where} must be a table with at least one of {', '.join(CAP_KEYS)}")
             unknown = sorted(set(body) - set(CAP_KEYS))
@@ -129,7 +179,7 @@ class ComputePolicy:
                     raise BadRequest(f"{where}: runs = {raw!r} must be a whole number")
                 values[key] = int(raw) if key == "runs" else float(raw)
             caps[str(purpose)] = Cap(**values)
-        return cls(caps)
+        return cls(caps, prices)
 
 
 def limits(cap: Cap | None, totals: Totals | None) -> Limits:

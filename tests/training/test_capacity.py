@@ -104,6 +104,9 @@ def test_report_shows_use_against_each_cap_who_uses_it_and_the_queue_in_order() 
         ({"training": {}}, "must be a table with at least one of share, cpus, gpus, runs"),
         ({"training": {"cpus": True}}, "cpus = True must be a number"),
         ("all", "[compute] must be a table of purposes"),
+        ({"prices": {"cpu_hour": -1}}, "[compute.prices]: cpu_hour = -1 must be a price of at least 0"),
+        ({"prices": {"gpu": 2.5}}, "unknown key gpu; keys: cpu_hour, gpu_hour, currency"),
+        ({"prices": {"currency": ""}}, "currency = '' must be a short name"),
     ],
 )
 def test_a_bad_compute_table_is_refused_with_what_is_accepted(table: object, said: str) -> None:
@@ -121,3 +124,11 @@ def test_ordinals() -> None:
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th",
     ]  # fmt: skip
+
+
+def test_prices_are_not_a_purpose_and_cap_nothing() -> None:
+    policy = ComputePolicy.from_config({"prices": {"gpu_hour": 2.5, "currency": "EUR"}})
+    assert not policy.enabled and policy.caps == {}
+    assert policy.prices.of(4.0, "gpu") == 10.0 and policy.prices.of(4.0, "cpu") is None
+    assert policy.prices.currency == "EUR"
+    assert ComputePolicy.from_config({"training": {"runs": 1}}).prices.of(1.0, "cpu") is None

@@ -164,6 +164,7 @@ class ResearchService:
         (``needs``: what grew). A change that no running arm can take is refused, nothing recorded."""
         resolved = self.resolve(rid, req)
         plan = {**resolved.to_json(), "request": req.model_dump()}
+        plan["projection"]["money"] = self._money(plan["projection"])
         with self.db.session() as s:
             row = self._row(s, rid)
             if ResearchStatus(row.status).is_terminal:
@@ -184,6 +185,17 @@ class ResearchService:
             return {"research": self.get(rid), "change": "needs_approval", "needs": grew}
         self._apply(rid, plan)
         return {"research": self.get(rid), "change": "applied", "needs": []}
+
+    def _money(self, projection: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The plan's cost in money at ``[compute.prices]``: projected and capped (None: its unit has no price)."""
+        prices = self.experiments.runs.compute.prices
+        unit = str(projection["unit"])
+        cap = prices.of(float(projection["cap"]), unit)
+        if cap is None:
+            return None
+        projected = projection.get("projected")
+        return {"currency": prices.currency, "cap": cap,
+                "projected": prices.of(float(projected), unit) if projected is not None else None}  # fmt: skip
 
     def preview(self, rid: str, plan_hash: str) -> dict[str, Any]:
         """What approving ``plan_hash`` would release (what the approval prompt shows): the plan, its price, what

@@ -14,6 +14,7 @@ from experiment_lab import Lab
 from sqlalchemy import func, select
 
 from labbot.common.errors import BadRequest, Conflict
+from labbot.common.research_text import plan_text
 from labbot.storage.models import Experiment, Run
 from labbot.training.claims import StoreSources
 from labbot.training.research.plan import PlanRequest
@@ -146,3 +147,18 @@ def test_a_budget_spent_marks_the_answer_incomplete(lab: Lab) -> None:
     assert doc["arm_states"][0]["status"] == "budget_spent"
     reported = svc.report(q["id"], verdict="the budget ran out before the grid was done", text="")
     assert reported["status"] == "incomplete" and "budget spent" in reported["reason"]
+
+
+def test_the_approval_shows_the_price_when_compute_has_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(tmp_path, monkeypatch, compute={"prices": {"cpu_hour": 0.5, "currency": "EUR"}})
+    svc = research(lab)
+    q = svc.open("which lr?", OWNER)
+    proposed = svc.propose(q["id"], plan())["research"]
+    shown = plan_text(svc.preview(q["id"], proposed["plan_hash"]))
+    # 3 trials × 90 steps × 1 s (the toy's declared step) = 0.075 CPU-h ≈ 0.04 EUR; the cap: 1 CPU-h = 0.50 EUR
+    assert "cost: projected 0.075 CPU-h ≈ 0.04 EUR for all 3 runs; capped at the budget, 1 CPU-h ≈ 0.50 EUR" in shown
+    assert "cannot be undone: up to 1 CPU-h of compute spent, 3 runs launched as U0ALICE001" in shown
+    (tmp_path / "free").mkdir()
+    free = research(Lab(tmp_path / "free", monkeypatch))
+    q = free.open("which lr?", OWNER)
+    assert "≈" not in plan_text(free.propose(q["id"], plan())["research"])  # no price: hours alone

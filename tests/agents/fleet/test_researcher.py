@@ -16,6 +16,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,11 +242,13 @@ class Researcher:
         return text(f"Answered: see the report in this thread. {said[:80]}")
 
 
-async def drive(w: World, *, hang: bool, stop: asyncio.Event) -> None:
+async def drive(w: World, *, hang: bool, stop: asyncio.Event, spend_s: float = 0.0) -> None:
     """The cluster: ticks and training, as the watchdog's tick and the jobs would; with ``hang``, the fourth run
-    launched stops reporting and a ``hung`` page opens on it (what the watchdog would do)."""
+    launched stops reporting and a ``hung`` page opens on it (what the watchdog would do); ``spend_s``: how many
+    seconds on Ray each tick costs every running run (the budget's clock)."""
     paged = False
     while not stop.is_set():
+        w.lab.offset += timedelta(seconds=spend_s)
         await asyncio.to_thread(w.lab.tick)
         runs = w.lab.active_runs()
         if hang and not paged and len(w.lab.ray.submitted) >= 4:
@@ -401,3 +404,47 @@ def test_what_grows_the_plan_or_leaves_it_is_refused_by_labbot(lab: Lab, fake: F
     assert said["lab__launch_run"][1] and "no tool named 'lab__launch_run'" in said["lab__launch_run"][0]
     assert said["lab__research_act"][1] and "does not allow 'stop_arm'" in said["lab__research_act"][0]
     assert "denied" in answer.text
+
+
+class OutOfBudget(Researcher):
+    """A researcher whose plan the budget cannot finish: it reports what it has when the arms end."""
+
+    def plan(self, said: str, error: bool) -> Step:
+        return tool_use("lab__propose_plan", {
+            "research_id": self.rid, "hypothesis": "the loss is lowest near lr 3e-3", "arms": [GRID],
+            "decision_rule": "the lowest mean final loss wins", "budget": "0.1cpu-h",
+        })  # fmt: skip
+
+    def report(self, *, wrong: bool) -> Step:
+        exp_id = self.w.research.get(self.rid)["arms"]["lr"]
+        best = self.w.lab.experiments.get(exp_id)["results"]["ranking"][0]
+        verdict = f"Best so far: [[{best['mean']:.3f} | experiment:{exp_id} best stat:mean]], before the budget ran out"
+        return tool_use("lab__submit_report", {"research_id": self.rid, "verdict": verdict, "text": ""})
+
+
+def test_the_budget_reached_the_researcher_reports_what_it_has_marked_incomplete(lab: Lab, fake: FakeAnthropic) -> None:
+    async def story() -> tuple[World, OutOfBudget]:
+        async with world(lab, fake) as w:
+            model = OutOfBudget(w)
+            fake.answer_with(model)
+            q = await asyncio.to_thread(w.research.open, QUESTION, OWNER)
+            stop = asyncio.Event()
+            cluster = asyncio.create_task(drive(w, hang=False, stop=stop, spend_s=8.0))
+            asking = asyncio.create_task(w.fleet.ask(
+                owner=OWNER, text=f"Research question {q['id']} (research_id={q['id']!r}): {QUESTION}",
+                channel=CHANNEL, thread_ts="1700000000.000300", role="researcher",
+            ))  # fmt: skip
+            await asyncio.wait_for(w.asked_event.wait(), 30)
+            assert (await asyncio.to_thread(w.gate.decide, w.asked[-1].id, approve=True, by=OWNER)).ok
+            await asyncio.wait_for(asking, 120)
+            stop.set()
+            await cluster
+            return w, model
+
+    w, model = asyncio.run(story())
+    doc = w.research.get(model.rid)
+    exp = lab.experiments.get(doc["arms"]["lr"])
+    assert exp["status"] == "budget_spent" and len(exp["trials"]) < 12
+    # labbot marked it, not the model: its report said nothing of completeness
+    assert doc["status"] == "incomplete" and "budget spent" in doc["reason"]
+    assert doc["report"]["status"] == "incomplete" and doc["report"]["short"]

@@ -65,7 +65,7 @@ def plan_text(doc: Mapping[str, Any], *, pending: bool = True) -> str:
     projected = hours(proj.get("projected"), unit) if proj.get("projected") is not None else "unknown"
     money = proj.get("money") or {}
     spend = (
-        f" ≈ {_money(money.get('projected'), money['currency'])}"
+        f" ≈ {_money(float(money['projected']), money['currency'])}"
         if money and money.get("projected") is not None
         else ""
     )

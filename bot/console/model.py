@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["posted", "updated", "deleted", "file", "ephemeral", "appended", "status", "home"]
-"""``appended``: a streamed message grew (``detail``: the new text); ``status``: an assistant thread's status
+EventKind = Literal["posted", "updated", "deleted", "file", "ephemeral", "appended", "task", "status", "home"]
+"""``appended``: a streamed message grew (``detail``: the new text); ``task``: a task of a streamed message's plan
+display started or ended (``detail``: ``STATUS TITLE``); ``status``: an assistant thread's status
 changed (``detail``; the message is the thread's parent); ``home``: a user's home tab was published (the message
 carries the view's blocks, ``user`` the user whose home it is)."""
 
@@ -99,6 +100,10 @@ class Message:
     """A chat.startStream message not stopped yet: chat.appendStream grows its text."""
     streamed: bool = False
     """Written by chat.startStream: its ``text`` is markdown, its ``blocks`` what chat.stopStream put under it."""
+    plan_title: str | None = None
+    """A streamed message's plan display (``task_display_mode="plan"``): its title, from a ``plan_update`` chunk."""
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    """A streamed message's tasks (``task_update`` chunks) by id, in order: each its ``title`` and ``status``."""
 
     @property
     def is_reply(self) -> bool:

@@ -113,7 +113,7 @@ class ConsoleView:
         if event.kind == "appended" and self._open is not None and self._open[0] == msg.ts:
             self._write_on(event.detail)
             return
-        if event.kind in ("appended", "status", "home"):
+        if event.kind in ("appended", "task", "status", "home"):
             self._write(self._render_surface(event))
             return
         for block in msg.blocks:
@@ -168,6 +168,11 @@ class ConsoleView:
         indent = "    │ " if event.message.is_reply or event.kind == "status" else "  "
         if event.kind == "status":
             return f"{indent}· labbot {event.detail}" if event.detail else None
+        if event.kind == "task":  # the plan display: each tool call a task, shown as it starts and ends
+            status, _, title = event.detail.partition(" ")
+            mark = {"in_progress": "◌", "complete": "✓", "error": "✗", "pending": "·"}.get(status, "·")
+            plan = f" ({event.message.plan_title})" if event.message.plan_title and status == "in_progress" else ""
+            return f"{indent}{mark} {title}{plan if len(event.message.tasks) == 1 else ''}"
         lines = [line for line in event.detail.strip("\n").splitlines() if line.strip()]
         return "\n".join(f"{indent}▸ {line}" for line in lines) or None
 

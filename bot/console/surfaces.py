@@ -20,6 +20,7 @@ from labbot.bot.console.model import ApiError, Channel, Message
 from labbot.bot.console.workspace import Params, WorkspaceState, check_message_blocks
 
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update"})
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 PROMPTS_MAX = 4
 STATUS_MAX = 50
 
@@ -62,6 +63,26 @@ def streamed_text(p: Params) -> str | None:
     if len(added) > MARKDOWN_TOTAL_MAX:
         raise ApiError("msg_too_long", detail=f"markdown_text is limited to {MARKDOWN_TOTAL_MAX} characters a call")
     return added
+
+
+def streamed_tasks(p: Params) -> list[dict[str, str]]:
+    """The ``task_update`` and ``plan_update`` chunks of one stream call, checked as Slack checks them."""
+    out: list[dict[str, str]] = []
+    for chunk in p.get("chunks") or []:
+        kind = chunk.get("type") if isinstance(chunk, dict) else None
+        if kind == "plan_update":
+            if not isinstance(chunk.get("title"), str) or not chunk["title"].strip():
+                raise ApiError("invalid_chunks", detail="a plan_update chunk needs a title")
+            out.append({"type": kind, "title": chunk["title"]})
+        elif kind == "task_update":
+            for key in ("id", "title"):
+                if not isinstance(chunk.get(key), str) or not chunk[key].strip():
+                    raise ApiError("invalid_chunks", detail=f"a task_update chunk needs its {key}")
+            if chunk.get("status") not in TASK_STATUSES:
+                raise ApiError("invalid_chunks", detail=f"task status {chunk.get('status')!r} is not one of "
+                               f"{', '.join(sorted(TASK_STATUSES))}")  # fmt: skip
+            out.append({"type": kind, "id": chunk["id"], "title": chunk["title"], "status": chunk["status"]})
+    return out
 
 
 class SurfaceMethods(WorkspaceState):
@@ -109,21 +130,41 @@ class SurfaceMethods(WorkspaceState):
         if mode is not None and mode not in ("timeline", "plan"):
             raise ApiError("invalid_arguments", detail="task_display_mode is timeline or plan")
         text = streamed_text(p) or ""
+        tasks = streamed_tasks(p)
         m = Message(
             self._clock.next(), ch.id, self.bot_user_id, text, bot_id=self.bot_id, app_id=self.app_id,
             streaming=True, streamed=True,
         )  # fmt: skip
+        self._apply_tasks(m, tasks)
         self._store(ch, m, parent, "posted")
+        self._task_events(m, tasks)
         return {"channel": ch.id, "ts": m.ts}
+
+    @staticmethod
+    def _apply_tasks(m: Message, tasks: list[dict[str, str]]) -> None:
+        for t in tasks:
+            if t["type"] == "plan_update":
+                m.plan_title = t["title"]
+            else:
+                m.tasks[t["id"]] = {"title": t["title"], "status": t["status"]}
+
+    def _task_events(self, m: Message, tasks: list[dict[str, str]]) -> None:
+        for t in tasks:
+            if t["type"] == "task_update":
+                self._pending.append(self._event("task", m, f"{t['status']} {t['title']}"))
 
     def _chat_append_stream(self, p: Params, _: Any) -> Params:
         ch = self._channel(p.get("channel"))
         m = self._stream_message(ch, p)
         added = streamed_text(p)
-        if not added:
+        tasks = streamed_tasks(p)
+        if not added and not tasks:
             raise ApiError("no_text")
-        m.text += added
-        self._pending.append(self._event("appended", m, added))
+        self._apply_tasks(m, tasks)
+        if added:
+            m.text += added
+            self._pending.append(self._event("appended", m, added))
+        self._task_events(m, tasks)
         return {"channel": ch.id, "ts": m.ts}
 
     def _chat_stop_stream(self, p: Params, _: Any) -> Params:

@@ -30,7 +30,14 @@ from labbot.bot.slack.blocks import text_blocks
 from labbot.bot.slack.blocks.limits import MAX_BLOCKS
 from labbot.bot.slack.blocks.run_card import clip, escape, mention
 from labbot.bot.slack.feedback import feedback_block
-from labbot.bot.slack.streams import Status, StreamedAnswer, SurfaceSupport, conversation_kind, status_of
+from labbot.bot.slack.streams import (
+    Status,
+    StreamedAnswer,
+    SurfaceSupport,
+    conversation_kind,
+    status_of,
+    task_title,
+)
 from labbot.storage.db import Database
 from labbot.storage.run_threads import RunThreadStore
 
@@ -39,6 +46,8 @@ log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 2.0
 MENTION = re.compile(r"<@[A-Z0-9]+>")
 SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,}")
+PLAN_ROLE = "researcher"  # whose answers stream in Slack's plan display: its tool calls as the plan's tasks
+BRIEF = re.compile(r"^Research question \S+ \(research_id='\w+'\)[^:]*:\s*")  # /lab research's opening, not the title
 
 
 class AsksFleet(Protocol):
@@ -103,7 +112,8 @@ class AgentThreads:
             return
         if run_id is None:
             run_id = await to_thread.run_sync(self.run_of_thread, channel, thread_ts)
-        shown = ThreadAnswer(self, user=user, channel=channel, thread_ts=thread_ts)
+        plan = await to_thread.run_sync(self.plan_title, channel, thread_ts, role, question)
+        shown = ThreadAnswer(self, user=user, channel=channel, thread_ts=thread_ts, plan=plan)
         await shown.begin()
         try:
             answer = await self.fleet.ask(
@@ -122,6 +132,14 @@ class AgentThreads:
             reply = ":warning: the agent failed inside labbot; the error is in labbot's log. Ask again in a moment."
             turn_id = None
         await shown.finish(reply, turn_id)
+
+    def plan_title(self, channel: str, thread_ts: str, role: str, question: str) -> str | None:
+        """The plan display's title for an answer of the researcher (the role asked for, or the thread's session's),
+        else None: other roles stream their text alone. Blocking: it may read the thread's session."""
+        session = self.sessions.find(channel, thread_ts)
+        if (session.role if session is not None else role) != PLAN_ROLE:
+            return None
+        return f"Research: {BRIEF.sub('', question, count=1)}"
 
     async def team_id(self) -> str | None:
         """The workspace's id (streams outside DMs name their recipient's team): asked of Slack once."""
@@ -192,8 +210,12 @@ class ThreadAnswer:
     status, or, where the workspace refuses streaming (remembered from the first refusal), today's progress
     message."""
 
-    def __init__(self, talks: AgentThreads, *, user: str, channel: str, thread_ts: str) -> None:
+    def __init__(
+        self, talks: AgentThreads, *, user: str, channel: str, thread_ts: str, plan: str | None = None
+    ) -> None:
         self.talks = talks
+        self.plan = plan  # the plan display's title (the researcher's answers), else text alone
+        self.open_tasks: list[tuple[str, str]] = []  # (tool, task id) of the tool calls still running, oldest first
         self.client = talks.client
         self.user = user
         self.channel = channel
@@ -217,6 +239,7 @@ class ThreadAnswer:
             recipient_user_id=self.user,
             recipient_team_id=team,
             on_start=self.status.cleared_by_reply,
+            plan=self.plan,
         )
         await self.status.set("is thinking…", now=True)
 
@@ -229,6 +252,8 @@ class ThreadAnswer:
     async def on_event(self, event: AgentEvent) -> None:
         if event.kind == "tool_call" and event.tool:
             self.tools.append(event.tool)
+        if event.kind in ("tool_call", "tool_done") and event.tool and self.stream is not None:
+            await self._task(event)
         if event.kind in ("text", "text_delta"):
             if self.stream is not None and not self.stream.refused:
                 if event.kind == "text":
@@ -244,6 +269,19 @@ class ThreadAnswer:
             await self.progress.on_event(event)
         else:
             await self.status.set(status_of(event))
+
+    async def _task(self, event: AgentEvent) -> None:
+        """A tool call as a task of the plan display: in progress when called, complete (or error) when done."""
+        assert self.stream is not None and event.tool is not None
+        if event.kind == "tool_call":
+            task_id = f"t{len(self.tools)}"
+            self.open_tasks.append((event.tool, task_id))
+            await self.stream.task(task_id, task_title(event.tool), "in_progress")
+            return
+        found = next((t for t in self.open_tasks if t[0] == event.tool), None)
+        if found is not None:
+            self.open_tasks.remove(found)
+            await self.stream.task(found[1], task_title(event.tool), "error" if event.is_error else "complete")
 
     async def finish(self, reply: str, turn_id: str | None) -> None:
         summary = tool_summary(self.tools)

@@ -1,6 +1,8 @@
 """Slack's agent surfaces for an answer: the text streamed into the thread as the agent writes it
 (``chat.startStream`` / ``appendStream`` / ``stopStream``) and the assistant status line saying what the agent is doing
-(``assistant.threads.setStatus``: "is reading the run's logs…").
+(``assistant.threads.setStatus``: "is reading the run's logs…"). An answer with a plan (the researcher's) streams in
+Slack's plan display (``task_display_mode="plan"``): a ``plan_update`` titles it and each tool call is a task
+(``task_update``: in progress, then complete or error), beside the text.
 
 A workspace or plan without these methods refuses them (``not_allowed``, ``unknown_method``, ``missing_scope``…);
 ``SurfaceSupport`` remembers the first refusal of each surface for the life of the process, so every later answer
@@ -110,6 +112,29 @@ def status_of(event: AgentEvent) -> str:
     return f"is reading {where}…" if where else clip(f"is calling {tool}…", STATUS_MAX)
 
 
+TASK_TITLES = {
+    "lab__search_findings": "Read what the lab already found",
+    "lab__plan_experiment": "Price a candidate experiment",
+    "lab__propose_plan": "Propose the plan",
+    "lab__show_plan": "Show the plan",
+    "lab__start_research": "Ask for the plan's approval and start it",
+    "lab__wait_for_research": "Wait for the experiments",
+    "lab__research_status": "Read the question's progress",
+    "lab__research_act": "Act on a failure, within the plan",
+    "lab__check_claims": "Check the report's numbers",
+    "lab__submit_report": "Report, every number checked",
+}
+TASK_TITLE_MAX = 256
+
+
+def task_title(tool: str) -> str:
+    """A tool call as a task of the plan display."""
+    if tool in TASK_TITLES:
+        return TASK_TITLES[tool]
+    words = status_of(AgentEvent("tool_call", "", tool=tool)).removeprefix("is ").rstrip("…")
+    return clip(words[:1].upper() + words[1:], TASK_TITLE_MAX)
+
+
 class Status:
     """The assistant status line of one thread, set when what the agent does changes (at most every
     ``STATUS_EVERY_S``) and cleared at the end; nothing when the workspace refuses it."""
@@ -172,9 +197,11 @@ class StreamedAnswer:
         recipient_team_id: str | None,
         on_start: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        plan: str | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
+        self.plan = clip(plan, TASK_TITLE_MAX) if plan else None  # the plan display's title; None: text alone
         self.turn_start: int | None = None  # where the turn being written piece by piece begins in ``text``
         self.dirty = False  # Slack shows pieces of a try that failed: the whole answer replaces the message at the end
         self.sent_at: float | None = None
@@ -258,6 +285,7 @@ class StreamedAnswer:
                         markdown_text=chunk,
                         recipient_user_id=self.recipient_user_id,
                         recipient_team_id=self.recipient_team_id,
+                        **self._plan_display(),
                     )
                     self.ts = str(resp["ts"])
                     self.on_start()
@@ -273,6 +301,40 @@ class StreamedAnswer:
                 log.info("streaming into %s stopped (%s%s)", self.thread_ts, error, ", refused" if refused else "")
                 return
             self.delivered += len(chunk)
+
+    def _plan_display(self, *chunks: dict[str, Any]) -> dict[str, Any]:
+        """What a stream's start carries for the plan display: the mode, the plan's title and ``chunks``."""
+        if self.plan is None:
+            return {"chunks": list(chunks)} if chunks else {}
+        return {"task_display_mode": "plan", "chunks": [{"type": "plan_update", "title": self.plan}, *chunks]}
+
+    async def task(self, task_id: str, title: str, status: Literal["in_progress", "complete", "error"]) -> None:
+        """One task of the plan display (a tool call) started or ended; nothing without a plan, or once Slack
+        stopped taking the stream (the text still arrives whole at the end)."""
+        if self.plan is None or self.refused or self.broken:
+            return
+        chunk = {"type": "task_update", "id": task_id, "title": clip(title, TASK_TITLE_MAX), "status": status}
+        try:
+            if self.ts is None:
+                resp = await self.client.chat_startStream(
+                    channel=self.channel,
+                    thread_ts=self.thread_ts,
+                    recipient_user_id=self.recipient_user_id,
+                    recipient_team_id=self.recipient_team_id,
+                    **self._plan_display(chunk),
+                )
+                self.ts = str(resp["ts"])
+                self.on_start()
+            else:
+                await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=[chunk])
+        except SlackApiError as e:
+            error = error_of(e)
+            refused = self.support.refusal("stream", self.channel, error)
+            if self.ts is None:
+                self.refused = True
+            else:
+                self.broken = True
+            log.info("the plan display in %s stopped (%s%s)", self.thread_ts, error, ", refused" if refused else "")
 
     async def finish(self, answer: str, blocks: list[dict[str, Any]]) -> str | None:
         """Complete the message with ``answer`` (written now unless it was the last thing written) and ``blocks``

@@ -248,7 +248,8 @@ async def drive(w: World, *, hang: bool, stop: asyncio.Event, spend_s: float = 0
     seconds on Ray each tick costs every running run (the budget's clock)."""
     paged = False
     while not stop.is_set():
-        w.lab.offset += timedelta(seconds=spend_s)
+        if w.lab.active_runs():  # only the runs' time on Ray is spent
+            w.lab.offset += timedelta(seconds=spend_s)
         await asyncio.to_thread(w.lab.tick)
         runs = w.lab.active_runs()
         if hang and not paged and len(w.lab.ray.submitted) >= 4:
@@ -417,7 +418,10 @@ class OutOfBudget(Researcher):
 
     def report(self, *, wrong: bool) -> Step:
         exp_id = self.w.research.get(self.rid)["arms"]["lr"]
-        best = self.w.lab.experiments.get(exp_id)["results"]["ranking"][0]
+        ranking = self.w.lab.experiments.get(exp_id)["results"]["ranking"]
+        if not ranking:
+            return tool_use("lab__submit_report", {"research_id": self.rid, "verdict": "Nothing scored", "text": ""})
+        best = ranking[0]
         verdict = f"Best so far: [[{best['mean']:.3f} | experiment:{exp_id} best stat:mean]], before the budget ran out"
         return tool_use("lab__submit_report", {"research_id": self.rid, "verdict": verdict, "text": ""})
 
@@ -429,7 +433,7 @@ def test_the_budget_reached_the_researcher_reports_what_it_has_marked_incomplete
             fake.answer_with(model)
             q = await asyncio.to_thread(w.research.open, QUESTION, OWNER)
             stop = asyncio.Event()
-            cluster = asyncio.create_task(drive(w, hang=False, stop=stop, spend_s=8.0))
+            cluster = asyncio.create_task(drive(w, hang=False, stop=stop, spend_s=20.0))
             asking = asyncio.create_task(w.fleet.ask(
                 owner=OWNER, text=f"Research question {q['id']} (research_id={q['id']!r}): {QUESTION}",
                 channel=CHANNEL, thread_ts="1700000000.000300", role="researcher",

@@ -70,3 +70,24 @@ def test_an_answer_streamed_in_pieces_grows_on_its_line_and_a_split_shortcode_is
     assert "    │ ▸ r1 is slow: the loader waits ▶️ raise num_workers." in lines  # the pieces, one line
     assert "    │ ▸ Then watch the rate." in lines  # a paragraph break: the next line
     assert "    │ (answer complete)" in lines
+
+
+def test_a_plan_displays_tasks_are_printed_as_they_start_and_end(slack: SlackFake, tmp_path: Path) -> None:
+    out = io.StringIO()
+    slack.subscribe(ConsoleView(slack, out, tmp_path))
+    client = slack.client()
+    ch = slack.default_channel
+    root = slack.user_message(ch, CONSOLE_USER, "/lab research which lr?")
+    task = {"type": "task_update", "id": "t1", "title": "Propose the plan", "status": "in_progress"}
+    started = client.chat_startStream(
+        channel=ch, thread_ts=root.ts, recipient_user_id=CONSOLE_USER, recipient_team_id=slack.team_id,
+        task_display_mode="plan", chunks=[{"type": "plan_update", "title": "Research: which lr?"}, task],
+    )  # fmt: skip
+    client.chat_appendStream(channel=ch, ts=started["ts"], chunks=[{**task, "status": "complete"}])
+    client.chat_appendStream(channel=ch, ts=started["ts"], chunks=[{**task, "id": "t2", "status": "error"}])
+    with pytest.raises(Exception, match="invalid_chunks"):  # a status Slack does not know
+        client.chat_appendStream(channel=ch, ts=started["ts"], chunks=[{**task, "status": "done"}])
+    client.chat_stopStream(channel=ch, ts=started["ts"], markdown_text="Waiting for your approval.")
+    lines = out.getvalue().splitlines()
+    assert "    │ ◌ Propose the plan (Research: which lr?)" in lines
+    assert "    │ ✓ Propose the plan" in lines and "    │ ✗ Propose the plan" in lines

@@ -205,3 +205,58 @@ def test_labbots_own_asks_have_no_recipient_and_use_the_progress_message(slack: 
     asyncio.run(talks.answer(user="labbot", text="investigate", channel=slack.default_channel, thread_ts=root.ts))
     [answer] = bot_replies(slack, root.ts)  # the investigator's diagnosis: the progress message, replaced
     assert answer.text == ANSWER and not slack.calls_to("chat.startStream")
+
+
+class Researching(Scripted):
+    """The researcher's turn as the runtime reports it: each tool called, then done (one with an error)."""
+
+    async def ask(self, *, owner: str, channel: str | None, thread_ts: str | None, on_event: Any, **_: Any) -> Said:
+        for tool, failed in (
+            ("lab__search_findings", False),
+            ("lab__propose_plan", True),
+            ("lab__propose_plan", False),
+        ):
+            await on_event(AgentEvent("tool_call", f"calling tool {tool}", tool=tool))
+            await on_event(AgentEvent("tool_done", f"tool {tool} done", tool=tool, is_error=failed))
+        await on_event(AgentEvent("text", "The plan is ready for your approval."))
+        return Said("The plan is ready for your approval.", None)
+
+
+def test_the_researchers_answer_streams_in_slacks_plan_display_and_the_console_shows_it(
+    slack: SlackFake, db: Database
+) -> None:
+    client = web_client(slack.bot_token, slack.start())
+    talks = AgentThreads(client, db, cast(Any, Researching(db)))
+    root = slack.user_message(slack.default_channel, ALICE, "which lr?")
+    seen: list[tuple[str, str]] = []
+    slack.subscribe(lambda e: seen.append((e.kind, e.detail)))
+    brief = "Research question qabc2345 (research_id='qabc2345'), asked by <@U0ALICE001>: which lr is best?"
+    asyncio.run(
+        talks.answer(user=ALICE, text=brief, channel=slack.default_channel, thread_ts=root.ts, role="researcher")
+    )
+    [answer] = bot_replies(slack, root.ts)
+    start = slack.calls_to("chat.startStream")[0].params
+    assert start["task_display_mode"] == "plan"
+    assert start["chunks"][0] == {"type": "plan_update", "title": "Research: which lr is best?"}
+    assert answer.plan_title == "Research: which lr is best?"
+    assert [(t["title"], t["status"]) for t in answer.tasks.values()] == [
+        ("Read what the lab already found", "complete"),
+        ("Propose the plan", "error"),
+        ("Propose the plan", "complete"),
+    ]
+    assert answer.text == "The plan is ready for your approval." and not answer.streaming
+    assert ("task", "in_progress Read what the lab already found") in seen and (
+        "task",
+        "error Propose the plan",
+    ) in seen
+
+
+def test_other_roles_stream_their_text_alone(slack: SlackFake, db: Database) -> None:
+    client = web_client(slack.bot_token, slack.start())
+    talks = AgentThreads(client, db, cast(Any, Researching(db)))
+    root = slack.user_message(slack.default_channel, ALICE, "which lr?")
+    asyncio.run(talks.answer(user=ALICE, text="which lr?", channel=slack.default_channel, thread_ts=root.ts))
+    start = slack.calls_to("chat.startStream")[0].params
+    assert "task_display_mode" not in start and "chunks" not in start
+    [answer] = bot_replies(slack, root.ts)
+    assert answer.tasks == {} and answer.plan_title is None

@@ -64,6 +64,11 @@ class Conflict(LabbotError):
     code = "conflict"
 
 
+class Forbidden(LabbotError):
+    status = 403
+    code = "forbidden"
+
+
 class Unauthorized(LabbotError):
     status = 401
     code = "unauthorized"

@@ -553,6 +553,13 @@ def _research_path(rid: str, *rest: str) -> str:
 DEFAULT_RESEARCH_WAIT_S = 900
 
 
+def _for(lab: LabApi, as_agent: str | None) -> dict[str, str]:
+    """``?for=``: the researcher one of labbot's agents works for (planning, acting and reporting on a question are
+    its owner's agents' alone); nothing for an outside client, which holds the admin token."""
+    researcher, slash, _role = (as_agent or lab.agent).partition("/")
+    return {"for": researcher} if slash and researcher else {}
+
+
 def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
     """A research question: opened, planned (recorded, priced), started under one approval of exactly that plan,
     waited on (not charged), acted on within the plan, reported with every number checked."""
@@ -592,6 +599,7 @@ def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
             list[Literal["notion", "linear"]] | None,
             Field(description="where the answer goes besides the thread: a Notion page, Linear issues"),
         ] = None,
+        as_agent: Launcher = None,
     ) -> str:
         """Record the plan of a research question and price it. Nothing starts: a new plan, or a change that costs
         more or reaches further than the approved one, waits for start_research (its owner approves). A change
@@ -602,7 +610,7 @@ def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
             body["on_failure"] = on_failure
         if publish is not None:
             body["publish"] = publish
-        doc = await lab.json("POST", _research_path(research_id, "plan"), json=body)
+        doc = await lab.json("POST", _research_path(research_id, "plan"), json=body, params=_for(lab, as_agent))
         research = doc["research"]
         text = research_plan_text(research)
         if doc["change"] == "needs_approval":
@@ -671,6 +679,7 @@ def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
         arm: str | None = None,
         trial: Annotated[int | None, Field(ge=0, description="drop_trial: the trial's number")] = None,
         run_id: Annotated[str | None, Field(description="restart: a run of the plan")] = None,
+        as_agent: Launcher = None,
     ) -> str:
         """Act on a failure within the approved plan, with no new approval: only the actions the plan lists, only on
         its own arms and runs (anything else is refused)."""
@@ -678,7 +687,8 @@ def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
         for key, value in (("arm", arm), ("trial", trial), ("run_id", run_id)):
             if value is not None:
                 body[key] = value
-        doc = await lab.json("POST", _research_path(research_id, "act"), json=body, params={"by": "researcher"})
+        params = {"by": "researcher", **_for(lab, as_agent)}
+        doc = await lab.json("POST", _research_path(research_id, "act"), json=body, params=params)
         return f"{action} done:\n{research_text(doc['research'])}"
 
     @server.tool(annotations=ADD, structured_output=False)
@@ -690,13 +700,15 @@ def _add_research_tools(server: MCPServer, lab: LabApi) -> None:
             list[dict[str, str]] | None,
             Field(description="follow-ups to file as Linear issues, each {title, description}"),
         ] = None,
+        as_agent: Launcher = None,
     ) -> str:
         """Give the answer. labbot recomputes every [[VALUE | SOURCE]] from its store first: a number that does not
         match, or one bound to no source, refuses the report (nothing is posted) with what differs and the text as
         the store has it. Accepted, it ends the question (answered, or incomplete when an arm was cut short), is
         posted in the thread, published where the plan says, and kept as a finding."""
         body = {"verdict": verdict, "text": text, "follow_ups": follow_ups or []}
-        doc = (await lab.json("POST", _research_path(research_id, "report"), json=body))["research"]
+        path = _research_path(research_id, "report")
+        doc = (await lab.json("POST", path, json=body, params=_for(lab, as_agent)))["research"]
         report = doc["report"]
         return (
             f"report accepted ({report['status']}): {report['counts']['ok']} claim(s) checked against the store; "

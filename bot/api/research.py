@@ -8,12 +8,15 @@ Routes::
     GET  /api/v1/research[?limit=N]                          {"research": [...]}
     POST /api/v1/research        {question, owner, channel?, thread_ts?}            {"research": {...}}   201
     GET  /api/v1/research/{id}                                {"research": {...}}
-    POST /api/v1/research/{id}/plan     a PlanRequest         {"research", "change": needs_approval|applied|same,
-                                                               "needs": [what grew]}
+    POST /api/v1/research/{id}/plan[?for=WHO]   a PlanRequest   {"research", "change": needs_approval|applied|same,
+                                                                 "needs": [what grew]}
     GET  /api/v1/research/{id}/plans/{hash}                   {"research": {...}} (the plan waiting for approval)
     POST /api/v1/research/{id}/plans/{hash}/start             {"research": {...}}
-    POST /api/v1/research/{id}/act   {action, arm?, trial?, run_id?}[?by=WHO]       {"research": {...}}
-    POST /api/v1/research/{id}/report   {verdict, text, follow_ups?: [{title, description}]}   {"research": {...}}
+    POST /api/v1/research/{id}/act[?by=WHO&for=WHO]   {action, arm?, trial?, run_id?}     {"research": {...}}
+    POST /api/v1/research/{id}/report[?for=WHO]   {verdict, text, follow_ups?: [{title, description}]}
+
+``for``: the researcher an agent acts for (the ``lab`` server sends it for labbot's agents): planning, acting and
+reporting on a question are its owner's agents' alone (403 otherwise); without it, the admin token's holder acts.
     POST /api/v1/research/{id}/close[?by=WHO]                 {"research": {...}}
 """
 
@@ -84,6 +87,14 @@ async def read_model(request: Request, model: type[M], what: str) -> M:
         raise BadRequest(f"bad {what}: {where}: {err['msg']}") from None
 
 
+def acting_for(request: Request) -> str | None:
+    """``?for=``: the researcher an agent acts for (at most 100 characters), None when not given."""
+    who = request.query_params.get("for")
+    if who is not None and not 0 < len(who) <= 100:
+        raise BadRequest("for is the researcher an agent acts for: 1 to 100 characters")
+    return who
+
+
 def routes(deps: ApiDeps) -> list[Route]:
     admin = deps.admin
 
@@ -108,7 +119,8 @@ def routes(deps: ApiDeps) -> list[Route]:
 
     async def propose(request: Request) -> Any:
         req = await read_model(request, PlanRequest, "research plan")
-        return await blocking(service().propose, request.path_params["rid"], req)
+        actor = acting_for(request)
+        return await blocking(lambda: service().propose(request.path_params["rid"], req, by=actor))
 
     async def preview(request: Request) -> Any:
         rid, plan_hash = request.path_params["rid"], request.path_params["plan_hash"]
@@ -126,8 +138,9 @@ def routes(deps: ApiDeps) -> list[Route]:
         req = await read_model(request, ActRequest, "action")
         who = by(request)
         rid = request.path_params["rid"]
+        actor = acting_for(request)
         doc = await blocking(
-            lambda: service().act(rid, req.action, arm=req.arm, trial=req.trial, run_id=req.run_id, by=who)
+            lambda: service().act(rid, req.action, arm=req.arm, trial=req.trial, run_id=req.run_id, by=who, agent=actor)
         )
         return {"research": doc}
 
@@ -135,7 +148,10 @@ def routes(deps: ApiDeps) -> list[Route]:
         req = await read_model(request, ReportRequest, "report")
         rid = request.path_params["rid"]
         follow_ups = [f.model_dump() for f in req.follow_ups]
-        doc = await blocking(lambda: service().report(rid, verdict=req.verdict, text=req.text, follow_ups=follow_ups))
+        actor = acting_for(request)
+        doc = await blocking(
+            lambda: service().report(rid, verdict=req.verdict, text=req.text, follow_ups=follow_ups, by=actor)
+        )
         return {"research": doc}
 
     async def close(request: Request) -> Any:

@@ -15,7 +15,10 @@ may do is decided here, whatever the model says:
   differs, nothing kept. A report ends the question: arms still running are stopped, and the question is
   ``answered`` only when every arm ran to its end (labbot decides, not the model); it leaves a finding.
 
-The researcher has no tool that launches or raises a limit any other way (its role's tools), and the experiments'
+Planning, acting and reporting on a question are its owner's agents' alone (``by``: the researcher an agent works
+for; a caller with the admin token and no ``by`` acts as the admin): another researcher's agent is refused, so a
+shrink that needs no approval is never a way to stop someone else's experiments. The researcher has no tool that
+launches or raises a limit any other way (its role's tools), and the experiments'
 controller holds each arm to its share of the budget. Blocking (database, Optuna's storage): the HTTP layer runs it on
 worker threads.
 """
@@ -30,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from labbot.common.errors import BadRequest, Conflict, LabbotError, UnknownResearch
+from labbot.common.errors import BadRequest, Conflict, Forbidden, LabbotError, UnknownResearch
 from labbot.storage.db import Database
 from labbot.storage.models import ExperimentStatus, Research, ResearchStatus, utcnow
 from labbot.training.claims import ClaimSources, check
@@ -158,10 +161,21 @@ class ResearchService:
 
         return resolve_plan(req, arm)
 
-    def propose(self, rid: str, req: PlanRequest) -> dict[str, Any]:
+    def _owned(self, rid: str, by: str | None, what: str) -> None:
+        """Refuse ``by`` (the researcher an agent works for) unless they asked the question."""
+        if by is None:
+            return
+        owner = self.owner_of(rid)
+        if by != owner:
+            raise Forbidden(
+                f"research {rid} is {owner}'s question: only their agents {what} it (yours work for {by}); ask {owner}"
+            )
+
+    def propose(self, rid: str, req: PlanRequest, *, by: str | None = None) -> dict[str, Any]:
         """Record ``req`` as the question's plan. Before an approval it waits for one; after, a change within the
         approved scope is applied now (``applied``) and one beyond it waits for an approval of the difference
         (``needs``: what grew). A change that no running arm can take is refused, nothing recorded."""
+        self._owned(rid, by, "plan")
         resolved = self.resolve(rid, req)
         plan = {**resolved.to_json(), "request": req.model_dump()}
         plan["projection"]["money"] = self._money(plan["projection"])
@@ -269,10 +283,12 @@ class ResearchService:
     # -- acting within the plan ------------------------------------------------------------------------------------
 
     def act(self, rid: str, action: str, *, arm: str | None = None, trial: int | None = None,
-            run_id: str | None = None, by: str = "researcher") -> dict[str, Any]:  # fmt: skip
+            run_id: str | None = None, by: str = "researcher", agent: str | None = None) -> dict[str, Any]:  # fmt: skip
         """One of the approved plan's failure actions, without asking again: ``drop_trial`` (ARM, TRIAL),
         ``stop_arm`` (ARM), ``stop`` (every arm), ``restart`` (RUN_ID, a run of one of the plan's arms, from its
-        checkpoint). An action the plan does not list, or on something outside it, is refused."""
+        checkpoint). An action the plan does not list, or on something outside it, is refused; so is an agent that
+        does not work for the question's owner (``agent``)."""
+        self._owned(rid, agent, "act on")
         doc = self.get(rid)
         if doc["approved"] is None or doc["status"] != ResearchStatus.RUNNING.value:
             raise Conflict(f"research {rid} is {doc['status']} with no running plan: nothing to act on")
@@ -308,11 +324,14 @@ class ResearchService:
 
     # -- the report ------------------------------------------------------------------------------------------------
 
-    def report(self, rid: str, *, verdict: str, text: str, follow_ups: Sequence[FollowUp] = ()) -> dict[str, Any]:
+    def report(
+        self, rid: str, *, verdict: str, text: str, follow_ups: Sequence[FollowUp] = (), by: str | None = None
+    ) -> dict[str, Any]:
         """Check and keep the answer. Every number of ``verdict``, ``text`` and the follow-ups must be a claim that
         matches the store (``BadRequest`` with each that does not, and the text as corrected, else); then arms still
         running are stopped, the question is answered or incomplete (an arm cut short or never run), and its
         finding recorded. The thread, Notion and Linear get it from the publisher (``published``)."""
+        self._owned(rid, by, "report on")
         if not verdict.strip():
             raise BadRequest("a report needs a verdict: the answer in a sentence, its numbers as [[VALUE | SOURCE]]")
         if len(verdict) + len(text) > MAX_REPORT:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,6 +53,7 @@ from labbot.mcp_servers.notion import build_server as notion_server
 from labbot.storage.models import Approval, Incident, Run, utcnow
 from labbot.training.claims import StoreSources
 from labbot.training.monitoring import PAGE, Finding
+from labbot.training.research.plan import PlanRequest
 from labbot.training.research.service import ResearchService
 
 OWNER, OTHER, ADMIN = "U0ALICE001", "U0BOB00001", "U0ADMIN001"
@@ -62,6 +63,8 @@ REPORTS = "1f2e3d4c5b6a79880796a5b4c3d2e1f0"
 GRID = {"name": "lr", "job": "toy", "space": {"lr": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "width": [32, 64]},
         "metric": "loss", "search": "grid", "concurrency": 4}  # fmt: skip  # 12 trials
 QUESTION = "which lr minimises the toy's loss?"
+PLAN = {"hypothesis": "a middle lr is best", "arms": [GRID], "decision_rule": "lowest mean final loss",
+        "budget": "1cpu-h"}  # fmt: skip
 
 
 @dataclass
@@ -77,6 +80,7 @@ class World:
     linear: LinearFake
     asked: list[ApprovalRequest] = field(default_factory=list)
     asked_event: asyncio.Event = field(default_factory=asyncio.Event)
+    tools_for: Callable[[str], Awaitable[ToolExecutor]] | None = None
 
     def trial_of(self, run_id: str) -> int:
         """The number of the trial ``run_id`` is a run of."""
@@ -147,7 +151,7 @@ async def world(lab: Lab, fake: FakeAnthropic) -> AsyncIterator[World]:
             threads = ResearchThreads(slack.async_client(), research, lab.experiments, integrations, call_tool)
             try:
                 yield World(lab, research, pager, gate, Fleet(lab.db, runtime, tools_for), threads, slack, notion,
-                            linear, asked, event)  # fmt: skip
+                            linear, asked, event, tools_for)  # fmt: skip
             finally:
                 await runtime.aclose()
 
@@ -452,3 +456,33 @@ def test_the_budget_reached_the_researcher_reports_what_it_has_marked_incomplete
     # labbot marked it, not the model: its report said nothing of completeness
     assert doc["status"] == "incomplete" and "budget spent" in doc["reason"]
     assert doc["report"]["status"] == "incomplete" and doc["report"]["short"]
+
+
+def test_another_researchers_agent_cannot_plan_act_or_report_on_the_question(lab: Lab, fake: FakeAnthropic) -> None:
+    """What needs no approval within a plan (a smaller plan, a dropped trial, the report that ends it) is the
+    question's owner's agents' alone: a colleague's assistant, talked into "stop their sweep", is refused by labbot."""
+
+    async def story() -> dict[str, ToolResult]:
+        async with world(lab, fake) as w:
+            q = await asyncio.to_thread(w.research.open, QUESTION, OWNER)
+            made = await asyncio.to_thread(w.research.propose, q["id"], PlanRequest.model_validate(PLAN))
+            await asyncio.to_thread(w.research.start, q["id"], made["research"]["plan_hash"])
+            assert w.tools_for is not None
+            tools = await w.tools_for("assistant")
+            ctx = CallContext(agent="ag-bob", role="assistant", owner=OTHER, channel=CHANNEL, thread_ts="9.9")
+            calls = {
+                "lab__propose_plan": {"research_id": q["id"], **{**PLAN, "arms": [{**GRID, "trials": 1}]}},
+                "lab__research_act": {"research_id": q["id"], "action": "stop", "arm": "lr"},
+                "lab__submit_report": {"research_id": q["id"], "verdict": "nothing", "text": ""},
+            }
+            return {name: await tools.call(ToolCall.resolve(tools, name, args, ctx)) for name, args in calls.items()}
+
+    results = asyncio.run(story())
+    for name, result in results.items():
+        assert result.is_error and f"{OWNER}'s question: only their agents" in str(result.content), name
+    [doc] = ResearchService(
+        lab.db, lab.experiments, StoreSources(lab.telemetry.series, lab.experiments.get)
+    ).questions()
+    assert doc["status"] == "running" and doc["report"] is None
+    assert lab.experiments.get(doc["arms"]["lr"])["trials_limit"] == 12  # the plan as its owner approved it
+    assert count(lab, Approval) == 0

@@ -83,6 +83,7 @@ class Serve:
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.home = home
+        self.chosen_port = port is None  # a port picked here may be taken by another process before serve binds it
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "ANTHROPIC_"))}
@@ -96,6 +97,20 @@ class Serve:
         self.log_path = home / "serve.log"
 
     def start(self, timeout: float = 120.0) -> Serve:
+        """Start it and wait until it answers. A port this class picked that another process took in the meantime
+        (free when asked, bound by someone else before serve bound it) is picked again, up to three times."""
+        for _ in range(3):
+            try:
+                return self._start(timeout)
+            except AssertionError as e:
+                if not (self.chosen_port and "address already in use" in str(e)):
+                    raise
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+                self.env["LABBOT_PORT"] = str(self.port)
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> Serve:
         # a start imports labbot (about 5 s of CPU on its own) and opens its database and Ray: beside the other test
         # workers on two cores, that has taken over a minute
         self.home.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from labbot.agents.fleet.tools import CallContext, ToolResult
 from labbot.bot.integrations import Integrations
 from labbot.bot.render.plots import experiment_curves_png
 from labbot.bot.slack.blocks.run_card import escape, mention
+from labbot.bot.slack.crosslinks import first_url, result_text
 from labbot.common.experiment_text import ranking_text
 from labbot.common.research_text import plan_text
 from labbot.storage.lease import Fenced, aguard
@@ -34,20 +35,6 @@ log = logging.getLogger(__name__)
 
 CallTool = Callable[[str, Mapping[str, Any], CallContext, str | None], Awaitable[ToolResult]]
 ROLE = "labbot"  # labbot's own tool calls in the audit trail
-
-
-def result_text(result: ToolResult) -> str:
-    if isinstance(result.content, str):
-        return result.content
-    return "\n".join(str(b.get("text", "")) for b in result.content if isinstance(b, Mapping))
-
-
-def first_url(text: str, host: str) -> str | None:
-    for word in text.split():
-        word = word.strip("<>()\"',.;")
-        if word.startswith("http") and host in word:
-            return word
-    return None
 
 
 def report_markdown(doc: Mapping[str, Any], rankings: Mapping[str, str]) -> tuple[str, str]:

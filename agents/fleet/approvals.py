@@ -41,7 +41,8 @@ from labbot.training.permissions import may, who_may
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 600.0
-PREVIEW_LIMIT = 2000  # characters of a preview tool's answer shown in the prompt
+PREVIEW_LIMIT = 2600  # characters of a preview tool's answer shown in the prompt (a six-arm research plan fits; the
+# prompt's code block holds 2,800 with the arguments before it)
 
 
 def _text(content: Any) -> str:

@@ -155,6 +155,13 @@ class ExperimentService:
                 _experiment_json(e, ExperimentPlan.from_row(e.job, e.name, e.owner, e.purpose, e.spec)) for e in rows
             ]
 
+    def find(self, name: str) -> str | None:
+        """The id of the oldest experiment named ``name``, if any (the research service names each arm's
+        ``QUESTION/ARM``)."""
+        with self.db.session() as s:
+            q = select(Experiment.id).where(Experiment.name == name).order_by(Experiment.created_at).limit(1)
+            return s.scalar(q)
+
     def curves(self, exp_id: str) -> dict[int, list[tuple[int, float]]]:
         """Each trial's objective metric against step, the mean across its seeds at the steps every seed reported
         (what its thread's overlay plot draws)."""

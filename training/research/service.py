@@ -262,10 +262,11 @@ class ResearchService:
             exp_id = arms.get(name)
             if exp_id is None:
                 req = _experiment_request(rid, owner, arm, exp_plan.budget)
-                made = self.experiments.create(req)
+                # an arm's experiment made before a crash, but not yet recorded here, is the one: never a second
+                made_id = self.experiments.find(str(req.name)) or self.experiments.create(req)["id"]
                 with self.db.session() as s:
                     row = self._row(s, rid)
-                    row.arms = {**row.arms, name: made["id"]}
+                    row.arms = {**row.arms, name: made_id}
                     row.updated_at = self.clock()
             else:
                 self.experiments.amend(

@@ -162,3 +162,27 @@ def test_the_approval_shows_the_price_when_compute_has_one(tmp_path: Path, monke
     free = research(Lab(tmp_path / "free", monkeypatch))
     q = free.open("which lr?", OWNER)
     assert "≈" not in plan_text(free.propose(q["id"], plan())["research"])  # no price: hours alone
+
+
+def test_an_arm_made_before_a_crash_is_adopted_not_made_twice(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    svc = research(lab)
+    q = svc.open("which lr?", OWNER)
+    two = [ARM, {**ARM, "name": "b", "space": {"lr": [1e-3], "width": [16, 32]}}]
+    plan_hash = svc.propose(q["id"], plan(arms=two))["research"]["plan_hash"]
+    real = lab.experiments.create
+    made: list[str] = []
+
+    def crash_after_the_second(req: Any, **kw: Any) -> dict[str, Any]:
+        doc = real(req, **kw)
+        made.append(doc["id"])
+        if len(made) == 2:
+            raise RuntimeError("labbot killed between making the arm's experiment and recording it")
+        return doc
+
+    monkeypatch.setattr(lab.experiments, "create", crash_after_the_second)
+    with pytest.raises(RuntimeError):
+        svc.start(q["id"], plan_hash)
+    assert svc.get(q["id"])["approved"] is None  # not approved: started again, the same hash
+    monkeypatch.setattr(lab.experiments, "create", real)
+    started = svc.start(q["id"], plan_hash)
+    assert sorted(started["arms"].values()) == sorted(made) and count(lab, Experiment) == 2

@@ -197,6 +197,13 @@ async def _ask_agent(executor: Callable[[], ToolExecutor], view: TaskView, solve
         await runtime.aclose()
 
 
+def _questions(api: LabApi) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        return list((await api.json("GET", "/research", params={"limit": 1000}))["research"])
+
+    return asyncio.run(read())
+
+
 def run_research(
     suite_dir: Path,
     out_dir: Path,
@@ -252,6 +259,9 @@ def run_research(
 
         return run
 
+    # what the solver could read of earlier evals on this labbot (their runs, experiments and findings): said in the
+    # results, since a researcher reads the lab's history, as it should outside an eval
+    earlier = [r for r in _questions(api) if r["owner"] == EVAL_OWNER]
     samples = [Sample(input=t.question, id=t.id, metadata={"kind": t.kind}) for t in tasks]
     task = Task(dataset=MemoryDataset(samples), solver=research_solver(), scorer=research_scorer(), name=suite_id)
     [log] = inspect_eval(task, model="none/none", log_dir=str(out_dir), log_format="eval", max_samples=1,
@@ -268,6 +278,7 @@ def run_research(
         })  # fmt: skip
     passed = sum(1 for r in rows if r["passed"])
     results = {"suite": suite_id, "solver": solver.label, "samples": rows, "passed": passed, "total": len(rows),
-               "pass_rate": passed / len(rows) if rows else 0.0, "log": str(log.location)}  # fmt: skip
+               "pass_rate": passed / len(rows) if rows else 0.0, "log": str(log.location),
+               "history": len(earlier)}  # fmt: skip
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     return results

@@ -72,4 +72,7 @@ def run(api: ApiClient, a: argparse.Namespace) -> int:
             for r in results["samples"]]  # fmt: skip
     print(table(["task", "kind", "verdict", "regret", "why"], rows))
     print(f"{results['suite']} with {results['solver']}: {results['passed']}/{results['total']} passed; {out}")
+    if results["history"]:
+        print(f"note: this labbot held {results['history']} earlier research question(s) of the eval, whose runs and "
+              "findings the solver could read: run it on a fresh labbot for a sealed score")  # fmt: skip
     return 0

@@ -93,6 +93,7 @@ def test_the_suite_separates_the_oracle_from_the_naive_policy(lab: Lab, tmp_path
     assert by["oracle"]["over-budget"]["started"] is False and by["naive"]["over-budget"]["started"] is True
     assert "NaN at step 30" in by["oracle"]["diagnose"]["answer"]
     assert json.loads((tmp_path / "oracle" / "results.json").read_text())["pass_rate"] == 1.0
+    assert oracle["history"] == 0 and naive["history"] == 3  # the oracle's three questions, readable to the next
     # sealed: what each solver was given holds none of the reference (it stays in the suite's file, for the scorer)
     log = read_eval_log(oracle["log"])
     given = json.dumps([s.input for s in log.samples or []])

@@ -303,6 +303,25 @@ class MetricPoint(Base):
     __table_args__ = (Index("ux_metric_points_point", "run_id", "name", "attempt", "step", unique=True),)
 
 
+class RunCheckpoint(Base):
+    """A checkpoint a run's job reported writing (a telemetry ``checkpoint`` event), with its health: the run's latest
+    value of each metric at or before its step (``metrics``, NaN-safe encoded), so which checkpoint is the last good
+    one before a signal is decided from data (``labbot.training.checkpoint_health``)."""
+
+    __tablename__ = "run_checkpoints"
+
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(BigInt)
+    step: Mapped[int] = mapped_column(BigInt)
+    path: Mapped[str | None] = mapped_column(Text)
+    written_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    # one row per (run, attempt, step): a telemetry retry after a lost reply records nothing twice
+    __table_args__ = (Index("ux_run_checkpoints_step", "run_id", "attempt", "step", unique=True),)
+
+
 class LaunchKey(Base):
     """One row per idempotency key: the same launch submitted twice maps to the same run."""
 

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -19,7 +20,7 @@ from labbot.common.errors import Unauthorized, UnknownRun
 from labbot.common.observe import NO_OBSERVER, Observer
 from labbot.storage.db import Database
 from labbot.storage.floats import encode_float
-from labbot.storage.models import MetricPoint, Run, RunStatus, utcnow
+from labbot.storage.models import MetricPoint, Run, RunCheckpoint, RunStatus, utcnow
 from labbot.training.alerts import alerts_of
 from labbot.training.monitoring import observe
 from labbot.training.telemetry_ingest import TelemetryBatch
@@ -41,6 +42,26 @@ def redact_token(text: str, expected_hash: str | None, *, redacted: str = "[reda
     return _TOKEN_SHAPE.sub(
         lambda m: redacted if hmac.compare_digest(token_hash(m.group(0)), expected_hash) else m.group(0), text
     )
+
+
+def checkpoint_rows(
+    run_id: str, batch: TelemetryBatch, known: dict[str, Any], last_step: int | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The ``run_checkpoints`` rows of a batch's checkpoint events, each with the run's metrics at its step: what the
+    control plane had (``known``, as of ``last_step``) when that is not past the checkpoint (a restart re-running
+    steps is), updated with the batch's points up to the checkpoint's step (encoded: NaN stays "NaN")."""
+    out = []
+    points = sorted(batch.points, key=lambda p: p.step)
+    for e in batch.events:
+        if e.kind != "checkpoint":
+            continue
+        health = dict(known) if last_step is None or last_step <= e.step else {}
+        for p in points:
+            if p.step <= e.step:
+                health.update({k: encode_float(v) for k, v in p.metrics.items()})
+        out.append({"run_id": run_id, "attempt": batch.attempt, "step": e.step, "path": e.path, "written_at": now,
+                    "metrics": health})  # fmt: skip
+    return out
 
 
 class TelemetryStore:
@@ -82,6 +103,9 @@ class TelemetryStore:
             run = s.get_one(Run, run_id)
             if rows:
                 s.execute(self.db.insert_ignoring_duplicates(MetricPoint), rows)
+            checkpoints = checkpoint_rows(run_id, batch, run.metrics or {}, run.last_step, now)
+            if checkpoints:
+                s.execute(self.db.insert_ignoring_duplicates(RunCheckpoint), checkpoints)
             if batch.attempt != run.attempt:
                 return len(batch.points)  # a previous attempt flushing its tail: kept, but not liveness
             run.last_telemetry_at = now
@@ -105,6 +129,22 @@ class TelemetryStore:
                 run.status = RunStatus.RUNNING.value  # telemetry proves the attempt runs
                 run.started_at = run.started_at or now
         return len(batch.points)
+
+    def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
+        """The checkpoints the run's job reported, oldest first, each with its health (the metrics at its step)."""
+        with self.db.session() as s:
+            if s.get(Run, run_id) is None:
+                raise UnknownRun(f"unknown run {run_id!r}; list runs with `labbot runs`")
+            q = (
+                select(RunCheckpoint)
+                .where(RunCheckpoint.run_id == run_id)
+                .order_by(RunCheckpoint.step, RunCheckpoint.attempt)
+            )
+            return [
+                {"attempt": c.attempt, "step": c.step, "path": c.path, "written_at": c.written_at.isoformat(),
+                 "metrics": dict(c.metrics or {})}
+                for c in s.scalars(q)
+            ]  # fmt: skip
 
     def metrics(self, run_id: str, name: str, *, limit: int = 10_000) -> list[tuple[int, float]]:
         with self.db.session() as s:

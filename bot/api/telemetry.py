@@ -1,7 +1,9 @@
 """A run's telemetry: its job posts batches with the run's own token (``POST /api/v1/runs/{id}/telemetry``, the
 in-job client's route: 401 before the body is looked at, 413 over ``MAX_BODY_BYTES``), and an admin reads one
 metric's points (``GET /api/v1/runs/{id}/metrics/{name}`` → ``{"name", "points": [[step, value], ...]}``, NaN and
-infinities as strings); thin shells over ``TelemetryStore``."""
+infinities as strings) and the checkpoints the job reported with their health (``GET /api/v1/runs/{id}/checkpoints``
+→ ``{"checkpoints": [{"attempt", "step", "path", "written_at", "metrics"}, ...]}``, oldest first); thin shells over
+``TelemetryStore``."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ def routes(deps: ApiDeps) -> list[Route]:
         points = await blocking(store.metrics, request.path_params["run_id"], request.path_params["name"])
         return {"name": request.path_params["name"], "points": [[s, encode_float(v)] for s, v in points]}
 
+    async def checkpoints(request: Request) -> Any:
+        return {"checkpoints": await blocking(store.checkpoints, request.path_params["run_id"])}
+
     async def ingest(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
@@ -47,5 +52,6 @@ def routes(deps: ApiDeps) -> list[Route]:
 
     return [
         Route("/api/v1/runs/{run_id}/metrics/{name}", deps.admin(metric)),
+        Route("/api/v1/runs/{run_id}/checkpoints", deps.admin(checkpoints)),
         Route("/api/v1/runs/{run_id}/telemetry", ingest, methods=["POST"]),
     ]

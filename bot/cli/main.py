@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from labbot.bot.cli import checkpoints as cli_checkpoints
 from labbot.bot.cli import claims as cli_claims
 from labbot.bot.cli import compare as cli_compare
 from labbot.bot.cli import evals as cli_evals
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_experiments.add_parser(sub)
     cli_claims.add_parser(sub)
     cli_findings.add_parser(sub)
+    cli_checkpoints.add_parser(sub)
     cli_research.add_parser(sub)
     _maintenance_commands(sub)
     return p

@@ -22,6 +22,7 @@ ROUTES = [
     ("/api/v1/capacity", "GET"),
     ("/api/v1/runs/{run_id}/logs", "GET"),
     ("/api/v1/runs/{run_id}/metrics/{name}", "GET"),
+    ("/api/v1/runs/{run_id}/checkpoints", "GET"),
     ("/api/v1/runs/{run_id}/telemetry", "POST"),
     ("/api/v1/pages", "GET"),
     ("/api/v1/pages/{page_id}", "GET"),

@@ -52,8 +52,11 @@ class Clock:
         return self.now.timestamp()
 
 
-def wait_for(cond: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1, what: str = "condition") -> T:
-    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
+def wait_for(cond: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.25, what: str = "condition") -> T:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds. The default
+    interval is a quarter second: most conditions ask a `labbot serve` over HTTP, and on two cores a tenth-second poll
+    of every waiting test cost the suite CPU the servers and jobs under test need (a test that must see a moment
+    sooner passes its own interval)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

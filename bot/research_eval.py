@@ -47,7 +47,6 @@ from labbot.training.experiments.plan import parse_budget
 
 EVAL_OWNER = "eval-research"
 ROLE = "researcher"
-SCORER = "labbot_research"
 RUN_WAIT_S = 600.0
 SOLVERS = ("oracle", "naive", "agent")
 

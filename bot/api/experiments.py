@@ -17,36 +17,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from labbot.bot.api.deps import ApiDeps, NotRunning, blocking
-from labbot.bot.api.params import by, int_query
-from labbot.bot.web.body import read_limited
-from labbot.common.errors import BadRequest
-from labbot.common.json_input import loads_json
+from labbot.bot.api.params import by, int_query, read_model
 from labbot.training.experiments.plan import ExperimentRequest
 from labbot.training.experiments.service import ExperimentService
 
-MAX_BODY = 64 * 1024
-
 
 async def read_request(request: Request) -> ExperimentRequest:
-    body = await read_limited(request, MAX_BODY)
-    try:
-        doc = loads_json(body or b"{}")
-    except BadRequest as e:
-        raise BadRequest(f"bad experiment request: {e.message}") from None
-    if not isinstance(doc, dict):
-        raise BadRequest("bad experiment request: the body is a JSON object (job, space, metric, …)")
-    try:
-        return ExperimentRequest.model_validate(doc)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        raise BadRequest(f"bad experiment request: {where}: {err['msg']}") from None
+    return await read_model(request, ExperimentRequest, "experiment request")
 
 
 def plan_json(service: ExperimentService, req: ExperimentRequest) -> dict[str, Any]:

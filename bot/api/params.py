@@ -1,11 +1,19 @@
-"""Query parameters of ``/api/v1``, each read one way everywhere: anything not of its form is a 400 saying what
-would be right."""
+"""Query parameters of ``/api/v1``, each read one way everywhere, and a JSON body read as a pydantic model
+(:func:`read_model`): anything not of its form is a 400 saying what would be right."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from labbot.bot.web.body import read_limited
 from labbot.common.errors import BadRequest
+from labbot.common.json_input import loads_json
+
+M = TypeVar("M", bound=BaseModel)
+MAX_MODEL_BODY = 64 * 1024  # a request's JSON body read as a model (an experiment, a research plan): at most this
 
 MAX_BY = 100  # who acted (`?by=`): acknowledged_by, resolved_by, cause_by are VARCHAR(100), which PostgreSQL enforces
 
@@ -46,3 +54,22 @@ def flag(request: Request, name: str, default: bool) -> bool:
     if raw.lower() in ("0", "false", "no"):
         return False
     raise BadRequest(f"query parameter {name}={raw!r} must be 1 or 0 (true or false)")
+
+
+async def read_model(request: Request, model: type[M], what: str, *, limit: int = MAX_MODEL_BODY) -> M:
+    """The body as ``model``: 413 over ``limit``, else a 400 naming the first field that is wrong (or the fields a
+    body that is not a JSON object should have)."""
+    body = await read_limited(request, limit)
+    try:
+        doc = loads_json(body or b"{}")
+    except BadRequest as e:
+        raise BadRequest(f"bad {what}: {e.message}") from None
+    if not isinstance(doc, dict):
+        fields = ", ".join(list(model.model_fields)[:3])
+        raise BadRequest(f"bad {what}: the body is a JSON object ({fields}, …)")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        raise BadRequest(f"bad {what}: {where}: {err['msg']}") from None

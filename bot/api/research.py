@@ -22,23 +22,18 @@ reporting on a question are its owner's agents' alone (403 otherwise); without i
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from labbot.bot.api.deps import ApiDeps, NotRunning, blocking
-from labbot.bot.api.params import by, int_query
-from labbot.bot.web.body import read_limited
+from labbot.bot.api.params import by, int_query, read_model
 from labbot.common.errors import BadRequest
-from labbot.common.json_input import loads_json
 from labbot.training.research.plan import PlanRequest
 from labbot.training.research.service import ResearchService
-
-MAX_BODY = 64 * 1024
-M = TypeVar("M", bound=BaseModel)
 
 
 class OpenRequest(BaseModel):
@@ -68,23 +63,6 @@ class ReportRequest(BaseModel):
     verdict: str = Field(max_length=2000)
     text: str = Field(default="", max_length=20_000)
     follow_ups: list[FollowUpRequest] = Field(default_factory=list, max_length=5)
-
-
-async def read_model(request: Request, model: type[M], what: str) -> M:
-    """The body as ``model``, or a 400 naming the first field that is wrong."""
-    body = await read_limited(request, MAX_BODY)
-    try:
-        doc = loads_json(body or b"{}")
-    except BadRequest as e:
-        raise BadRequest(f"bad {what}: {e.message}") from None
-    if not isinstance(doc, dict):
-        raise BadRequest(f"bad {what}: the body is a JSON object")
-    try:
-        return model.model_validate(doc)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        raise BadRequest(f"bad {what}: {where}: {err['msg']}") from None
 
 
 def acting_for(request: Request) -> str | None:

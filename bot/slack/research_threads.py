@@ -109,10 +109,10 @@ class ResearchThreads:
         doc = await to_thread.run_sync(self.research.get, rid)
         report, links = doc["report"], dict((doc["report"] or {}).get("links") or {})
         publish = set(doc["approved"]["scope"]["publish"]) if doc.get("approved") else set()
-        rankings = {}
+        arms = {}  # each arm's experiment, read once for its ranking and its plot
         for arm, exp_id in doc["arms"].items():
-            exp = await to_thread.run_sync(self.experiments.get, exp_id)
-            rankings[arm] = ranking_text(exp)
+            arms[arm] = await to_thread.run_sync(self.experiments.get, exp_id)
+        rankings = {arm: ranking_text(exp) for arm, exp in arms.items()}
         thread = (doc["channel"], doc["thread_ts"]) if doc.get("channel") and doc.get("thread_ts") else None
         if "notion" in publish and "notion" not in links and self.integrations.reports and self.call_tool:
             title, markdown = report_markdown(doc, rankings)
@@ -147,7 +147,7 @@ class ResearchThreads:
                 await to_thread.run_sync(self.research.record_link, rid, key, link)
                 links[key] = link
         if thread is not None and "thread" not in links:
-            await self._post(doc, links, rankings, thread)
+            await self._post(doc, links, arms, thread)
             await to_thread.run_sync(self.research.record_link, rid, "thread", {"ts": thread[1]})
         await to_thread.run_sync(self.research.mark_published, rid)
 
@@ -156,7 +156,11 @@ class ResearchThreads:
                            channel=doc.get("channel"), thread_ts=doc.get("thread_ts"))  # fmt: skip
 
     async def _post(
-        self, doc: Mapping[str, Any], links: Mapping[str, Any], rankings: Mapping[str, str], thread: tuple[str, str]
+        self,
+        doc: Mapping[str, Any],
+        links: Mapping[str, Any],
+        arms: Mapping[str, Mapping[str, Any]],
+        thread: tuple[str, str],
     ) -> None:
         report = doc["report"]
         c = report["counts"]
@@ -169,8 +173,8 @@ class ResearchThreads:
             lines.append("Incomplete: " + escape("; ".join(report["short"])))
         if report.get("text"):
             lines += ["", escape(plain(report["text"]))[:3000]]
-        for arm, text in rankings.items():
-            lines += [f"*arm {arm}*", f"```\n{text}\n```"]
+        for arm, exp in arms.items():
+            lines += [f"*arm {arm}*", f"```\n{ranking_text(exp)}\n```"]
         for key, link in links.items():
             if key == "thread":
                 continue
@@ -183,19 +187,18 @@ class ResearchThreads:
         channel, ts = thread
         await aguard(f"posting the answer of research {doc['id']}")
         await self.client.chat_postMessage(channel=channel, thread_ts=ts, text="\n".join(lines)[:39_000])
-        for arm, exp_id in doc["arms"].items():
-            png = await to_thread.run_sync(self._curves, exp_id)
+        for arm, exp in arms.items():
+            png = await to_thread.run_sync(self._curves, exp)
             if png is not None:
                 await self.client.files_upload_v2(
                     channel=channel, thread_ts=ts, filename=f"{doc['id']}-{arm}-curves.png", content=png,
                     title=f"arm {arm}: every trial's curve",
                 )  # fmt: skip
 
-    def _curves(self, exp_id: str) -> bytes | None:
-        curves = self.experiments.curves(exp_id)
+    def _curves(self, doc: Mapping[str, Any]) -> bytes | None:
+        curves = self.experiments.curves(doc["id"])
         if not any(curves.values()):
             return None
-        doc = self.experiments.get(exp_id)
         metric = doc["objective"]["metric"]
         ranks = {r["trial"]: i for i, r in enumerate(doc["results"]["ranking"], 1)}
         statuses = {t["number"]: t["status"] for t in doc["trials"]}

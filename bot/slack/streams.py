@@ -277,56 +277,42 @@ class StreamedAnswer:
         """Hand Slack what it does not have yet, in calls of at most MARKDOWN_MAX characters."""
         while self.delivered < len(self.text):
             chunk = self.text[self.delivered : self.delivered + MARKDOWN_MAX]
-            try:
-                if self.ts is None:
-                    resp = await self.client.chat_startStream(
-                        channel=self.channel,
-                        thread_ts=self.thread_ts,
-                        markdown_text=chunk,
-                        recipient_user_id=self.recipient_user_id,
-                        recipient_team_id=self.recipient_team_id,
-                        **self._plan_display(),
-                    )
-                    self.ts = str(resp["ts"])
-                    self.on_start()
-                else:
-                    await self.client.chat_appendStream(channel=self.channel, ts=self.ts, markdown_text=chunk)
-            except SlackApiError as e:
-                error = error_of(e)
-                refused = self.support.refusal("stream", self.channel, error)
-                if self.ts is None:
-                    self.refused = True
-                else:
-                    self.broken = True
-                log.info("streaming into %s stopped (%s%s)", self.thread_ts, error, ", refused" if refused else "")
+            if not await self._add(markdown_text=chunk):
                 return
             self.delivered += len(chunk)
-
-    def _plan_display(self, *chunks: dict[str, Any]) -> dict[str, Any]:
-        """What a stream's start carries for the plan display: the mode, the plan's title and ``chunks``."""
-        if self.plan is None:
-            return {"chunks": list(chunks)} if chunks else {}
-        return {"task_display_mode": "plan", "chunks": [{"type": "plan_update", "title": self.plan}, *chunks]}
 
     async def task(self, task_id: str, title: str, status: Literal["in_progress", "complete", "error"]) -> None:
         """One task of the plan display (a tool call) started or ended; nothing without a plan, or once Slack
         stopped taking the stream (the text still arrives whole at the end)."""
         if self.plan is None or self.refused or self.broken:
             return
-        chunk = {"type": "task_update", "id": task_id, "title": clip(title, TASK_TITLE_MAX), "status": status}
+        await self._add(chunks=[{"type": "task_update", "id": task_id, "title": clip(title, TASK_TITLE_MAX),
+                                 "status": status}])  # fmt: skip
+
+    async def _add(self, *, markdown_text: str | None = None, chunks: list[dict[str, Any]] | None = None) -> bool:
+        """One call that adds to the message: ``chat.startStream`` (with the plan display, when there is a plan)
+        while it has not begun, else ``chat.appendStream``. False when Slack refused it: a refusal before the
+        message began is remembered (``refused``), one after it stops the appends (``broken``)."""
         try:
             if self.ts is None:
+                start: dict[str, Any] = {"task_display_mode": "plan"} if self.plan is not None else {}
+                opening = [{"type": "plan_update", "title": self.plan}] if self.plan is not None else []
+                if opening or chunks:
+                    start["chunks"] = [*opening, *(chunks or [])]
                 resp = await self.client.chat_startStream(
                     channel=self.channel,
                     thread_ts=self.thread_ts,
+                    markdown_text=markdown_text,
                     recipient_user_id=self.recipient_user_id,
                     recipient_team_id=self.recipient_team_id,
-                    **self._plan_display(chunk),
+                    **start,
                 )
                 self.ts = str(resp["ts"])
                 self.on_start()
             else:
-                await self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=[chunk])
+                await self.client.chat_appendStream(
+                    channel=self.channel, ts=self.ts, markdown_text=markdown_text, chunks=chunks
+                )
         except SlackApiError as e:
             error = error_of(e)
             refused = self.support.refusal("stream", self.channel, error)
@@ -334,7 +320,9 @@ class StreamedAnswer:
                 self.refused = True
             else:
                 self.broken = True
-            log.info("the plan display in %s stopped (%s%s)", self.thread_ts, error, ", refused" if refused else "")
+            log.info("streaming into %s stopped (%s%s)", self.thread_ts, error, ", refused" if refused else "")
+            return False
+        return True
 
     async def finish(self, answer: str, blocks: list[dict[str, Any]]) -> str | None:
         """Complete the message with ``answer`` (written now unless it was the last thing written) and ``blocks``

@@ -29,11 +29,9 @@ from labbot.common.errors import BadRequest
 from labbot.training.experiments.plan import Budget, ExperimentPlan, parse_budget
 
 FailureAction = Literal["restart", "drop_trial", "stop_arm", "stop"]
-FAILURE_ACTIONS: tuple[str, ...] = ("restart", "drop_trial", "stop_arm", "stop")
 """What the researcher may do about a failure without asking again: restart a run of the plan from its checkpoint,
 drop (stop) one trial, stop one arm, stop the whole plan and report what it has."""
 DEFAULT_ON_FAILURE: tuple[FailureAction, ...] = ("restart", "drop_trial")
-PUBLISH: tuple[str, ...] = ("notion", "linear")
 MAX_ARMS = 6
 ARM_NAME = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 FIXED_KEYS = ("job", "metric", "goal", "at_step", "window", "space", "seeds", "search", "prune")

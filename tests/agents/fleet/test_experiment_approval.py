@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from approval_support import Prompter
 from experiment_lab import Lab
 from sqlalchemy import func, select
 
@@ -33,19 +34,6 @@ TOKEN = "admin-token-for-the-approval-story"
 CTX = CallContext(agent="ag1", role="assistant", owner=OWNER, channel="C0LAB00001", thread_ts="1.2")
 SWEEP = {"job": "toy", "space": {"lr": "loguniform(1e-4,1e-2)", "width": [16, 64]}, "metric": "loss",
          "trials": 5, "concurrency": 2, "budget": "1cpu-h"}  # fmt: skip
-
-
-class Prompter:
-    def __init__(self) -> None:
-        self.asked: list[ApprovalRequest] = []
-        self.event = asyncio.Event()
-
-    async def ask(self, request: ApprovalRequest) -> None:
-        self.asked.append(request)
-        self.event.set()
-
-    async def settled(self, request: ApprovalRequest) -> None:
-        return None
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from approval_support import Prompter
 from experiment_lab import Lab
 from fakes.anthropic import FakeAnthropic, SeenRequest, Step, text, tool_use
 from fakes.linear import API_KEY as LINEAR_KEY
@@ -78,8 +79,7 @@ class World:
     slack: SlackFake
     notion: NotionFake
     linear: LinearFake
-    asked: list[ApprovalRequest] = field(default_factory=list)
-    asked_event: asyncio.Event = field(default_factory=asyncio.Event)
+    prompter: Prompter = field(default_factory=Prompter)
     tools_for: Callable[[str], Awaitable[ToolExecutor]] | None = None
 
     def trial_of(self, run_id: str) -> int:
@@ -88,18 +88,6 @@ class World:
             exp_id = str(s.get_one(Run, run_id).experiment_id)
         doc = self.lab.experiments.get(exp_id)
         return int(next(t["number"] for t in doc["trials"] if run_id in [r["id"] for r in t["runs"]]))
-
-
-class Prompter:
-    def __init__(self, world_asked: list[ApprovalRequest], event: asyncio.Event) -> None:
-        self.asked, self.event = world_asked, event
-
-    async def ask(self, request: ApprovalRequest) -> None:
-        self.asked.append(request)
-        self.event.set()
-
-    async def settled(self, request: ApprovalRequest) -> None:
-        return None
 
 
 @pytest.fixture
@@ -125,11 +113,10 @@ async def world(lab: Lab, fake: FakeAnthropic) -> AsyncIterator[World]:
             "linear": lambda: linear_server(LinearApi(LINEAR_KEY, linear.url)),
         }
         settings = McpSettings.from_config({"mcp": {"servers": {}, "roles": {}}}, tuple(builtins))
-        asked: list[ApprovalRequest] = []
-        event = asyncio.Event()
+        prompter = Prompter()
         async with McpPool(settings, builtins) as pool:
             gate = ApprovalGate(
-                pool.executor("assistant"), lab.db, Prompter(asked, event), admins=frozenset({ADMIN}), timeout_s=30,
+                pool.executor("assistant"), lab.db, prompter, admins=frozenset({ADMIN}), timeout_s=30,
                 experiment_owner=lab.experiments.owner_of, research_owner=research.owner_of,
             )  # fmt: skip
 
@@ -151,7 +138,7 @@ async def world(lab: Lab, fake: FakeAnthropic) -> AsyncIterator[World]:
             threads = ResearchThreads(slack.async_client(), research, lab.experiments, integrations, call_tool)
             try:
                 yield World(lab, research, pager, gate, Fleet(lab.db, runtime, tools_for), threads, slack, notion,
-                            linear, asked, event, tools_for)  # fmt: skip
+                            linear, prompter, tools_for)  # fmt: skip
             finally:
                 await runtime.aclose()
 
@@ -189,11 +176,16 @@ class Researcher:
     def __call__(self, req: SeenRequest) -> Step:
         tools = last_tools(req)
         said, error = result_text(req)
-        if tools:
-            self.said.append((tools[0], said, error))
-        if not tools:
+        if not tools:  # the question: the research id is in it
             self.rid = re.search(r"research_id='(q\w+)'", json.dumps(req.messages)).group(1)  # type: ignore[union-attr]
-            return tool_use("lab__search_findings", {"query": QUESTION})
+            return self.first()
+        self.said.append((tools[0], said, error))
+        return self.next(tools[0], said, error)
+
+    def first(self) -> Step:
+        return tool_use("lab__search_findings", {"query": QUESTION})
+
+    def next(self, tool: str, said: str, error: bool) -> Step:
         step = {
             "lab__search_findings": self.plan,
             "lab__propose_plan": self.start,
@@ -201,7 +193,7 @@ class Researcher:
             "lab__wait_for_research": self.after_wait,
             "lab__research_act": self.wait,
             "lab__submit_report": self.after_report,
-        }[tools[0]]
+        }[tool]
         return step(said, error)
 
     def plan(self, said: str, error: bool) -> Step:
@@ -274,9 +266,9 @@ def open_page(w: World, run_id: str) -> None:
 
 
 async def approve_when_asked(w: World, *, by: str) -> ApprovalRequest:
-    await asyncio.wait_for(w.asked_event.wait(), 30)
-    w.asked_event.clear()
-    request = w.asked[-1]
+    await asyncio.wait_for(w.prompter.event.wait(), 30)
+    w.prompter.event.clear()
+    request = w.prompter.asked[-1]
     refused = await asyncio.to_thread(w.gate.decide, request.id, approve=True, by=OTHER)
     assert not refused.ok and OWNER in refused.message  # who does not own the question cannot release its plan
     assert (await asyncio.to_thread(w.gate.decide, request.id, approve=True, by=by)).ok
@@ -347,15 +339,10 @@ class Overreacher(Researcher):
     """A model that, its plan approved, asks for twice the trials and budget; denied, tries to launch a run of its
     own and to stop the arm (which the plan does not allow), then says it could not."""
 
-    def __call__(self, req: SeenRequest) -> Step:
-        tools = last_tools(req)
-        said, error = result_text(req)
-        if tools:
-            self.said.append((tools[0], said, error))
-        if not tools:
-            self.rid = re.search(r"research_id='(q\w+)'", json.dumps(req.messages)).group(1)  # type: ignore[union-attr]
-            return self.propose(trials=3, budget="1cpu-h")
-        name = tools[0]
+    def first(self) -> Step:
+        return self.propose(trials=3, budget="1cpu-h")
+
+    def next(self, name: str, said: str, error: bool) -> Step:
         if name == "lab__propose_plan" and len([s for s in self.said if s[0] == name]) == 1:
             return self.start(said, error)
         if name == "lab__start_research" and len([s for s in self.said if s[0] == name]) == 1:
@@ -388,8 +375,8 @@ def test_what_grows_the_plan_or_leaves_it_is_refused_by_labbot(lab: Lab, fake: F
             ))  # fmt: skip
             await approve_when_asked(w, by=OWNER)
             await asyncio.to_thread(w.lab.tick)  # the approved arm's first trials start
-            await asyncio.wait_for(w.asked_event.wait(), 30)  # the grown plan asks again
-            request = w.asked[-1]
+            await asyncio.wait_for(w.prompter.event.wait(), 30)  # the grown plan asks again
+            request = w.prompter.asked[-1]
             assert "the budget rises from 1 to 5 CPU-h" in request.arguments
             assert "arm lr: trials 3 → 6" in request.arguments
             assert (await asyncio.to_thread(w.gate.decide, request.id, approve=False, by=OWNER)).ok
@@ -442,8 +429,8 @@ def test_the_budget_reached_the_researcher_reports_what_it_has_marked_incomplete
                 owner=OWNER, text=f"Research question {q['id']} (research_id={q['id']!r}): {QUESTION}",
                 channel=CHANNEL, thread_ts="1700000000.000300", role="researcher",
             ))  # fmt: skip
-            await asyncio.wait_for(w.asked_event.wait(), 30)
-            assert (await asyncio.to_thread(w.gate.decide, w.asked[-1].id, approve=True, by=OWNER)).ok
+            await asyncio.wait_for(w.prompter.event.wait(), 30)
+            assert (await asyncio.to_thread(w.gate.decide, w.prompter.asked[-1].id, approve=True, by=OWNER)).ok
             await asyncio.wait_for(asking, 120)
             stop.set()
             await cluster

@@ -9,7 +9,12 @@ that is stored on the run, and the watchdog judges from that one row. :func:`inf
 Ray itself rather than a run.
 
 RL conditions are judged for any job that reports the metrics they read: ``frac_reward_zero_std`` and ``reward``
-(``no_signal``), ``entropy`` (``entropy_collapse``), ``kl`` (``kl_blowup``). A job's own alerts
+(``no_signal``), ``entropy`` (``entropy_collapse``), ``kl`` (``kl_blowup``), ``grad_norm`` (``grad_spike``: against its
+running median), ``response_len`` and ``truncated_frac`` (``length_collapse``: every generation cut at the length
+limit, or next to no generation at all), ``rollout_lag`` (``stale_rollouts``: rollouts sampled too many weight versions
+behind the learner). Each RL finding says where its signal began (``since_step``) and shows the window it saw
+(``window``: ``[step, value]`` pairs), which a remedy (:mod:`labbot.training.remedies`) needs to choose the checkpoint
+before it. A job's own alerts
 (:mod:`labbot.training.alerts`) are findings of kind ``metric``, one per alert (:attr:`Finding.condition`).
 
 Everything here is a pure function: no I/O, no clock (``now`` is passed in), no input is mutated.
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,14 +44,41 @@ SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
     "infra",
 )
 NO_SIGNAL, ENTROPY_COLLAPSE, KL_BLOWUP, METRIC = "no_signal", "entropy_collapse", "kl_blowup", "metric"
-KINDS = (SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, NO_SIGNAL, ENTROPY_COLLAPSE, KL_BLOWUP, METRIC, INFRA)
+GRAD_SPIKE, LENGTH_COLLAPSE, STALE_ROLLOUTS = "grad_spike", "length_collapse", "stale_rollouts"
+KINDS = (
+    SILENT,
+    HUNG,
+    FAILED,
+    PENDING,
+    DIVERGED,
+    SLOW,
+    NO_SIGNAL,
+    ENTROPY_COLLAPSE,
+    KL_BLOWUP,
+    GRAD_SPIKE,
+    LENGTH_COLLAPSE,
+    STALE_ROLLOUTS,
+    METRIC,
+    INFRA,
+)
 PAGE, WARNING = "page", "warning"
 
 # the RL metrics whose trailing windows observe() keeps, and the key of each in vitals["rl"]
-RL_METRICS = {"frac_reward_zero_std": "zero_std", "reward": "reward", "entropy": "entropy", "kl": "kl"}
+RL_METRICS = {
+    "frac_reward_zero_std": "zero_std",
+    "reward": "reward",
+    "entropy": "entropy",
+    "kl": "kl",
+    "grad_norm": "grad_norm",
+    "response_len": "length",
+    "truncated_frac": "truncated",
+    "rollout_lag": "lag",
+}
 RL_WINDOW = 50  # trailing values kept of each
 COLLAPSE_POINTS = 3  # entropy_collapse: this many latest values judged (one low sample is noise)
 KL_JUMP_MIN = 1e-3  # kl_blowup's jump test needs a trailing maximum at least this large
+HELD_POINTS = 3  # length_collapse, stale_rollouts: this many latest reports in a row
+EVIDENCE_POINTS = 8  # a finding's window: at most this many latest [step, value] pairs
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
 
@@ -81,6 +113,13 @@ class Thresholds:
     # kl_blowup: the latest KL over kl_max, or over kl_jump × its trailing maximum
     kl_max: float = 2.0
     kl_jump: float = 10.0
+    # grad_spike: the latest grad norm over grad_spike_factor × its trailing median (a warning: one spike may pass)
+    grad_spike_factor: float = 100.0
+    # length_collapse: truncated_frac at least truncated_max, or response_len at most length_floor, for HELD_POINTS
+    truncated_max: float = 0.99
+    length_floor: float = 0.5
+    # stale_rollouts: rollout_lag over stale_max weight versions for HELD_POINTS reports
+    stale_max: float = 4.0
 
 
 # the thresholds a job (``watch = {...}`` in labbot.toml), a launch (``--watch KEY=VALUE``) or ``[watchdog]`` may set
@@ -92,6 +131,10 @@ RL_THRESHOLDS = (
     "entropy_drop",
     "kl_max",
     "kl_jump",
+    "grad_spike_factor",
+    "truncated_max",
+    "length_floor",
+    "stale_max",
 )
 
 
@@ -164,7 +207,8 @@ def evaluate(state: RunState, now: datetime) -> list[Finding]:
             found[DIVERGED] = diverged
         rl = state.vitals.get("rl")
         if isinstance(rl, Mapping) and rl:
-            for finding in rl_findings(rl, th):
+            steps = state.vitals.get("rl_steps")
+            for finding in rl_findings(rl, th, steps if isinstance(steps, Mapping) else None):
                 found[finding.kind] = finding
     out = [found[kind] for kind in KINDS if kind in found]
     if state.alerts and state.status not in TERMINAL_STATUSES:
@@ -172,11 +216,42 @@ def evaluate(state: RunState, now: datetime) -> list[Finding]:
     return out
 
 
-def rl_findings(rl: Mapping[str, Any], th: Thresholds) -> list[Finding]:
-    """The RL conditions (``no_signal``, ``entropy_collapse``, ``kl_blowup``) of a run's trailing RL window: each
-    key of :data:`RL_METRICS`'s values mapped to the run's latest values of that metric, oldest first."""
-    found = (rule(rl, th) for rule in (_no_signal, _entropy_collapse, _kl_blowup))
+def rl_findings(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any] | None = None) -> list[Finding]:
+    """The RL conditions of a run's trailing RL window: each key of :data:`RL_METRICS`'s values mapped to the run's
+    latest values of that metric, oldest first; ``steps`` the same keys mapped to the step of each value (then each
+    finding says where its signal began, ``since_step``)."""
+    rules = (_no_signal, _entropy_collapse, _kl_blowup, _grad_spike, _length_collapse, _stale_rollouts)
+    found = (rule(rl, th, steps or {}) for rule in rules)
     return [f for f in found if f is not None]
+
+
+@dataclass(frozen=True)
+class _Series:
+    """One RL metric's trailing values and, when known, the step of each."""
+
+    values: list[float]
+    steps: list[int] | None
+
+    def since(self, held: Callable[[float], bool]) -> dict[str, Any]:
+        """``since_step`` (the first step of the latest unbroken run of values where ``held``) and ``window`` (the
+        latest ``[step, value]`` pairs) for a finding's detail."""
+        window = self.values[-EVIDENCE_POINTS:]
+        if self.steps is None:
+            return {"window": [[None, v] for v in window]}
+        i = len(self.values)
+        while i > 0 and held(self.values[i - 1]):
+            i -= 1
+        out: dict[str, Any] = {"window": [[s, v] for s, v in zip(self.steps[-EVIDENCE_POINTS:], window, strict=True)]}
+        if i < len(self.values):
+            out["since_step"] = self.steps[i]
+        return out
+
+
+def _series(rl: Mapping[str, Any], steps: Mapping[str, Any], key: str) -> _Series:
+    values = _finite_list(rl.get(key))
+    raw = steps.get(key)
+    ok = isinstance(raw, list) and len(raw) == len(values) and all(type(x) is int for x in raw)
+    return _Series(values, list(raw) if ok else None)
 
 
 def missing_alert_metrics(state: RunState, now: datetime) -> list[Alert]:
@@ -338,31 +413,36 @@ def _slow(raw_rates: Any, slow_factor: float, slow_samples: int) -> Finding | No
     )
 
 
-def _no_signal(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
+def _no_signal(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
     n = max(2, int(th.no_signal_points))
-    zero = _finite_list(rl.get("zero_std"))[-n:]
+    zero_series = _series(rl, steps, "zero_std")
+    zero = zero_series.values[-n:]
     if len(zero) == n and all(v >= th.no_signal_frac for v in zero):
         return Finding(
             kind=NO_SIGNAL,
             severity=PAGE,
             summary=f"no learning signal: in each of the last {n} steps, {min(zero):.0%} or more of the groups had "
             f"rewards all equal (frac_reward_zero_std ≥ {th.no_signal_frac:g}), so every advantage is zero",
-            detail={"metric": "frac_reward_zero_std", "latest": zero[-1], "points": n, "floor": th.no_signal_frac},
+            detail={"metric": "frac_reward_zero_std", "latest": zero[-1], "points": n, "floor": th.no_signal_frac}
+            | zero_series.since(lambda v: v >= th.no_signal_frac),
         )
-    reward = _finite_list(rl.get("reward"))[-n:]
+    reward_series = _series(rl, steps, "reward")
+    reward = reward_series.values[-n:]
     if len(reward) == n and max(reward) - min(reward) <= th.reward_flat_within:
+        evidence = reward_series.since(lambda v: abs(v - reward[-1]) <= th.reward_flat_within)
         return Finding(
             kind=NO_SIGNAL,
             severity=PAGE,
             summary=f"no learning signal: the reward has stayed at {_fmt(reward[-1])} for {n} steps"
             + (f" (within {th.reward_flat_within:g})" if th.reward_flat_within else ""),
-            detail={"metric": "reward", "latest": reward[-1], "points": n, "within": th.reward_flat_within},
+            detail={"metric": "reward", "latest": reward[-1], "points": n, "within": th.reward_flat_within} | evidence,
         )
     return None
 
 
-def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
-    values = _finite_list(rl.get("entropy"))
+def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
+    series = _series(rl, steps, "entropy")
+    values = series.values
     if len(values) < COLLAPSE_POINTS:
         return None
     recent, before = values[-COLLAPSE_POINTS:], values[:-COLLAPSE_POINTS]
@@ -373,7 +453,8 @@ def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
             severity=PAGE,
             summary=f"entropy collapsed to {_fmt(latest)}, under the floor {th.entropy_floor:g} for the last "
             f"{COLLAPSE_POINTS} reports: the policy has stopped exploring",
-            detail={"latest": latest, "floor": th.entropy_floor},
+            detail={"metric": "entropy", "latest": latest, "floor": th.entropy_floor}
+            | series.since(lambda v: v < th.entropy_floor),
         )
     top = max(before) if before else 0.0
     if top > 0 and th.entropy_drop > 1 and all(v * th.entropy_drop < top for v in recent):
@@ -382,13 +463,15 @@ def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
             severity=PAGE,
             summary=f"entropy fell from {_fmt(top)} to {_fmt(latest)}, more than ×{th.entropy_drop:g} down: "
             "the policy has stopped exploring",
-            detail={"latest": latest, "trailing_max": top, "factor": th.entropy_drop},
+            detail={"metric": "entropy", "latest": latest, "trailing_max": top, "factor": th.entropy_drop}
+            | series.since(lambda v: v * th.entropy_drop < top),
         )
     return None
 
 
-def _kl_blowup(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
-    values = _finite_list(rl.get("kl"))
+def _kl_blowup(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
+    series = _series(rl, steps, "kl")
+    values = series.values
     if not values:
         return None
     latest, before = values[-1], values[:-1]
@@ -397,7 +480,7 @@ def _kl_blowup(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
             kind=KL_BLOWUP,
             severity=PAGE,
             summary=f"KL to the reference policy is {_fmt(latest)}, over the bound {th.kl_max:g}",
-            detail={"latest": latest, "bound": th.kl_max},
+            detail={"metric": "kl", "latest": latest, "bound": th.kl_max} | series.since(lambda v: v > th.kl_max),
         )
     top = max(before) if len(before) >= MIN_SPIKE_WINDOW else 0.0
     if top >= KL_JUMP_MIN and latest > th.kl_jump * top:
@@ -406,9 +489,78 @@ def _kl_blowup(rl: Mapping[str, Any], th: Thresholds) -> Finding | None:
             severity=PAGE,
             summary=f"KL to the reference policy jumped to {_fmt(latest)}, over ×{th.kl_jump:g} its trailing "
             f"maximum {_fmt(top)}",
-            detail={"latest": latest, "trailing_max": top, "factor": th.kl_jump},
+            detail={"metric": "kl", "latest": latest, "trailing_max": top, "factor": th.kl_jump}
+            | series.since(lambda v: v > th.kl_jump * top),
         )
     return None
+
+
+def _grad_spike(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
+    """The latest gradient norm far over its running median (of the values before the spike): a warning, since one
+    spike that clipping absorbs does no harm; a remedy may still act on it."""
+    series = _series(rl, steps, "grad_norm")
+    values = series.values
+    if len(values) <= MIN_SPIKE_WINDOW or th.grad_spike_factor <= 1:
+        return None
+    latest = values[-1]
+    bound = th.grad_spike_factor * float(statistics.median(values[:-1]))
+    first = len(values) - 1
+    while first > 0 and values[first - 1] > bound:  # a spike several reports long: the median before it all
+        first -= 1
+    if first < MIN_SPIKE_WINDOW:
+        return None
+    median = float(statistics.median(values[:first]))
+    if median <= 0 or latest <= th.grad_spike_factor * median:
+        return None
+    return Finding(
+        kind=GRAD_SPIKE,
+        severity=WARNING,
+        summary=f"gradient norm spiked to {_fmt(latest)}, over ×{th.grad_spike_factor:g} its running median "
+        f"{_fmt(median)}",
+        detail={"metric": "grad_norm", "latest": latest, "median": median, "factor": th.grad_spike_factor}
+        | series.since(lambda v: v > th.grad_spike_factor * median),
+    )
+
+
+def _length_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
+    cut = _series(rl, steps, "truncated")
+    recent = cut.values[-HELD_POINTS:]
+    if len(recent) == HELD_POINTS and all(v >= th.truncated_max for v in recent):
+        return Finding(
+            kind=LENGTH_COLLAPSE,
+            severity=PAGE,
+            summary=f"{min(recent):.0%} or more of the generations were cut at the length limit in each of the last "
+            f"{HELD_POINTS} reports (truncated_frac ≥ {th.truncated_max:g}): the policy no longer ends its answers",
+            detail={"metric": "truncated_frac", "latest": recent[-1], "bound": th.truncated_max}
+            | cut.since(lambda v: v >= th.truncated_max),
+        )
+    length = _series(rl, steps, "length")
+    recent = length.values[-HELD_POINTS:]
+    if len(recent) == HELD_POINTS and all(v <= th.length_floor for v in recent):
+        return Finding(
+            kind=LENGTH_COLLAPSE,
+            severity=PAGE,
+            summary=f"the mean generation is {_fmt(recent[-1])} tokens long, at most {th.length_floor:g} for the last "
+            f"{HELD_POINTS} reports: the policy ends its answers before it gives one",
+            detail={"metric": "response_len", "latest": recent[-1], "floor": th.length_floor}
+            | length.since(lambda v: v <= th.length_floor),
+        )
+    return None
+
+
+def _stale_rollouts(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
+    lag = _series(rl, steps, "lag")
+    recent = lag.values[-HELD_POINTS:]
+    if len(recent) < HELD_POINTS or not all(v > th.stale_max for v in recent):
+        return None
+    return Finding(
+        kind=STALE_ROLLOUTS,
+        severity=PAGE,
+        summary=f"rollouts are {_fmt(recent[-1])} weight versions behind the learner, over {th.stale_max:g} for the "
+        f"last {HELD_POINTS} reports: the learner trains on a policy it left behind",
+        detail={"metric": "rollout_lag", "latest": recent[-1], "bound": th.stale_max}
+        | lag.since(lambda v: v > th.stale_max),
+    )
 
 
 def _alerts(state: RunState, now: datetime) -> list[Finding]:
@@ -470,14 +622,7 @@ def observe(
     divergence: dict[str, Any] | None = _json_safe(dict(raw_div)) if isinstance(raw_div, Mapping) else None
     recovered = _int(vitals.get("recovered_points")) if divergence is not None else 0
     ordered = sorted(points, key=lambda p: p[0])
-    raw_rl = vitals.get("rl") if same_attempt else None
-    rl = {key: _finite_list(raw_rl.get(key))[-RL_WINDOW:] for key in raw_rl} if isinstance(raw_rl, Mapping) else {}
-    for _, _, metrics in ordered:
-        for name, key in RL_METRICS.items():
-            value = _number(metrics.get(name))
-            if value is not None and math.isfinite(value):
-                rl.setdefault(key, []).append(value)
-    rl = {key: values[-RL_WINDOW:] for key, values in rl.items()}
+    rl, rl_steps = _rl_windows(vitals if same_attempt else {}, ordered)
     raw_alerts = vitals.get("alerts") if same_attempt else None
     alert_states = _alert_states(raw_alerts, alerts, ordered)
     first_point_at = vitals.get("first_point_at") if same_attempt else None
@@ -523,6 +668,7 @@ def observe(
         out["recovered_points"] = recovered
     if rl:
         out["rl"] = rl
+        out["rl_steps"] = rl_steps
     if alert_states:
         out["alerts"] = alert_states
     if first_point_at is not None:
@@ -530,6 +676,28 @@ def observe(
     if phase_state is not None:
         out["phase"] = phase_state
     return out
+
+
+def _rl_windows(
+    vitals: Mapping[str, Any], ordered: Sequence[tuple[int, datetime, Mapping[str, float]]]
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """The trailing window of each RL metric after a batch, and the step of each value (a window stored before steps
+    were kept has none: its values are dropped rather than given steps they did not have)."""
+    raw_rl, raw_steps = vitals.get("rl"), vitals.get("rl_steps")
+    rl: dict[str, list[float]] = {}
+    steps: dict[str, list[int]] = {}
+    if isinstance(raw_rl, Mapping) and isinstance(raw_steps, Mapping):
+        for key in raw_rl:
+            values, at = _finite_list(raw_rl.get(key)), raw_steps.get(key)
+            if isinstance(at, list) and len(at) == len(values):
+                rl[key], steps[key] = values[-RL_WINDOW:], [int(s) for s in at][-RL_WINDOW:]
+    for step, _, metrics in ordered:
+        for name, key in RL_METRICS.items():
+            value = _number(metrics.get(name))
+            if value is not None and math.isfinite(value):
+                rl.setdefault(key, []).append(value)
+                steps.setdefault(key, []).append(step)
+    return {k: v[-RL_WINDOW:] for k, v in rl.items()}, {k: v[-RL_WINDOW:] for k, v in steps.items()}
 
 
 def _alert_states(

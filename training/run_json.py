@@ -7,6 +7,7 @@ from typing import Any
 
 from labbot.storage.models import Run
 from labbot.training.alerts import alerts_of
+from labbot.training.remedies import remedy_from_json
 from labbot.training.specs import plotted
 
 
@@ -46,6 +47,9 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         "plot": plot,
         "headline": headline,
         "alerts": [a.describe() + f" ({a.severity}, as {a.name})" for a in alerts_of(cfg)],
+        # what the watchdog does instead of paging (their words), and the remedial attempts it made (the lineage)
+        "remedies": [remedy_from_json(r).text() for r in cfg.get("remedies") or []],
+        "lineage": list(cfg.get("remedied") or []),
         "created_at": ts(run.created_at),
         "updated_at": ts(run.updated_at),
         "started_at": ts(run.started_at),

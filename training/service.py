@@ -57,6 +57,7 @@ from labbot.training.registry import JobRegistry
 from labbot.training.run_json import run_view
 from labbot.training.specs import DEFAULT_PURPOSE, LaunchRequest, RunConfig, entrypoint_command, resolve_launch
 from labbot.training.telemetry_store import redact_token, token_hash
+from labbot_client.checkpoints import roll_back
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +393,9 @@ class RunService:
                 LABBOT_CONTROL_URL=self.control_url,
                 LABBOT_CHECKPOINT_DIR=str(ckpt),
             )
+            remedy = remedy_of(run.config, attempt)
+            if remedy is not None:
+                env["LABBOT_RESUME_STEP"] = str(remedy.get("checkpoint_step") or 0)
             runtime_env: dict[str, Any] = {"env_vars": env}
             if spec.working_dir:
                 runtime_env["working_dir"] = spec.working_dir
@@ -636,13 +640,26 @@ class RunService:
         """
         with self.db.session() as s:
             run = self._load(s, run_id)
-            attempt = run.attempt
+            attempt, job_name = run.attempt, run.job
+            remedy = remedy_of(run.config, attempt)
         if attempt > 1:
             previous = submission_id(run_id, attempt - 1)
             job = self.launcher.job(previous)
             if job is not None and job.status not in (RAY_STOPPED, RAY_SUCCEEDED, RAY_FAILED):
                 self.launcher.stop(previous)
                 self._await_end(previous)
+        if remedy is not None:  # a remedy's attempt: the checkpoints after the one it goes back to are set aside
+            moved = roll_back(
+                self.checkpoint_dir(run_id, job_name), remedy.get("checkpoint_step"), label=f"attempt-{attempt}"
+            )
+            if moved:
+                log.info(
+                    "run %s: checkpoints of steps %s set aside for attempt %d",
+                    run_id,
+                    ", ".join(map(str, moved)),
+                    attempt,
+                    extra={"run_id": run_id},
+                )
         token = secrets.token_urlsafe(32)
         with self.db.session() as s:
             self._load(s, run_id).telemetry_token_hash = token_hash(token)
@@ -650,6 +667,14 @@ class RunService:
         with self.db.session() as s:
             self._load(s, run_id).restart_at = None
         return view
+
+
+def remedy_of(config: Mapping[str, Any] | None, attempt: int) -> Mapping[str, Any] | None:
+    """The remedial attempt ``attempt`` of a run is, from its lineage (``RunConfig.remedied``); None: not one."""
+    for entry in (config or {}).get("remedied") or []:
+        if isinstance(entry, Mapping) and entry.get("attempt") == attempt:
+            return entry
+    return None
 
 
 def reconcile_run(run: Run, job: RayJob | None, now: datetime) -> tuple[int, str | None]:

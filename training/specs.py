@@ -19,6 +19,7 @@ from labbot.common.errors import BadRequest
 from labbot.training.alerts import alert_from_json, make_alert, merge_alerts, parse_alert
 from labbot.training.monitoring import RL_THRESHOLDS
 from labbot.training.params import PARAM_KEY, ParamValue, coerce_param
+from labbot.training.remedies import Remedy, check_remedy, parse_remedy
 from labbot.training.telemetry_ingest import METRIC_NAME_RULE, metric_name_ok
 
 DEFAULT_STALL_AFTER_S = 600.0
@@ -154,7 +155,8 @@ def check_watch(raw: Any, where: str) -> dict[str, float]:
 class JobSpec(BaseModel):
     """A launchable job. ``params`` are its parameters with their defaults (and so their types); ``checks`` what
     some of them accept beyond their type; ``alerts`` its metric alerts (:mod:`labbot.training.alerts`); ``watch``
-    the RL watchdog thresholds it sets (``labbot.training.monitoring.RL_THRESHOLDS``)."""
+    the RL watchdog thresholds it sets (``labbot.training.monitoring.RL_THRESHOLDS``); ``remedies`` what the watchdog
+    does about a finding instead of paging (:mod:`labbot.training.remedies`), changing only ``remedy_params``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -177,6 +179,10 @@ class JobSpec(BaseModel):
     checks: dict[str, ParamCheck] = Field(default_factory=dict)
     alerts: list[dict[str, Any]] = Field(default_factory=list)
     watch: dict[str, float] = Field(default_factory=dict)
+    # [[jobs.NAME.remedies]]: roll back to the last good checkpoint and restart with changed parameters (stored form)
+    remedies: list[dict[str, Any]] = Field(default_factory=list)
+    # the parameters a remedy may change; None: any of params (a job names them to keep its fault switches out)
+    remedy_params: list[str] | None = None
     # the metrics the run's thread plots, one panel each, and the one its card shows (None: the first of plot)
     plot: list[str] = Field(default_factory=_default_plot)
     headline: str | None = None
@@ -215,6 +221,38 @@ class JobSpec(BaseModel):
             return check_watch(v, "watch")
         except BadRequest as e:
             raise ValueError(e.message) from None
+
+    @model_validator(mode="after")
+    def _remedies_fit(self) -> JobSpec:
+        unknown = sorted(set(self.remedy_params or []) - set(self.params))
+        if unknown:
+            raise ValueError(f"remedy_params names parameters the job does not have: {', '.join(unknown)}")
+        try:
+            checked = self.checked_remedies([], [a["name"] for a in self.alerts])
+        except BadRequest as e:
+            raise ValueError(e.message) from None
+        object.__setattr__(self, "remedies", [r.to_json() for r in checked])
+        return self
+
+    def checked_remedies(self, launch: list[str], alerts: list[str]) -> list[Remedy]:
+        """The launch's remedies (its words, first: they win where both act on a finding) then the job's, each
+        checked against the job's parameters; BadRequest names what is wrong."""
+        out = []
+        for i, raw in enumerate([*launch, *self.remedies]):
+            where = f"remedy {i + 1}" if i >= len(launch) else f"--remedy {raw!r}"
+            remedy = parse_remedy(raw, where)
+            out.append(
+                check_remedy(
+                    remedy,
+                    job=self.name,
+                    params=self.params,
+                    checks=self.checks,
+                    allowed=self.remedy_params,
+                    alerts=alerts,
+                    where=where,
+                )
+            )
+        return out
 
     @field_validator("stall_after", "pending_after", mode="before")
     @classmethod
@@ -299,6 +337,8 @@ class LaunchRequest(BaseModel):
     # metric alerts added at launch, in the words of labbot.training.alerts ("pass_rate below 0.2 for 10m")
     alerts: list[str] = Field(default_factory=list, max_length=20)
     watch: dict[str, float | str] = Field(default_factory=dict)  # RL watchdog thresholds for this run
+    # remedies added at launch, in their words ("entropy_collapse: temperature += 0.5; max 2")
+    remedies: list[str] = Field(default_factory=list, max_length=10)
 
 
 class RunConfig(BaseModel):
@@ -318,6 +358,10 @@ class RunConfig(BaseModel):
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
     alerts: list[dict[str, Any]] = Field(default_factory=list)  # the job's and the launch's (Alert.to_json)
     watch: dict[str, float] = Field(default_factory=dict)  # RL thresholds over [watchdog]'s
+    remedies: list[dict[str, Any]] = Field(default_factory=list)  # the launch's then the job's (Remedy.to_json)
+    # the remedial attempts so far, oldest first (the run's lineage): attempt, remedy, condition, summary,
+    # signal_step, checkpoint_step, changes ({param, from, to, change}), window, at — written by the watchdog
+    remedied: list[dict[str, Any]] = Field(default_factory=list)
     plot: list[str] = Field(default_factory=_default_plot)  # the metrics the thread plots
     headline: str | None = None  # the metric the card shows; None (a config stored without it): the first of plot
 
@@ -357,6 +401,7 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
             spec.checks[key].check(key, params[key], spec.name)
     alerts = merge_alerts([alert_from_json(a) for a in spec.alerts], [parse_alert(text) for text in req.alerts])
     watch = {**spec.watch, **check_watch(req.watch, "watch")}
+    remedies = spec.checked_remedies(list(req.remedies), [a.name for a in alerts])
     stall_after = _duration_or(req.stall_after, spec.stall_after)
     pending_after = _duration_or(req.pending_after, spec.pending_after)
     purpose = spec.purpose if req.purpose is None else check_purpose(req.purpose)
@@ -371,6 +416,7 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         restart_on=list(spec.restart_on) if spec.restart_on is not None else None,
         alerts=[a.to_json() for a in alerts],
         watch=watch,
+        remedies=[r.to_json() for r in remedies],
         plot=list(spec.plot),
         headline=spec.headline_metric,
     )

@@ -37,8 +37,19 @@ from labbot.common.durations import format_duration
 from labbot.common.errors import LabbotError, RayUnavailable
 from labbot.storage.db import Database
 from labbot.storage.lease import Fenced
-from labbot.storage.models import ACTIVE_STATUSES, OPEN_INCIDENT_STATES, Incident, IncidentState, Run, RunStatus, utcnow
+from labbot.storage.models import (
+    ACTIVE_STATUSES,
+    OPEN_INCIDENT_STATES,
+    Incident,
+    IncidentState,
+    Run,
+    RunCheckpoint,
+    RunStatus,
+    utcnow,
+)
+from labbot.training import remedies as remedy_rules
 from labbot.training.alerts import alerts_missing_after, alerts_of
+from labbot.training.checkpoint_health import last_good
 from labbot.training.launcher import RAY_FAILED, RAY_PENDING, RAY_RUNNING, RayJob, RayLauncher, submission_id
 from labbot.training.monitoring import (
     FAILED,
@@ -256,6 +267,10 @@ class Watchdog:
         state = self._state(run, job)
         self._tell_missing_metrics(s, run, state, now)
         findings = evaluate(state, now)
+        remedied, findings = self._maybe_remedy(s, run, findings, now, report)
+        if remedied:
+            self.pager.judge(s, run, incidents, [], now)  # the old attempt's conditions are gone with it
+            return
         findings = self._maybe_restart(s, run, findings, now, report, was_terminal=was_terminal)
         report.findings += len(findings)
         self._mark_stalled(run, findings)
@@ -333,6 +348,112 @@ class Watchdog:
             run.status = RunStatus.STALLED.value
         elif not stalled and run.status == RunStatus.STALLED.value:
             run.status = RunStatus.RUNNING.value
+
+    # -- remedies --------------------------------------------------------------------------------------------
+
+    def _maybe_remedy(
+        self, s: Session, run: Run, findings: list[Finding], now: datetime, report: TickReport
+    ) -> tuple[bool, list[Finding]]:
+        """A finding the run's remedies act on: roll the run back to its last good checkpoint and schedule the next
+        attempt with the remedy's changes (True), all in this tick's transaction — the attempt, its parameters and
+        its place in the run's lineage commit together, so a labbot killed after it restarts the run exactly once;
+        or, the remedy's attempts used, the finding pages with them listed. Ray stops the old attempt after the
+        commit (and ``resubmit`` makes sure of it before the new one starts)."""
+        cfg = run.config or {}
+        declared = cfg.get("remedies") or []
+        if not findings or not declared or run.stop_requested or RunStatus(run.status).is_terminal:
+            return False, findings
+        remedies = [remedy_rules.remedy_from_json(r) for r in declared]
+        history = list(cfg.get("remedied") or [])
+        candidates = [(f.kind, f.alert, f.detail.get("reason"), f.detail) for f in findings]
+        rows = s.scalars(select(RunCheckpoint).where(RunCheckpoint.run_id == run.id))
+        checkpoints = remedy_rules.lineage(
+            [{"attempt": c.attempt, "step": c.step, "metrics": c.metrics or {}} for c in rows], history
+        )
+
+        def choose(step: int) -> int | None:
+            chosen = last_good(checkpoints, step)
+            return int(chosen["step"]) if chosen is not None else None
+
+        decision = remedy_rules.decide(remedies, candidates, history, choose, cfg.get("params") or {}, run.last_step)
+        if decision is None:
+            return False, findings
+        finding = next(f for f in findings if f.condition == decision.condition)
+        if isinstance(decision, remedy_rules.Exhausted):
+            tried = "; ".join(
+                f"attempt {h['attempt']} from {_from(h.get('checkpoint_step'))} with "
+                + ", ".join(f"{d['param']} {_v(d['from'])} → {_v(d['to'])}" for d in h.get("changes", []))
+                for h in decision.attempts
+            )
+            n = len(decision.attempts)
+            paged = dataclasses.replace(
+                finding,
+                summary=f"{finding.summary} — still, after {n} remedial restart{'s' if n > 1 else ''} ({tried})",
+                detail={**finding.detail, "remedies": decision.attempts},
+            )
+            return False, [paged if f is finding else f for f in findings]
+        self._remedy(s, run, finding, decision, remedies[decision.remedy], now, report)
+        return True, []
+
+    def _remedy(
+        self,
+        s: Session,
+        run: Run,
+        finding: Finding,
+        act: remedy_rules.Act,
+        remedy: remedy_rules.Remedy,
+        now: datetime,
+        report: TickReport,
+    ) -> None:
+        cfg = dict(run.config or {})
+        old_attempt, old_sid = run.attempt, run.ray_submission_id
+        run.attempt += 1
+        entry = {
+            "attempt": run.attempt,
+            "remedy": act.remedy,
+            "condition": act.condition,
+            "summary": finding.summary,
+            "signal_step": act.signal_step,
+            "checkpoint_step": act.checkpoint_step,
+            "changes": act.diff,
+            "window": finding.detail.get("window"),
+            "at": now.isoformat(),
+        }
+        run.config = {**cfg, "params": act.params, "remedied": [*(cfg.get("remedied") or []), entry]}
+        delay = self.policy.backoff(0)
+        run.ray_submission_id = submission_id(run.id, run.attempt)
+        run.status = RunStatus.RESTARTING.value
+        run.ended_at = None
+        run.error = f"attempt {old_attempt} {act.condition}: {finding.summary}"[:2000]
+        run.restart_at = datetime.fromtimestamp(now.timestamp() + delay, tz=now.tzinfo)
+        run.checkpoint_step = act.checkpoint_step
+        run.last_step, run.last_step_at = act.checkpoint_step, None
+        if old_sid:
+            report.to_stop.append(old_sid)
+        report.restarts_scheduled += 1
+        window = finding.detail.get("window") or []
+        metric = finding.detail.get("metric", act.condition)
+        shown = ", ".join(f"{_v(v)} at {st}" if st is not None else _v(v) for st, v in window[-6:])
+        changes = ", ".join(f"`{d['param']}` {_v(d['from'])} → {_v(d['to'])}" for d in act.diff)
+        text = (
+            f":adhesive_bandage: *{act.condition}* from step {act.signal_step}: {finding.summary}"
+            + (f"\n{metric}: {shown}" if shown else "")
+            + f"\nStopping attempt {old_attempt} and restarting it as attempt {run.attempt} from "
+            f"{_from(act.checkpoint_step)} (the last good one written before step {act.signal_step}) in "
+            f"{format_duration(delay)}, with {changes} — remedy `{remedy.text()}`, attempt {act.attempt_of_remedy} "
+            f"of {remedy.max_attempts}."
+        )
+        self.pager.tell_thread(s, run, f"remedy-{run.attempt}", text)
+        log.warning(
+            "run %s: %s from step %d; remedial attempt %d from %s with %s",
+            run.id,
+            act.condition,
+            act.signal_step,
+            run.attempt,
+            _from(act.checkpoint_step),
+            changes,
+            extra={"run_id": run.id},
+        )
 
     # -- automatic restarts ----------------------------------------------------------------------------------
 
@@ -461,3 +582,11 @@ class Watchdog:
         incidents: dict[str, Incident] = {INFRA: existing} if isinstance(existing, Incident) else {}
         self.pager.judge(s, None, incidents, [finding] if finding else [], now, kinds=[INFRA])
         self._infra_open = finding is not None
+
+
+def _from(step: Any) -> str:
+    return f"checkpoint step {step}" if step is not None else "the start (no good checkpoint before it)"
+
+
+def _v(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)

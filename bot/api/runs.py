@@ -28,6 +28,7 @@ from labbot.bot.web.body import read_limited
 from labbot.common.errors import BadRequest
 from labbot.common.json_input import loads_json
 from labbot.training.alerts import alert_from_json
+from labbot.training.remedies import remedy_from_json
 from labbot.training.specs import LaunchRequest
 
 MAX_API_BODY = 64 * 1024
@@ -53,6 +54,9 @@ def routes(deps: ApiDeps) -> list[Route]:
                     "reports": spec.reported_metrics,  # what an experiment's objective may be
                     "alerts": [alert_from_json(a).describe() for a in spec.alerts],
                     "watch": dict(spec.watch),
+                    "remedies": [remedy_from_json(r).text() for r in spec.remedies],
+                    # what a remedy may change (None: any parameter)
+                    "remedy_params": spec.remedy_params,
                     "checks": {k: c.accepted() for k, c in spec.checks.items()},
                 }
                 for spec in service.registry.all()

@@ -131,6 +131,14 @@ def _launch_command(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="KEY=VALUE",
         help="an RL watchdog threshold for this run, e.g. kl_max=5 or entropy_floor=0.1 (repeatable)",
     )
+    s.add_argument(
+        "--remedy",
+        action="append",
+        default=[],
+        metavar="WORDS",
+        help="instead of paging on a finding, roll back to the last good checkpoint and restart with changed "
+        "parameters, e.g. 'entropy_collapse: temperature += 1.0; max 2' (repeatable; before the job's own)",
+    )
     s.add_argument("--cpus", type=float, help="CPUs for the job's entrypoint (default: the job's)")
     s.add_argument(
         "--purpose",
@@ -245,6 +253,8 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
         body["alerts"] = list(a.alert)
     if a.watch:
         body["watch"] = parse_assignments(a.watch)
+    if a.remedy:
+        body["remedies"] = list(a.remedy)
     try:
         doc = api.json("POST", "/runs", json=body)
     except ApiError as e:

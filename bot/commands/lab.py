@@ -31,6 +31,13 @@ LAUNCH = Command(
             metavar="WORDS",
         ),
         Option("--watch", "str", "RL watchdog thresholds for this run: 'kl_max=5 entropy_floor=0.1'", metavar="K=V"),
+        Option(
+            "--remedy",
+            "str",
+            "roll back and restart with changed parameters instead of paging, '|' between two: "
+            "'entropy_collapse: temperature += 1.0; max 2 | kl_blowup: lr *= 0.1'",
+            metavar="WORDS",
+        ),
         Option("--cpus", "float", "CPUs for the job's entrypoint (default: the job's)", minimum=0),
         Option("--purpose", "str", f"what it is for: {'|'.join(PURPOSES)} (default: the job's)", metavar="P"),
         Option("--no-queue", "flag", "over its purpose's [compute] cap: refuse with the numbers instead of waiting"),
@@ -41,6 +48,7 @@ LAUNCH = Command(
         "launch tiny-lm steps=200 lr=3e-4",
         "launch tiny-lm --gpus 1 --stall-after 10m",
         "launch tiny-rl algo=sdpo --alert 'pass_rate below 0.3 for 10m'",
+        "launch tiny-rl --remedy 'entropy_collapse: temperature += 1.0; max 2'",
         "launch tiny-lm --purpose research --no-queue",
     ),
 )

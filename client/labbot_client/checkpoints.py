@@ -50,11 +50,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["CheckpointDir", "JobEnv", "Location", "is_url", "join"]
+__all__ = ["CheckpointDir", "JobEnv", "Location", "is_url", "join", "roll_back"]
 
 ENV_ATTEMPT = "LABBOT_ATTEMPT"
 ENV_CHECKPOINT_DIR = "LABBOT_CHECKPOINT_DIR"
 ENV_RUN_ID = "LABBOT_RUN_ID"
+ENV_RESUME_STEP = "LABBOT_RESUME_STEP"
 PARTIAL = ".partial"  # an object-store checkpoint being uploaded (or left by a crash): never a checkpoint
 
 #: a local folder (a Path) or an object store's URL (a str such as ``s3://bucket/prefix``)
@@ -104,6 +105,9 @@ class JobEnv:
     run_id: str | None
     attempt: int
     checkpoint_dir: Location  # an absolute local folder, or an object store's URL
+    # a remedy's attempt: labbot rolled the run back to this step's checkpoint (0: to the start) and set the later
+    # ones aside (``roll_back``); None on every other attempt
+    resume_step: int | None = None
 
     @classmethod
     def from_environ(cls, checkpoint_dir: str | os.PathLike[str] | None = None) -> JobEnv:
@@ -114,11 +118,17 @@ class JobEnv:
             raise ValueError(f"{ENV_ATTEMPT} must be an integer, got {raw_attempt!r}") from None
         if checkpoint_dir is None:
             checkpoint_dir = os.environ.get(ENV_CHECKPOINT_DIR, "").strip() or "./checkpoints"
+        raw_resume = os.environ.get(ENV_RESUME_STEP, "").strip()
+        try:
+            resume_step = int(raw_resume) if raw_resume else None
+        except ValueError:
+            raise ValueError(f"{ENV_RESUME_STEP} must be an integer, got {raw_resume!r}") from None
         return cls(
             run_id=os.environ.get(ENV_RUN_ID, "").strip() or None,
             attempt=attempt,
             # absolute, so workers (whatever their cwd) share the driver's folder; a URL stays a URL
             checkpoint_dir=_location(checkpoint_dir),
+            resume_step=resume_step,
         )
 
     @property
@@ -286,3 +296,41 @@ class CheckpointDir:
         for n in gone:
             fs.rm_file(f"{root}/{n}")
         return len(gone)
+
+
+ROLLED_BACK = "rolled-back"  # the subfolder a rollback sets later checkpoints aside in (never read as checkpoints)
+_ANY_CHECKPOINT = re.compile(r"^ckpt_(\d{8})(\..+)?$")
+
+
+def roll_back(root: Location | str, step: int | None, *, label: str) -> list[int]:
+    """Set aside every checkpoint in ``root`` written after ``step`` (every one, for None), whatever its suffix, into
+    ``{root}/rolled-back/{label}/``, so a job that resumes from the newest checkpoint resumes from ``step``'s; returns
+    the steps set aside. labbot calls this before a remedy's attempt starts (``LABBOT_RESUME_STEP`` tells the job the
+    step too); doing it again sets nothing more aside. Nothing is deleted: the set-aside files are there to read."""
+    where = _location(root) if isinstance(root, str) else root
+    limit = -1 if step is None else step
+    moved: list[int] = []
+    if isinstance(where, Path):
+        if not where.is_dir():
+            return []
+        for p in sorted(where.iterdir()):
+            m = _ANY_CHECKPOINT.match(p.name)
+            if m and p.is_file() and int(m.group(1)) > limit:
+                aside = where / ROLLED_BACK / label
+                aside.mkdir(parents=True, exist_ok=True)
+                os.replace(p, aside / p.name)
+                moved.append(int(m.group(1)))
+        return moved
+    fs, base = CheckpointDir(where)._fs()
+    fs.invalidate_cache(base)
+    try:
+        entries = fs.ls(base, detail=True)
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        name = str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
+        m = _ANY_CHECKPOINT.match(name)
+        if m and e.get("type") == "file" and int(m.group(1)) > limit:
+            fs.mv(f"{base}/{name}", f"{base}/{ROLLED_BACK}/{label}/{name}")
+            moved.append(int(m.group(1)))
+    return sorted(moved)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from s3_server import ACCESS_KEY, SECRET_KEY, MotoS3
 
-from labbot_client.checkpoints import CheckpointDir, JobEnv, is_url, join
+from labbot_client.checkpoints import CheckpointDir, JobEnv, is_url, join, roll_back
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,3 +129,40 @@ def test_a_local_folder_never_imports_fsspec(tmp_path: Path) -> None:
         "assert 'fsspec' not in sys.modules and 's3fs' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO / "client")
+
+
+def test_roll_back_sets_later_checkpoints_aside_in_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpts = CheckpointDir(tmp_path / "c", suffix=".pt", keep=0)
+    for step in (25, 50, 75, 100):
+        ckpts.save(step, lambda f, s=step: f.write(f"step {s}".encode()))
+    (tmp_path / "c" / "ckpt_00000080.safetensors").write_bytes(b"another suffix")
+    assert roll_back(tmp_path / "c", 50, label="attempt-2") == [75, 80, 100]
+    assert [s for s, _ in ckpts.list()] == [25, 50], "the job's newest is now the chosen one"
+    aside = tmp_path / "c" / "rolled-back" / "attempt-2"
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "ckpt_00000075.pt",
+        "ckpt_00000080.safetensors",
+        "ckpt_00000100.pt",
+    ]
+    assert roll_back(tmp_path / "c", 50, label="attempt-2") == [], "again: nothing more"
+    assert roll_back(tmp_path / "c", None, label="attempt-3") == [25, 50], "None: back to the start"
+    monkeypatch.setenv("LABBOT_RESUME_STEP", "50")
+    assert JobEnv.from_environ(tmp_path / "c").resume_step == 50
+    monkeypatch.setenv("LABBOT_RESUME_STEP", "fifty")
+    with pytest.raises(ValueError, match="LABBOT_RESUME_STEP must be an integer"):
+        JobEnv.from_environ(tmp_path / "c")
+
+
+def test_roll_back_in_an_object_store(s3: MotoS3) -> None:
+    bucket = s3.bucket()
+    root = f"s3://{bucket}/runs/r9/checkpoints"
+    ckpts = CheckpointDir(root, keep=0)
+    for step in (10, 20, 30):
+        ckpts.save(step, lambda f, s=step: f.write(f"step {s}".encode()))
+    assert roll_back(root, 10, label="attempt-2") == [20, 30]
+    assert [s for s, _ in ckpts.list()] == [10]
+    assert sorted(s3.keys(bucket)) == [
+        "runs/r9/checkpoints/ckpt_00000010.pt",
+        "runs/r9/checkpoints/rolled-back/attempt-2/ckpt_00000020.pt",
+        "runs/r9/checkpoints/rolled-back/attempt-2/ckpt_00000030.pt",
+    ]

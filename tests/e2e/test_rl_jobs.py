@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -220,3 +221,29 @@ def test_a_crashed_rl_run_restarted_by_hand_resumes_from_its_checkpoint(lab: RLL
     # attempt 1 reported steps 1..24; attempt 2 resumed RL at step 21 (after checkpoint 20), not from the warm-up
     assert steps.count(1) == 1 and steps.count(21) == 2 and steps.count(25) == 1 and max(steps) == 40
     assert lab.run(run_id)["attempt"] == 2
+
+
+def test_a_collapse_with_a_remedy_is_rolled_back_and_cured_once_across_a_kill_9_without_a_page(lab: RLLab) -> None:
+    """The last of the module: it kills the module's `labbot serve` and starts it again."""
+    run_id = lab.tiny_rl(
+        "steps=60 checkpoint_every=10 eval_every=10 log_every=1 entropy_collapse_at_step=35 min_step_s=0.15"
+        " --remedy 'entropy_collapse: temperature += 1.0; max 1'"
+    )
+    note = wait_for(lambda: lab.said(run_id, "*entropy_collapse*"), timeout=300, what="the remedy said in the thread")
+    assert "checkpoint step 30" in note.text and "`temperature` 1 → 2" in note.text and "entropy:" in note.text
+    # labbot dies between stopping attempt 1 and starting attempt 2 (the remedy's backoff), and comes back
+    lab.serve.stop(signal.SIGKILL)
+    lab.serve.start()
+    wait_for(lambda: lab.run(run_id)["status"] == "succeeded", timeout=300, interval=1, what="attempt 2 to finish")
+    run = lab.run(run_id)
+    assert run["attempt"] == 2 and len(run["lineage"]) == 1, "exactly one remedial attempt"
+    [step] = run["lineage"]
+    assert (step["condition"], step["checkpoint_step"]) == ("entropy_collapse", 30)
+    assert 35 <= step["signal_step"] <= 40 and run["params"]["temperature"] == 2.0
+    with lab.serve.client() as api:
+        passes = dict(api.get(f"/runs/{run_id}/metrics/pass_rate").json()["points"])
+        entropy = api.get(f"/runs/{run_id}/metrics/entropy").json()["points"]
+    assert passes[60] >= 0.9, f"the cured run reaches the target: {passes}"
+    assert min(v for s, v in entropy if s > 50) > 0.02, "attempt 2 explores past the step the collapse came at"
+    assert lab.pages(run=run_id) == [], "cured without a page"
+    assert run["remedies"] == ["entropy_collapse: temperature += 1; max 1"]

@@ -21,11 +21,16 @@ def save(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> Location | N
     return ckpts.save(step, lambda f: torch.save(state, f))
 
 
-def load_latest(ckpts: CheckpointDir, needed: Set[str], *, weights_only: bool, verbose: bool) -> dict[str, Any] | None:
+def load_latest(
+    ckpts: CheckpointDir, needed: Set[str], *, weights_only: bool, verbose: bool, at_most: int | None = None
+) -> dict[str, Any] | None:
     """The newest checkpoint that loads, is a dict of its own step and has every key of ``needed``; None if none
     does. ``weights_only`` as ``torch.load``'s: tensors and plain containers only, unless the state holds more
-    (tiny-rl's random states)."""
+    (tiny-rl's random states). ``at_most``: a remedy's attempt (``JobEnv.resume_step``) takes none past that step,
+    even one that setting aside missed."""
     for step, path in reversed(ckpts.list()):
+        if at_most is not None and step > at_most:
+            continue
         try:
             with ckpts.open(path) as f:
                 state = torch.load(f, map_location="cpu", weights_only=weights_only)

@@ -193,10 +193,11 @@ def save_checkpoint(ckpt_dir: Location, step: int, state: dict[str, Any]) -> Loc
     return checkpoint_io.save(checkpoints(ckpt_dir), step, state)
 
 
-def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
-    """The newest checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning)."""
+def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool, at_most: int | None = None) -> dict[str, Any] | None:
+    """The newest checkpoint in ``ckpt_dir`` that loads cleanly (none past ``at_most``); unreadable ones are skipped
+    (warning)."""
     needed = {"model", "optimizer", "config", "vocab"}
-    return checkpoint_io.load_latest(checkpoints(ckpt_dir), needed, weights_only=True, verbose=verbose)
+    return checkpoint_io.load_latest(checkpoints(ckpt_dir), needed, weights_only=True, verbose=verbose, at_most=at_most)
 
 
 def _check_compatible(state: dict[str, Any], cfg: TinyLMConfig, vocab: str, ckpt_dir: Location) -> None:
@@ -323,7 +324,7 @@ def _build(
     first step to run: fresh from ``cfg.seed``, or model, optimizer and RNG state from the newest checkpoint."""
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw_model = TinyLM(cfg.model_config, len(vocab))
-    state = load_latest_checkpoint(job.checkpoint_dir, verbose=verbose)
+    state = load_latest_checkpoint(job.checkpoint_dir, verbose=verbose, at_most=job.resume_step)
     if state is not None:
         _check_compatible(state, cfg, vocab, job.checkpoint_dir)
         raw_model.load_state_dict(state["model"])
@@ -333,6 +334,8 @@ def _build(
     if state is None:
         return raw_model, model, optimizer, 1
     optimizer.load_state_dict(state["optimizer"])
+    for group in optimizer.param_groups:  # this attempt's lr, not the checkpoint's (a remedy may have changed it)
+        group["lr"] = cfg.lr
     torch.set_rng_state(state["rng"]["torch"])
     if device.type == "cuda" and state["rng"].get("cuda") is not None:
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])

@@ -35,6 +35,7 @@ async def launch(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
         max_restarts=opts.get("max_restarts"),
         alerts=[part.strip() for part in (opts.get("alert") or "").split(";") if part.strip()],
         watch=dict(parse_assignments((opts.get("watch") or "").replace(",", " ").split())),
+        remedies=[part.strip() for part in (opts.get("remedy") or "").split("|") if part.strip()],
         cpus=opts.get("cpus"),
         purpose=opts.get("purpose"),
         no_queue=bool(opts.get("no_queue")),

@@ -148,6 +148,7 @@ def test_launch_full() -> None:
     p = ok(
         "launch tiny-lm steps=100 lr=3e-4 --name baseline --gpus 0.5 --stall-after 10m --pending-after 5m"
         " --max-restarts 2 --alert 'pass_rate below 0.2 for 10m; reward flat for 15m' --watch kl_max=5"
+        " --remedy 'diverged: lr *= 0.5; max 2'"
     )
     assert p.command.name == "launch"
     assert p.args == {"job": "tiny-lm"}
@@ -159,6 +160,7 @@ def test_launch_full() -> None:
         "max_restarts": 2,
         "alert": "pass_rate below 0.2 for 10m; reward flat for 15m",
         "watch": "kl_max=5",
+        "remedy": "diverged: lr *= 0.5; max 2",
         "cpus": None,
         "purpose": None,
         "no_queue": False,
@@ -185,6 +187,7 @@ def test_options_default_when_absent() -> None:
         "max_restarts": None,
         "alert": None,
         "watch": None,
+        "remedy": None,
         "cpus": None,
         "purpose": None,
         "no_queue": False,
@@ -355,7 +358,7 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert e.command is not None and e.command.name == "launch"
     assert e.usage == (
         "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-        " [--alert WORDS] [--watch K=V] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
+        " [--alert WORDS] [--watch K=V] [--remedy WORDS] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
     )
     unknown = err("nope")
     assert unknown.command is None
@@ -471,6 +474,7 @@ def launches(draw: st.DrawFn) -> Parsed:
         "max_restarts": restarts,
         "alert": draw(st.none() | safe_text),
         "watch": draw(st.none() | safe_text),
+        "remedy": draw(st.none() | safe_text),
         "cpus": draw(st.none() | st.floats(min_value=0, allow_infinity=False)),
         "purpose": draw(st.none() | st.sampled_from(["training", "eval", "data", "research", "serving"])),
         "no_queue": draw(st.booleans()),

@@ -34,6 +34,10 @@ STEP_METRICS = {
     "stale_dropped",
     "rollout_lag",
     "rollout_worker_failures",
+    "grad_norm",
+    "response_len",
+    "truncated_frac",
+    "rollout_logp_diff",
 }
 
 
@@ -103,6 +107,47 @@ def test_entropy_collapse_drives_sampling_entropy_to_zero(ckpt_dir: Path, warm_d
     train(tiny(warm_dir, steps=4, entropy_collapse_at_step=3), on_step=rec)
     assert all(rec.metrics[s]["entropy"] > 0.3 for s in (1, 2))
     assert all(rec.metrics[s]["entropy"] < 0.01 for s in (3, 4))
+
+
+def test_the_collapse_is_cured_by_a_higher_temperature_not_by_a_restart(
+    ckpt_dir: Path, warm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LABBOT_ATTEMPT", "2")  # every attempt collapses: a restart alone is no cure
+    rec = Recorder()
+    train(tiny(warm_dir, steps=3, entropy_collapse_at_step=2), on_step=rec)
+    assert rec.metrics[1]["entropy"] > 0.3 and rec.metrics[2]["entropy"] < 0.01
+    hot = Recorder()
+    train(
+        tiny(warm_dir, steps=6, entropy_collapse_at_step=5, temperature=1.5),
+        checkpoint_dir=ckpt_dir / "hot",
+        on_step=hot,
+    )
+    assert hot.metrics[5]["entropy"] > 0.1 * max(hot.metrics[s]["entropy"] for s in (1, 2, 3, 4)), (
+        "sampling at temperature 1.5 - 0.9999 is no collapse by the watchdog's rule (a ×10 fall)"
+    )
+
+
+def test_the_kl_fault_multiplies_the_learning_rate_the_way_a_broken_schedule_does() -> None:
+    from labbot.training.jobs.tiny_rl.config import KL_BLOWUP_LR, TinyRLConfig
+    from labbot.training.jobs.tiny_rl.loop import lr_fault
+
+    cfg = TinyRLConfig(kl_blowup_at_step=10)
+    assert [lr_fault(cfg, s) for s in (1, 9, 10, 50)] == [1, 1, KL_BLOWUP_LR, KL_BLOWUP_LR]
+
+
+def test_a_grad_spike_is_measured_before_clipping(ckpt_dir: Path, warm_dir: Path) -> None:
+    rec = Recorder()
+    train(tiny(warm_dir, steps=3, grad_spike_at_step=2), on_step=rec)
+    assert rec.metrics[2]["grad_norm"] > 100 * max(rec.metrics[s]["grad_norm"] for s in (1, 3))
+
+
+def test_answers_report_their_length_and_the_share_cut_at_the_limit(ckpt_dir: Path, warm_dir: Path) -> None:
+    rec = Recorder()
+    train(tiny(warm_dir, steps=2), on_step=rec)
+    cfg_len = 1 + 2  # n_digits + 1 digits and the end token (the tiny config: n_digits=1)
+    for m in rec.metrics.values():
+        assert 1 <= m["response_len"] <= cfg_len and 0 <= m["truncated_frac"] <= 1
+        assert m["grad_norm"] > 0 and m["rollout_logp_diff"] < 1e-4, "in-process rollouts: on-policy"
 
 
 def test_nan_at_step_reports_nan_from_that_step_and_keeps_running(ckpt_dir: Path, warm_dir: Path) -> None:

@@ -33,11 +33,13 @@ def save_checkpoint(ckpts: CheckpointDir, step: int, state: dict[str, Any]) -> L
     return checkpoint_io.save(ckpts, step, state)
 
 
-def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool) -> dict[str, Any] | None:
+def load_latest_checkpoint(ckpt_dir: Location, *, verbose: bool, at_most: int | None = None) -> dict[str, Any] | None:
     """The newest RL checkpoint in ``ckpt_dir`` that loads cleanly; unreadable ones are skipped (warning). Not
     weights-only: it holds the Python and torch random states."""
     needed = {"model", "optimizer", "ref", "ema", "rng", "generations", "weight_version", "config"}
-    return checkpoint_io.load_latest(checkpoints(ckpt_dir), needed, weights_only=False, verbose=verbose)
+    return checkpoint_io.load_latest(
+        checkpoints(ckpt_dir), needed, weights_only=False, verbose=verbose, at_most=at_most
+    )
 
 
 def checkpoint_state(
@@ -60,9 +62,11 @@ def checkpoint_state(
 
 
 def check_compatible(state: dict[str, Any], cfg: TinyRLConfig, ckpt_dir: Location) -> None:
-    """A checkpoint resumes only the task and model it was written for: the warm-up fields must match."""
-    saved = {k: state["config"].get(k) for k in WARMUP_FIELDS}
-    if saved != {k: getattr(cfg, k) for k in WARMUP_FIELDS}:
+    """A checkpoint resumes only the task and model it was written for: the warm-up fields must match, but for the
+    sampling temperature (a remedy may raise it; the warm-up's cache is keyed by it because the gate samples)."""
+    fields = [k for k in WARMUP_FIELDS if k != "temperature"]
+    saved = {k: state["config"].get(k) for k in fields}
+    if saved != {k: getattr(cfg, k) for k in fields}:
         raise ValueError(
             f"checkpoint step {state['step']} in {ckpt_dir} is for a different task or model "
             f"({saved}); use a fresh LABBOT_CHECKPOINT_DIR or the same flags"

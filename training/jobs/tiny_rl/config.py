@@ -40,7 +40,12 @@ NON_NEGATIVE = (
     "nan_at_step",
     "reward_stuck_at_step",
     "entropy_collapse_at_step",
+    "kl_blowup_at_step",
+    "grad_spike_at_step",
+    "max_grad_norm",
 )
+KL_BLOWUP_LR = 20.0  # kl_blowup_at_step: a schedule that jumps to this × the learning rate and stays
+GRAD_SPIKE_SCALE = 1e4  # grad_spike_at_step: one batch's loss times this (advantages blown up by a near-zero std)
 POSITIVE = ("temperature", "lr", "warmup_lr", "clip_eps", "gate_max_ratio")  # and finite
 
 
@@ -54,6 +59,7 @@ class TinyRLConfig:
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     lr: float = field(default=2e-4, metadata={"help": "RL AdamW learning rate"})
     clip_eps: float = field(default=0.2, metadata={"help": "PPO ratio clip"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "clip the gradient to this norm (0 = no clipping)"})
     ppo_epochs: int = field(default=1, metadata={"help": "passes over each rollout batch (1 = one on-policy step)"})
     lam: float = field(default=0.5, metadata={"help": "blend: weight of the GRPO advantage, in [0, 1]"})
     teacher: str = field(default="self", metadata={"help": "self-distillation teacher: self or ema"})
@@ -100,13 +106,22 @@ class TinyRLConfig:
     # scale-out
     num_rollout_workers: int = field(default=0, metadata={"help": "0 = in-process; N = N Ray rollout actors"})
     worker_restarts: int = field(default=2, metadata={"help": "Ray restarts of a rollout actor that dies"})
-    # fault injection (LABBOT_ATTEMPT == 1 only); 0 = off
+    # fault injection; 0 = off. hang, crash, nan and a stuck reward on the first attempt only (a restart is the cure);
+    # the collapse, the KL blow-up and the gradient spike on every attempt, each cured only by a change of parameter
     hang_at_step: int = field(default=0, metadata={"help": "stop making progress after this step (0 = off)"})
     crash_at_step: int = field(default=0, metadata={"help": "raise RuntimeError at this step (0 = off)"})
     nan_at_step: int = field(default=0, metadata={"help": "loss becomes NaN from this step on (0 = off)"})
     reward_stuck_at_step: int = field(default=0, metadata={"help": "every reward 0 from this step (0 = off)"})
     entropy_collapse_at_step: int = field(
-        default=0, metadata={"help": "sampling collapses to near-greedy from this step (0 = off)"}
+        default=0,
+        metadata={"help": "the sampling temperature anneals by 0.9999 from this step: near-greedy at temperature 1"},
+    )
+    kl_blowup_at_step: int = field(
+        default=0, metadata={"help": f"the learning rate is {KL_BLOWUP_LR:g}x from this step on (0 = off)"}
+    )
+    grad_spike_at_step: int = field(
+        default=0,
+        metadata={"help": f"this one step's loss is {GRAD_SPIKE_SCALE:g}x: a gradient spike, clipped by max_grad_norm"},
     )
 
     def __post_init__(self) -> None:

@@ -38,9 +38,13 @@ class Learner:
     def teacher(self) -> torch.nn.Module:
         return self.ema if self.ema is not None else self.model
 
-    def step(self, batch: Rollout, *, nan: bool) -> dict[str, float]:
-        """One update on ``batch``; returns the step's metrics. ``nan``: the injected divergence (NaN loss)."""
+    def step(self, batch: Rollout, *, nan: bool, lr_scale: float = 1.0, loss_scale: float = 1.0) -> dict[str, float]:
+        """One update on ``batch``; returns the step's metrics. The injected faults: ``nan`` (a NaN loss);
+        ``lr_scale`` (this step's learning rate is ``lr`` times it); ``loss_scale`` (the loss times it: the gradient
+        spikes, and ``max_grad_norm`` is what stands between it and the weights)."""
         cfg = self.cfg
+        for group in self.optimizer.param_groups:
+            group["lr"] = cfg.lr * lr_scale
         tokens = batch.seqs[:, cfg.prompt_len :]
         t_dist = teacher_distributions(self.teacher, batch, cfg)
         target, at_flagged = distill_targets(t_dist, tokens, batch.hinted, batch.flagged)
@@ -48,17 +52,22 @@ class Learner:
         adv, a_sd = self._advantages(batch, gather_tokens(t_dist, tokens), distill=sd_weight > 0)
         kl = self._kl(batch)  # before the update: the policy that sampled
         loss = torch.zeros(())
-        clip_frac = 0.0
+        clip_frac = grad_norm = 0.0
+        mismatch = self._mismatch(batch)
         for _ in range(cfg.ppo_epochs):
             s_dist = answer_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature)
             loss, clip_frac = clipped_policy_loss(gather_tokens(s_dist, tokens), batch.old_logp, adv, cfg.clip_eps)
             if sd_weight > 0:
                 loss = loss + sd_weight * distill_loss(s_dist, target, at_flagged)
+            if loss_scale != 1.0:
+                loss = loss * loss_scale
             if nan:
                 loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            # the norm before clipping: what spikes (with max_grad_norm 0, measured and left as it is)
+            limit = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit).item())
             self.optimizer.step()
         self._follow_with_ema()
         metrics = {
@@ -68,6 +77,10 @@ class Learner:
             "entropy": batch.entropy,
             "kl": kl,
             "clip_frac": clip_frac,
+            "grad_norm": grad_norm,
+            "response_len": batch.response_len,
+            "truncated_frac": batch.truncated_frac,
+            "rollout_logp_diff": mismatch,
         }
         metrics.update(flagged_advantages(a_sd, batch.hinted, batch.flagged))
         return metrics
@@ -82,6 +95,15 @@ class Learner:
         s_logp = token_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature)
         a_sd = sdpo_advantages(teacher_logp, s_logp, batch.hinted)
         return combine_advantages(cfg.algo, a_grpo, a_sd, batch.hinted, cfg.lam, distill=distill), a_sd
+
+    @torch.no_grad()
+    def _mismatch(self, batch: Rollout) -> float:
+        """Mean |log p_learner - log p_rollout| of the sampled tokens, before the update: the train/rollout mismatch
+        (policy lag, and numerics where rollouts run elsewhere); 0 for an in-process, on-policy batch."""
+        cfg = self.cfg
+        tokens = batch.seqs[:, cfg.prompt_len :]
+        logp = gather_tokens(answer_logprobs(self.model, batch.seqs, cfg.prompt_len, cfg.temperature), tokens)
+        return float((logp - batch.old_logp).abs().mean().item())
 
     @torch.no_grad()
     def _kl(self, batch: Rollout) -> float:

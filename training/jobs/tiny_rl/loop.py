@@ -23,7 +23,7 @@ from labbot.training.jobs.tiny_rl.checkpoints import (
     load_latest_checkpoint,
     save_checkpoint,
 )
-from labbot.training.jobs.tiny_rl.config import TinyRLConfig
+from labbot.training.jobs.tiny_rl.config import GRAD_SPIKE_SCALE, KL_BLOWUP_LR, TinyRLConfig
 from labbot.training.jobs.tiny_rl.gate import hint_gate
 from labbot.training.jobs.tiny_rl.learner import Learner
 from labbot.training.jobs.tiny_rl.policy import build_model, pass_rate
@@ -100,7 +100,7 @@ def _train(
     ckpts = checkpoints(job.checkpoint_dir)
     ckpts.remove_partial()
     evals = held_out(cfg, cfg.eval_size, salt=1)
-    state = load_latest_checkpoint(job.checkpoint_dir, verbose=True)
+    state = load_latest_checkpoint(job.checkpoint_dir, verbose=True, at_most=job.resume_step)
     model, ref = build_model(cfg), build_model(cfg)
     progress = _warm_start(cfg, job, model, ref, evals) if state is None else _resume(cfg, job, state, model, ref)
     learner, rng = _learner(cfg, model, ref, state)
@@ -203,7 +203,8 @@ def _rl_step(
         raise RuntimeError(f"injected crash at step {step}")
     telemetry.phase("learn")
     nan = not job.is_restart and cfg.nan_at_step > 0 and step >= cfg.nan_at_step
-    metrics = learner.step(batch, nan=nan)
+    spike = GRAD_SPIKE_SCALE if cfg.grad_spike_at_step > 0 and step == cfg.grad_spike_at_step else 1.0
+    metrics = learner.step(batch, nan=nan, lr_scale=lr_fault(cfg, step), loss_scale=spike)
     progress.version += 1
     source.push(progress.version)
     # in-process: the sampling time; with workers, generation overlaps learning: the step's wall time
@@ -221,6 +222,12 @@ def _rl_step(
         metrics["pass_rate"] = progress.pass_rates[step] = pass_rate(learner.model, cfg, evals)
         progress.generations_at[step] = progress.generations
     return metrics
+
+
+def lr_fault(cfg: TinyRLConfig, step: int) -> float:
+    """The injected schedule fault, on every attempt (a restart does not cure it; a lower ``lr`` may): from
+    ``kl_blowup_at_step`` on, the learning rate is ``KL_BLOWUP_LR`` times ``lr``, as a schedule that jumps does."""
+    return KL_BLOWUP_LR if cfg.kl_blowup_at_step > 0 and step >= cfg.kl_blowup_at_step else 1.0
 
 
 def _next_batch(cfg: TinyRLConfig, step: int, progress: Progress, source: RolloutSource) -> tuple[Rollout, int]:

@@ -57,8 +57,8 @@ class RayRollouts(RolloutSource):
             on_workers(list(self.actors))
 
     def _request(self, i: int) -> None:
-        stuck, collapse = injected_faults(self.cfg, self.job, max(self.step, 1))
-        ref = self.actors[i].rollout.remote(self.weights, self.version, stuck, collapse)
+        stuck, scale = injected_faults(self.cfg, self.job, max(self.step, 1))
+        ref = self.actors[i].rollout.remote(self.weights, self.version, stuck, scale)
         self.pending[ref] = i
 
     def next(self, step: int, version: int) -> tuple[Rollout, int]:
@@ -115,11 +115,11 @@ class RolloutWorker:
         torch.manual_seed(self.rng.randrange(2**31))
         self.version = -1
 
-    def rollout(self, weights: dict[str, torch.Tensor], version: int, stuck: bool, collapse: bool) -> Rollout:
+    def rollout(self, weights: dict[str, torch.Tensor], version: int, stuck: bool, scale: float) -> Rollout:
         if version != self.version:
             self.model.load_state_dict(weights)
             self.version = version
-        return generate_rollout(self.model, self.cfg, self.rng, version=version, reward_stuck=stuck, collapse=collapse)
+        return generate_rollout(self.model, self.cfg, self.rng, version=version, reward_stuck=stuck, scale=scale)
 
     def pid(self) -> int:
         """The process this actor runs in (a restarted actor has a new one)."""

@@ -80,11 +80,17 @@ def supervised(cfg: TinyRLConfig, remedies: list[Remedy]) -> dict[str, Any]:
             vitals: dict[str, Any] = {}
             warned: set[str] = set()
 
-            def on_step(step: int, metrics: dict[str, float], attempt: int = attempt) -> None:
+            def on_step(
+                step: int,
+                metrics: dict[str, float],
+                attempt: int = attempt,
+                every: int = cfg.checkpoint_every,
+                warned: set[str] = warned,
+            ) -> None:
                 nonlocal vitals
                 when = t0 + timedelta(seconds=step)
                 vitals = observe(vitals, attempt, [(step, when, metrics)], now=when)
-                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                if every and step % every == 0:
                     checkpoints.append({"attempt": attempt, "step": step, "metrics": dict(metrics)})
                 state = RunState(
                     run_id="bench", status="running", ray_status="RUNNING", ray_error_type=None, ray_message="",

@@ -98,11 +98,22 @@ def supervised(cfg: TinyRLConfig, remedies: list[Remedy]) -> dict[str, Any]:
                     vitals=vitals, thresholds=Thresholds(),
                 )  # fmt: skip
                 found = evaluate(state, when)
-                acted = [f for f in found if any(r.acts_on(f.kind, f.alert, f.detail.get("reason")) for r in remedies)]
-                paging = [f for f in found if f.severity == PAGE]
                 warned.update(f.kind for f in found if f.severity != PAGE)
-                if acted or paging:
-                    raise Stop(acted or paging, step)
+                acted = [f for f in found if any(r.acts_on(f.kind, f.alert, f.detail.get("reason")) for r in remedies)]
+                # a remedy's finding whose attempts are used pages only if it is a page (a warning is said, and the
+                # run goes on); a page no remedy covers stops the run for a human
+                if acted and _decide(acted, step) is not None:
+                    raise Stop(acted, step)
+                paging = [f for f in found if f.severity == PAGE]
+                if paging:
+                    raise Stop(paging, step)
+
+            def _decide(found: list[Any], step: int) -> Act | Exhausted | None:
+                findings = [(f.kind, f.alert, f.detail.get("reason"), f.detail) for f in found]
+                decision = decide(remedies, findings, history, lambda s: None, {}, step)  # only: act or not
+                if isinstance(decision, Exhausted) and found[0].severity != PAGE:
+                    return None
+                return decision
 
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
@@ -122,8 +133,7 @@ def supervised(cfg: TinyRLConfig, remedies: list[Remedy]) -> dict[str, Any]:
                     signal = int(first.detail.get("since_step") or first.detail.get("step") or stop.step)
                     stopped = stop.step
                 if decision is None or isinstance(decision, Exhausted):
-                    return {"reached": False, "paged": first.kind, "attempts": attempt, "signal": signal,
-                            "stopped": stopped, "remedied": len(history), "final": None, "warned": sorted(warned)}  # fmt: skip
+                    return _result(first.kind, attempt, signal, stopped, len(history), None, warned)
                 assert isinstance(decision, Act)
                 attempt += 1
                 history.append(
@@ -134,8 +144,20 @@ def supervised(cfg: TinyRLConfig, remedies: list[Remedy]) -> dict[str, Any]:
                 cfg = replace(cfg, **{d["param"]: d["to"] for d in decision.diff})
                 continue
             final = summary["final_pass_rate"]
-            return {"reached": None, "paged": None, "attempts": attempt, "signal": signal, "stopped": stopped,
-                    "remedied": len(history), "final": final, "warned": sorted(warned)}  # fmt: skip
+            return _result(None, attempt, signal, stopped, len(history), final, warned)
+
+
+def _result(
+    paged: str | None,
+    attempts: int,
+    signal: int | None,
+    stopped: int | None,
+    remedied: int,
+    final: Any,
+    warned: set[str],
+) -> dict[str, Any]:
+    return {"paged": paged, "attempts": attempts, "signal": signal, "stopped": stopped, "remedied": remedied,
+            "final": final, "warned": sorted(warned)}  # fmt: skip
 
 
 def spread(xs: list[float]) -> str:

@@ -21,6 +21,7 @@ from labbot.common.errors import BadRequest, LabbotError
 from labbot.evals.service import EVAL_JOBS, EvalService
 from labbot.storage.floats import encode_float
 from labbot.training.compare import compare_runs
+from labbot.training.remedies import lineage_text
 from labbot.training.service import RunService
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -125,6 +126,9 @@ class RunComparer:
             "b": _side(b, windows["b"]),
             **doc,
         }
+        for run in (a, b):  # a remedied run's later steps are its remedial attempt's: the lineage says so
+            for entry in run.get("lineage") or []:
+                doc["notes"] = [*doc.get("notes", []), f"run {run['id']} was remedied: {lineage_text(entry)}"]
         return _json_safe(doc), (pa, pb)
 
     def _points(self, run_id: str, metric: str) -> Points:
@@ -136,7 +140,7 @@ class RunComparer:
 
 
 def _side(run: dict[str, Any], window: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "name", "job", "status", "step")
+    keys = ("id", "name", "job", "status", "step", "lineage")
     return {**{k: run.get(k) for k in keys}, **window}
 
 

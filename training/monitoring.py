@@ -78,6 +78,7 @@ RL_WINDOW = 50  # trailing values kept of each
 COLLAPSE_POINTS = 3  # entropy_collapse: this many latest values judged (one low sample is noise)
 KL_JUMP_MIN = 1e-3  # kl_blowup's jump test needs a trailing maximum at least this large
 HELD_POINTS = 3  # length_collapse, stale_rollouts: this many latest reports in a row
+AWAY_FACTOR = 3.0  # a signal began where its metric was first this far from its baseline (see _Series.since)
 EVIDENCE_POINTS = 8  # a finding's window: at most this many latest [step, value] pairs
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
@@ -232,26 +233,47 @@ class _Series:
     values: list[float]
     steps: list[int] | None
 
-    def since(self, held: Callable[[float], bool]) -> dict[str, Any]:
-        """``since_step`` (the first step of the latest unbroken run of values where ``held``) and ``window`` (the
-        latest ``[step, value]`` pairs) for a finding's detail."""
+    def since(
+        self, held: Callable[[float], bool], away: Callable[[float, float], bool] | None = None
+    ) -> dict[str, Any]:
+        """``since_step`` and ``window`` (the latest ``[step, value]`` pairs) for a finding's detail.
+
+        The signal began at the first step of the latest unbroken run of values where ``held``, and, with ``away``,
+        earlier still while the values before it were already ``away(value, baseline)`` from the baseline (the median
+        of the older half of the values before the run): a KL that crosses its bound at step 62 began climbing at
+        step 41, and the checkpoint to go back to is the one before the climb."""
         window = self.values[-EVIDENCE_POINTS:]
         if self.steps is None:
             return {"window": [[None, v] for v in window]}
         i = len(self.values)
         while i > 0 and held(self.values[i - 1]):
             i -= 1
+        if away is not None and i > 1:
+            baseline = float(statistics.median(self.values[: max(1, i // 2)]))
+            while i > 0 and away(self.values[i - 1], baseline):
+                i -= 1
         out: dict[str, Any] = {"window": [[s, v] for s, v in zip(self.steps[-EVIDENCE_POINTS:], window, strict=True)]}
         if i < len(self.values):
             out["since_step"] = self.steps[i]
         return out
 
 
+def _rose(value: float, baseline: float) -> bool:
+    """Already on the way up: over three times the baseline (of at least ``KL_JUMP_MIN``)."""
+    return value > AWAY_FACTOR * max(baseline, KL_JUMP_MIN)
+
+
+def _fell(value: float, baseline: float) -> bool:
+    """Already on the way down: under a third of the baseline."""
+    return value * AWAY_FACTOR < baseline
+
+
 def _series(rl: Mapping[str, Any], steps: Mapping[str, Any], key: str) -> _Series:
     values = _finite_list(rl.get(key))
     raw = steps.get(key)
-    ok = isinstance(raw, list) and len(raw) == len(values) and all(type(x) is int for x in raw)
-    return _Series(values, list(raw) if ok else None)
+    if isinstance(raw, list) and len(raw) == len(values) and all(type(x) is int for x in raw):
+        return _Series(values, list(raw))
+    return _Series(values, None)
 
 
 def missing_alert_metrics(state: RunState, now: datetime) -> list[Alert]:
@@ -454,7 +476,7 @@ def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str,
             summary=f"entropy collapsed to {_fmt(latest)}, under the floor {th.entropy_floor:g} for the last "
             f"{COLLAPSE_POINTS} reports: the policy has stopped exploring",
             detail={"metric": "entropy", "latest": latest, "floor": th.entropy_floor}
-            | series.since(lambda v: v < th.entropy_floor),
+            | series.since(lambda v: v < th.entropy_floor, _fell),
         )
     top = max(before) if before else 0.0
     if top > 0 and th.entropy_drop > 1 and all(v * th.entropy_drop < top for v in recent):
@@ -464,7 +486,7 @@ def _entropy_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str,
             summary=f"entropy fell from {_fmt(top)} to {_fmt(latest)}, more than ×{th.entropy_drop:g} down: "
             "the policy has stopped exploring",
             detail={"metric": "entropy", "latest": latest, "trailing_max": top, "factor": th.entropy_drop}
-            | series.since(lambda v: v * th.entropy_drop < top),
+            | series.since(lambda v: v * th.entropy_drop < top, _fell),
         )
     return None
 
@@ -480,7 +502,8 @@ def _kl_blowup(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) 
             kind=KL_BLOWUP,
             severity=PAGE,
             summary=f"KL to the reference policy is {_fmt(latest)}, over the bound {th.kl_max:g}",
-            detail={"metric": "kl", "latest": latest, "bound": th.kl_max} | series.since(lambda v: v > th.kl_max),
+            detail={"metric": "kl", "latest": latest, "bound": th.kl_max}
+            | series.since(lambda v: v > th.kl_max, _rose),
         )
     top = max(before) if len(before) >= MIN_SPIKE_WINDOW else 0.0
     if top >= KL_JUMP_MIN and latest > th.kl_jump * top:
@@ -490,7 +513,7 @@ def _kl_blowup(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) 
             summary=f"KL to the reference policy jumped to {_fmt(latest)}, over ×{th.kl_jump:g} its trailing "
             f"maximum {_fmt(top)}",
             detail={"metric": "kl", "latest": latest, "trailing_max": top, "factor": th.kl_jump}
-            | series.since(lambda v: v > th.kl_jump * top),
+            | series.since(lambda v: v > th.kl_jump * top, _rose),
         )
     return None
 

@@ -364,3 +364,23 @@ def decide(
                 diff=diff,
             )
     return None
+
+
+def lineage_text(entry: Mapping[str, Any]) -> str:
+    """One remedial attempt in words: ``attempt 2 from checkpoint step 50 after entropy_collapse from step 62:
+    temperature 1 → 2``."""
+    start = entry.get("checkpoint_step")
+    where = f"checkpoint step {start}" if start is not None else "the start"
+    changes = ", ".join(
+        f"{d['param']} {_shown(d.get('from'))} → {_shown(d.get('to'))}" for d in entry.get("changes") or []
+    )
+    return (
+        f"attempt {entry.get('attempt')} from {where} after {entry.get('condition')} from step "
+        f"{entry.get('signal_step')}: {changes}"
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -19,6 +19,10 @@ both tables are optional::
     entropy_drop = 10.0       # ... or under their trailing maximum divided by this
     kl_max = 2.0              # kl_blowup: KL to the reference over this ...
     kl_jump = 10.0            # ... or over this × its trailing maximum
+    grad_spike_factor = 100.0 # grad_spike (a warning): grad_norm over this × its running median
+    truncated_max = 0.99      # length_collapse: truncated_frac at least this ...
+    length_floor = 0.5        # ... or response_len at most this, for 3 reports
+    stale_max = 4.0           # stale_rollouts: rollout_lag over this for 3 reports
 
     [paging]
     escalate_after = "15m"    # unacknowledged this long: level 1 (on-call channel), as long again: level 2 (PagerDuty)

@@ -15,6 +15,7 @@ from labbot.training.remedies import (
     check_remedy,
     decide,
     lineage,
+    lineage_text,
     parse_change,
     parse_remedy,
     signal_step,
@@ -160,3 +161,46 @@ def test_lineage_drops_checkpoints_a_rollback_set_aside() -> None:
     assert [(c["attempt"], c["step"]) for c in kept] == [(1, 25), (1, 50), (2, 75)]
     # a rollback to the start sets every earlier checkpoint aside
     assert lineage(ckpts, [{"attempt": 3, "checkpoint_step": None}]) == []
+
+
+def test_lineage_text_says_where_from_and_what_changed() -> None:
+    entry = {
+        "attempt": 2,
+        "checkpoint_step": 50,
+        "condition": "entropy_collapse",
+        "signal_step": 62,
+        "changes": [{"param": "temperature", "from": 1.0, "to": 2.0, "change": "temperature += 1"}],
+    }
+    assert (
+        lineage_text(entry)
+        == "attempt 2 from checkpoint step 50 after entropy_collapse from step 62: temperature 1 → 2"
+    )
+    assert "from the start after" in lineage_text({**entry, "checkpoint_step": None})
+
+
+def test_a_launch_with_a_bad_remedy_is_refused_and_a_good_one_is_stored_before_the_jobs() -> None:
+    from labbot.training.specs import LaunchRequest, resolve_launch
+
+    with pytest.raises(BadRequest, match="has no parameter 'kl_coef'"):
+        resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", remedies=["kl_blowup: kl_coef *= 2"]))
+    with pytest.raises(BadRequest, match=r"lr \*= 1000.*out of range"):
+        resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", remedies=["kl_blowup: lr *= 1000"]))
+    cfg = resolve_launch(TINY_RL, LaunchRequest(job="tiny-rl", remedies=["kl_blowup: lr *= 0.1; max 3"]))
+    assert cfg.remedies == [
+        {"on": ["kl_blowup"], "changes": [{"param": "lr", "op": "*=", "value": 0.1}], "max_attempts": 3}
+    ]
+    assert cfg.remedied == []
+
+
+def test_a_job_declaring_a_bad_remedy_is_refused_when_labbot_toml_is_read() -> None:
+    from labbot.training.registry import JobRegistry
+
+    body = {
+        "entrypoint": "python rl.py",
+        "params": {"lr": 0.1},
+        "remedies": [{"on": "kl_blowup", "change": "beta *= 2"}],
+    }
+    with pytest.raises(BadRequest, match=r"\[jobs.my-rl\] is invalid.*has no parameter 'beta'"):
+        JobRegistry.from_config({"my-rl": body})
+    with pytest.raises(BadRequest, match="remedy_params names parameters the job does not have: beta"):
+        JobRegistry.from_config({"my-rl": {"entrypoint": "x", "params": {"lr": 0.1}, "remedy_params": ["beta"]}})

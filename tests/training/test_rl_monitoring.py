@@ -193,3 +193,59 @@ def test_rl_findings_judge_a_bare_window_as_the_watchdog_does() -> None:
     assert rl_findings(healthy, Thresholds()) == []
     collapsed = {**healthy, "entropy": [0.9, 0.8, 0.01, 0.005, 0.004]}
     assert [f.kind for f in rl_findings(collapsed, Thresholds())] == ["entropy_collapse"]
+
+
+# --- what the field watches: grad norm, lengths, staleness; and where a signal began -------------------------------
+
+
+def _judged(rows: list[dict[str, float]], start: int = 1) -> list[Finding]:
+    vitals = observe({}, 1, steps(rows, start), now=at(start + len(rows)))
+    return rl_findings(vitals["rl"], Thresholds(), vitals["rl_steps"])
+
+
+def test_a_grad_norm_far_over_its_running_median_is_a_spike_warning_from_its_step() -> None:
+    calm = [{"grad_norm": g} for g in (1.0, 3.0, 0.5, 11.0, 2.0, 0.8, 1.5, 0.1, 2.2)]  # noisy, as RL's is
+    assert _judged(calm) == []
+    [spike] = _judged([*calm, {"grad_norm": 3000.0}])
+    assert (spike.kind, spike.severity) == ("grad_spike", "warning")
+    assert spike.detail["since_step"] == 10 and spike.detail["median"] == 1.5
+    assert spike.detail["window"][-1] == [10, 3000.0]
+
+
+def test_length_collapse_every_answer_cut_or_none_given() -> None:
+    ok = [{"truncated_frac": 0.02, "response_len": 4.0}] * 5
+    assert _judged(ok) == []
+    cut = _judged([*ok, *[{"truncated_frac": 1.0, "response_len": 4.0}] * 3])
+    assert [f.kind for f in cut] == ["length_collapse"] and cut[0].detail["since_step"] == 6
+    assert "cut at the length limit" in cut[0].summary
+    empty = _judged([*ok, *[{"truncated_frac": 0.0, "response_len": 0.2}] * 3])
+    assert "ends its answers before it gives one" in empty[0].summary
+
+
+def test_stale_rollouts_when_the_lag_stays_over_the_bound() -> None:
+    assert _judged([{"rollout_lag": lag} for lag in (0, 1, 6, 1, 6)]) == [], "one stale batch is not a trend"
+    [stale] = _judged([{"rollout_lag": lag} for lag in (0, 1, 6, 7, 8)])
+    assert stale.kind == "stale_rollouts" and stale.detail["since_step"] == 3
+
+
+def test_a_kl_blowup_began_where_the_climb_began_not_where_it_crossed_the_bound() -> None:
+    calm = [{"kl": 0.03 + 0.01 * (i % 3)} for i in range(20)]  # steps 1..20
+    climb = [{"kl": v} for v in (0.3, 0.5, 0.9, 1.4, 1.9, 2.6)]  # steps 21..26
+    [blowup] = _judged([*calm, *climb])
+    assert blowup.kind == KL_BLOWUP and blowup.detail["since_step"] == 21
+
+
+def test_an_entropy_collapse_began_where_the_fall_began() -> None:
+    rows = [{"entropy": 0.9}] * 10 + [{"entropy": v} for v in (0.2, 0.05, 0.01, 0.01, 0.005)]
+    [collapse] = _judged(rows)
+    assert collapse.kind == ENTROPY_COLLAPSE and collapse.detail["since_step"] == 11
+
+
+def test_the_windows_keep_the_step_of_every_value_and_a_new_attempt_starts_them_again() -> None:
+    vitals = observe({}, 1, steps([{"kl": 0.1, "entropy": 0.5}] * 3, 5), now=at(10))
+    assert vitals["rl_steps"] == {"kl": [5, 6, 7], "entropy": [5, 6, 7]}
+    vitals = observe(vitals, 1, steps([{"kl": 0.2}], 8), now=at(11))
+    assert vitals["rl_steps"]["kl"] == [5, 6, 7, 8] and vitals["rl_steps"]["entropy"] == [5, 6, 7]
+    assert "rl_steps" not in observe(vitals, 2, [], now=at(12))
+    old = {"attempt": 1, "rl": {"kl": [0.1, 0.2]}}  # stored before steps were kept: dropped, never given wrong steps
+    assert observe(old, 1, [], now=at(13)).get("rl") is None

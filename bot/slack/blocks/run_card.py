@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from labbot.common.durations import format_duration
+from labbot.training.remedies import lineage_text
 
 Block = dict[str, Any]
 
@@ -249,6 +250,10 @@ def run_card(
     ]
     if status == "failed" and run.get("error"):
         blocks.append({"type": "section", "text": _mrkdwn(error_text(str(run["error"])))})
+    lineage = run.get("lineage") or []
+    if lineage:  # what the babysitter did instead of paging: each remedial attempt, where from and what changed
+        text = "\n".join(f":adhesive_bandage: {escape(lineage_text(e))}" for e in lineage[-HISTORY_LINES:])
+        blocks.append({"type": "context", "elements": [_mrkdwn(_tail(text, 3000))]})
     meta = f"run `{escape(str(run.get('id', '?')))}`"
     if status == "queued":  # its submission id is reserved, but Ray has no such job until it is admitted
         meta += " · not on Ray yet"

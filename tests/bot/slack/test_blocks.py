@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -355,6 +356,21 @@ def test_the_card_shows_the_jobs_headline_metric_and_its_latest_value() -> None:
         text, blocks = run_card(run, now=NOW)
         assert fields_of(blocks)["*Loss*"] == "2.3146" and text.endswith("loss 2.3146")
         assert "loss curves" in launch_confirmation(run)
+
+
+def test_a_remedied_runs_card_shows_its_lineage() -> None:
+    entry = {
+        "attempt": 2,
+        "checkpoint_step": 30,
+        "condition": "entropy_collapse",
+        "signal_step": 35,
+        "changes": [{"param": "temperature", "from": 1.0, "to": 2.0, "change": "temperature += 1"}],
+    }
+    text, blocks = run_card(make_run(attempt=2, lineage=[entry]), now=NOW)
+    validate_message(text, blocks)
+    said = json.dumps(blocks, ensure_ascii=False)
+    assert "attempt 2 from checkpoint step 30 after entropy_collapse from step 35: temperature 1 \u2192 2" in said
+    assert "adhesive_bandage" not in json.dumps(run_card(make_run(), now=NOW)[1]), "no lineage, no line"
 
 
 def test_a_headline_metric_name_is_escaped_in_the_card() -> None:

@@ -32,15 +32,22 @@ launch), ``LABBOT_CHECKPOINT_DIR`` (default ``./checkpoints``): RL checkpoints `
 the warm-up cache. On start the job resumes RL from the newest readable checkpoint (not from the warm-up).
 
 Telemetry every RL step (``labbot_client.telemetry``): ``loss``, ``reward``, ``frac_reward_zero_std``, ``entropy``,
-``kl`` (to the frozen warm-up model), ``clip_frac``, ``generations``, ``sd_adv_flagged``, ``sd_adv_unflagged`` (on
-steps with a hinted sample), ``tokens_per_s``, ``stale_dropped``, ``rollout_lag``, ``rollout_worker_failures``;
+``kl`` (to the frozen warm-up model), ``clip_frac``, ``grad_norm`` (before clipping at ``max_grad_norm``),
+``response_len`` and ``truncated_frac`` (answers cut at the length limit), ``rollout_logp_diff`` (the train/rollout
+mismatch: mean |log p| difference of the sampled tokens between the learner and the sampler), ``generations``,
+``sd_adv_flagged``, ``sd_adv_unflagged`` (on steps with a hinted sample), ``tokens_per_s``, ``stale_dropped``,
+``rollout_lag``, ``rollout_worker_failures``;
 ``pass_rate`` (held-out greedy exact match) every ``eval_every`` steps, at the last step and at step 0 (the warm-up
 model, with the gate's ``gate_ratio``); every checkpoint; and the phase (warmup, rollout, learn, eval).
 
-Fault injection, each ONLY when ``LABBOT_ATTEMPT`` is 1: ``hang_at_step``, ``crash_at_step``, ``nan_at_step`` as in
-tiny-lm; ``reward_stuck_at_step N``: from step N every reward is 0 (hints still come from the verifier), so every
-group has zero reward spread; ``entropy_collapse_at_step N``: from step N sampling logits are scaled by 1e4 (a
-near-zero temperature), so the sampling entropy drops to about 0.
+Fault injection. On the first attempt only (a restart is the cure): ``hang_at_step``, ``crash_at_step``,
+``nan_at_step`` as in tiny-lm; ``reward_stuck_at_step N``: from step N every reward is 0 (hints still come from the
+verifier), so every group has zero reward spread. On every attempt, each producing its signal the way a real run does
+and cured only by a change of parameter (what a remedy is for): ``entropy_collapse_at_step N``: from step N the
+sampler's temperature is annealed by 0.9999 (near-greedy at temperature 1; ``temperature += 1`` cures it);
+``kl_blowup_at_step N``: from step N the learning rate is 20× ``lr`` (a schedule that jumps; ``lr *= 0.1`` cures it);
+``grad_spike_at_step N``: step N's loss is 10⁴× (a batch whose advantages blew up), which clipping at
+``max_grad_norm`` absorbs and a run launched with ``max_grad_norm=0`` does not.
 
 Scale-out: ``num_rollout_workers N`` (N > 0) starts N Ray actors that generate and verify rollouts while the learner
 trains, weights versioned through the object store, batches more than one version old dropped (``ray_rollouts.py``).

@@ -11,7 +11,8 @@ or the remedy's attempts used) ends the run there: a human is needed.
 
 Faults, each from step ``--at`` on every attempt (a restart alone cures none): ``entropy_collapse_at_step`` (the
 sampler's temperature annealed to near zero), ``kl_blowup_at_step`` (the learning rate ×20 from then on) and
-``grad_spike_at_step`` on a run launched without gradient clipping (``max_grad_norm=0``: one batch's loss ×1e4).
+``grad_spike_at_step`` on a run launched without gradient clipping (``max_grad_norm=0``: one step's gradient ×1e4,
+the loss as usual).
 The remedies (the job's choice, declared before looking at the results)::
 
     entropy_collapse: temperature += 1.0; max 2

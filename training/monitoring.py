@@ -76,7 +76,7 @@ RL_METRICS = {
 }
 RL_WINDOW = 50  # trailing values kept of each
 COLLAPSE_POINTS = 3  # entropy_collapse: this many latest values judged (one low sample is noise)
-KL_JUMP_MIN = 1e-3  # kl_blowup's jump test needs a trailing maximum at least this large
+KL_JUMP_MIN = 1e-2  # kl_blowup's jump test needs a trailing maximum at least this large (early RL: KL is noise)
 HELD_POINTS = 3  # length_collapse, stale_rollouts: this many latest reports in a row
 AWAY_FACTOR = 3.0  # a signal began where its metric was first this far from its baseline (see _Series.since)
 EVIDENCE_POINTS = 8  # a finding's window: at most this many latest [step, value] pairs

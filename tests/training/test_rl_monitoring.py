@@ -249,3 +249,10 @@ def test_the_windows_keep_the_step_of_every_value_and_a_new_attempt_starts_them_
     assert "rl_steps" not in observe(vitals, 2, [], now=at(12))
     old = {"attempt": 1, "rl": {"kl": [0.1, 0.2]}}  # stored before steps were kept: dropped, never given wrong steps
     assert observe(old, 1, [], now=at(13)).get("rl") is None
+
+
+def test_early_rl_kl_noise_is_no_jump() -> None:
+    """At the start of RL the KL is tiny and noisy (0.001 to 0.016 in a healthy tiny-rl run): ×10 of nothing is no
+    blow-up; the jump test waits for a trailing maximum of at least 0.01."""
+    rows = [{"kl": v} for v in (0.0, 0.0012, 0.0005, 0.001, 0.0054, 0.0009, 0.0157)]
+    assert judge(run(vitals_after(rows)), at(8)) == []

@@ -46,7 +46,7 @@ verifier), so every group has zero reward spread. On every attempt, each produci
 and cured only by a change of parameter (what a remedy is for): ``entropy_collapse_at_step N``: from step N the
 sampler's temperature is annealed by 0.9999 (near-greedy at temperature 1; ``temperature += 1`` cures it);
 ``kl_blowup_at_step N``: from step N the learning rate is 20× ``lr`` (a schedule that jumps; ``lr *= 0.1`` cures it);
-``grad_spike_at_step N``: step N's loss is 10⁴× (a batch whose advantages blew up), which clipping at
+``grad_spike_at_step N``: step N's gradient is 10⁴× (a bad backward; the loss reads as usual), which clipping at
 ``max_grad_norm`` absorbs and a run launched with ``max_grad_norm=0`` does not.
 
 Scale-out: ``num_rollout_workers N`` (N > 0) starts N Ray actors that generate and verify rollouts while the learner

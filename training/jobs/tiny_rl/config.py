@@ -45,7 +45,7 @@ NON_NEGATIVE = (
     "max_grad_norm",
 )
 KL_BLOWUP_LR = 20.0  # kl_blowup_at_step: a schedule that jumps to this × the learning rate and stays
-GRAD_SPIKE_SCALE = 1e4  # grad_spike_at_step: one batch's loss times this (advantages blown up by a near-zero std)
+GRAD_SPIKE_SCALE = 1e4  # grad_spike_at_step: one step's gradient times this (a bad backward; the loss reads as usual)
 POSITIVE = ("temperature", "lr", "warmup_lr", "clip_eps", "gate_max_ratio")  # and finite
 
 
@@ -121,7 +121,7 @@ class TinyRLConfig:
     )
     grad_spike_at_step: int = field(
         default=0,
-        metadata={"help": f"this one step's loss is {GRAD_SPIKE_SCALE:g}x: a gradient spike, clipped by max_grad_norm"},
+        metadata={"help": f"this one step's gradient is {GRAD_SPIKE_SCALE:g}x: a spike, clipped by max_grad_norm"},
     )
 
     def __post_init__(self) -> None:

@@ -40,8 +40,9 @@ class Learner:
 
     def step(self, batch: Rollout, *, nan: bool, lr_scale: float = 1.0, loss_scale: float = 1.0) -> dict[str, float]:
         """One update on ``batch``; returns the step's metrics. The injected faults: ``nan`` (a NaN loss);
-        ``lr_scale`` (this step's learning rate is ``lr`` times it); ``loss_scale`` (the loss times it: the gradient
-        spikes, and ``max_grad_norm`` is what stands between it and the weights)."""
+        ``lr_scale`` (this step's learning rate is ``lr`` times it); ``loss_scale`` (the backward pass times it: the
+        gradient spikes while the loss reads as usual, as a bad backward does, and ``max_grad_norm`` is what stands
+        between it and the weights)."""
         cfg = self.cfg
         for group in self.optimizer.param_groups:
             group["lr"] = cfg.lr * lr_scale
@@ -59,12 +60,10 @@ class Learner:
             loss, clip_frac = clipped_policy_loss(gather_tokens(s_dist, tokens), batch.old_logp, adv, cfg.clip_eps)
             if sd_weight > 0:
                 loss = loss + sd_weight * distill_loss(s_dist, target, at_flagged)
-            if loss_scale != 1.0:
-                loss = loss * loss_scale
             if nan:
                 loss = loss * float("nan")  # diverge for real: NaN gradients poison the weights
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             # the norm before clipping: what spikes (with max_grad_norm 0, measured and left as it is)
             limit = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit).item())

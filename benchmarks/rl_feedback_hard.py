@@ -87,9 +87,7 @@ def main() -> None:
             print(f"{label}: warm-up pass rate {warm_pass:.3f}, budget {budget} generations")
             for algo in ALGOS:
                 miss = f" [{missed[algo]} missed]" if missed[algo] else ""
-                print(
-                    f"  {algo}: generations to {a.target} {spread(gens[algo])}{miss}; at budget {spread(final[algo])}"
-                )
+                print(f"  {algo}: generations to {target} {spread(gens[algo])}{miss}; at budget {spread(final[algo])}")
             print(f"  SDPO/GRPO generations to target: {ratio:.3f} (aim <= 0.5)", flush=True)
             out[label] = {
                 "ratio": ratio,

@@ -231,33 +231,44 @@ def violates(alert: Alert, value: float) -> bool:
     return value > alert.threshold if alert.condition == "above" else value < alert.threshold
 
 
-def track(state: Mapping[str, Any] | None, alert: Alert, points: Sequence[tuple[datetime, float]]) -> dict[str, Any]:
-    """The alert's new state after ``points`` (``(when, value)`` of its metric, in step order).
+def track(
+    state: Mapping[str, Any] | None,
+    alert: Alert,
+    points: Sequence[tuple[datetime, float]],
+    steps: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The alert's new state after ``points`` (``(when, value)`` of its metric, in step order; ``steps`` the step of
+    each, when known).
 
-    ``since``: when the condition started to hold without a break (None: it does not hold); ``last``: the latest
-    value and ``at`` its time; for ``flat``, ``lo``/``hi`` are the range of the values since ``since``.
+    ``since``: when the condition started to hold without a break (None: it does not hold), and ``since_step`` the
+    step it started at (where a remedy's signal began); ``last``: the latest value and ``at`` its time; for ``flat``,
+    ``lo``/``hi`` are the range of the values since ``since``.
     """
     out: dict[str, Any] = dict(state or {})
     since = parse_time(out.get("since"))
-    for when, value in points:
+    since_step = out.get("since_step") if since is not None else None
+    for i, (when, value) in enumerate(points):
         when = as_utc(when)
+        step = steps[i] if steps is not None and i < len(steps) else None
         if alert.condition == "flat":
             lo, hi = _float(out.get("lo")), _float(out.get("hi"))
             threshold = alert.threshold or 0.0
             if not math.isfinite(value):
-                since, lo, hi = None, None, None
+                since, since_step, lo, hi = None, None, None, None
             elif since is None or lo is None or hi is None or max(hi, value) - min(lo, value) > threshold:
-                since, lo, hi = when, value, value  # the window starts again at this point
+                since, since_step, lo, hi = when, step, value, value  # the window starts again at this point
             else:
                 lo, hi = min(lo, value), max(hi, value)
             out["lo"], out["hi"] = lo, hi
         elif violates(alert, value):
-            since = since or when
+            if since is None:
+                since, since_step = when, step
         else:
-            since = None
+            since, since_step = None, None
         out["last"] = value if math.isfinite(value) else str(value)
         out["at"] = when.isoformat()
     out["since"] = since.isoformat() if since is not None else None
+    out["since_step"] = since_step if since is not None else None
     return out
 
 

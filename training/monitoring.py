@@ -605,6 +605,7 @@ def _alerts(state: RunState, now: datetime) -> list[Finding]:
                 summary=alert_rules.summary(alert, st, held),
                 detail=_json_safe(
                     {"alert": alert.name, "rule": alert.to_json(), "last": st.get("last"), "since": st.get("since")}
+                    | ({"since_step": st["since_step"]} if isinstance(st.get("since_step"), int) else {})
                 ),
                 alert=alert.name,
             )
@@ -730,14 +731,16 @@ def _alert_states(
     previous = raw if isinstance(raw, Mapping) else {}
     out: dict[str, Any] = {}
     for alert in alerts:
-        values = []
-        for _, when, metrics in ordered:
+        values, steps = [], []
+        for step, when, metrics in ordered:
             value = _number(metrics.get(alert.metric))
             if value is not None:
                 values.append((when, value))
+                steps.append(step)
         old = previous.get(alert.name)
         if values or isinstance(old, Mapping):
-            out[alert.name] = _json_safe(alert_rules.track(old if isinstance(old, Mapping) else None, alert, values))
+            tracked = alert_rules.track(old if isinstance(old, Mapping) else None, alert, values, steps)
+            out[alert.name] = _json_safe(tracked)
     return out
 
 

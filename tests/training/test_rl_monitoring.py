@@ -256,3 +256,12 @@ def test_early_rl_kl_noise_is_no_jump() -> None:
     blow-up; the jump test waits for a trailing maximum of at least 0.01."""
     rows = [{"kl": v} for v in (0.0, 0.0012, 0.0005, 0.001, 0.0054, 0.0009, 0.0157)]
     assert judge(run(vitals_after(rows)), at(8)) == []
+
+
+def test_a_metric_alert_says_the_step_its_condition_began_at() -> None:
+    alert = parse_alert("pass_rate below 0.5 for 5s")
+    rows = [{"pass_rate": v} for v in (0.9, 0.8, 0.4, 0.3, 0.6, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1)]  # steps 0..10
+    vitals = vitals_after(rows, alerts=[alert])
+    assert vitals["alerts"][alert.name]["since_step"] == 5, "the break at step 4 starts it again"
+    [f] = evaluate(run(vitals, alerts=(alert,)), at(11))
+    assert f.kind == METRIC and f.detail["since_step"] == 5

@@ -9,7 +9,8 @@
 * The server: ``LABBOT_TEST_DATABASE_URL`` (default ``postgresql://postgres@127.0.0.1/postgres``), a URL of a
   maintenance database the user may ``CREATE DATABASE`` from. Each test gets a database of its own,
   ``labbot_test_<random>``, copied from one migrated template per worker (about 30 ms), and dropped after the test
-  (``WITH (FORCE)``: its connections are cut first); the template is dropped at the end of the session.
+  (``WITH (FORCE)``: its connections are cut first); the template is dropped at the end of the session. SQLite the
+  same way: a file migrated once per worker, copied for each test (a copy is ~3 ms, a migration ~50 ms).
 * Not reachable: outside CI the PostgreSQL variants are skipped (the reason begins ``PostgreSQL NOT RUN``) and one
   loud line at the end of the run says how many and why; with ``CI=true`` they fail.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -142,6 +145,24 @@ def _template() -> str:
     return name
 
 
+@functools.cache
+def _sqlite_template() -> Path:
+    """One SQLite file per worker migrated to head; every test's SQLite database is a copy of it."""
+    path = Path(tempfile.mkdtemp(prefix="labbot-sqlite-template-")) / "labbot.db"
+    db = Database(f"sqlite:///{path}")
+    try:
+        db.upgrade()
+    finally:
+        db.dispose()
+    return path
+
+
+def sqlite_copy(path: Path) -> str:
+    """A migrated SQLite database at ``path`` (a copy of the worker's template); its URL."""
+    shutil.copyfile(_sqlite_template(), path)
+    return f"sqlite:///{path}"
+
+
 def create_database(*, migrated: bool) -> str:
     """A fresh database's URL: an empty one, or a copy of the migrated template."""
     name = f"{PREFIX}{uuid.uuid4().hex[:16]}"
@@ -182,6 +203,8 @@ def refuse_connections(url: str, *, refuse: bool = True) -> int:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _template.cache_info().currsize:
         drop_database(_url_of(_template()))
+    if _sqlite_template.cache_info().currsize:
+        shutil.rmtree(_sqlite_template().parent, ignore_errors=True)
 
 
 # -- the fixtures -----------------------------------------------------------------------------------------------
@@ -198,12 +221,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 def _database_url(backend: str, tmp_path: Path, *, migrated: bool) -> Iterator[str]:
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'labbot.db'}"
-        if migrated:
-            db = Database(url)
-            db.upgrade()
-            db.dispose()
-        yield url
+        yield sqlite_copy(tmp_path / "labbot.db") if migrated else f"sqlite:///{tmp_path / 'labbot.db'}"
         return
     url = create_database(migrated=migrated)
     try:

@@ -188,8 +188,14 @@ def make_service(
     from labbot.training.registry import JobRegistry
     from labbot.training.service import RunService
 
-    db = Database(database_url or f"sqlite:///{tmp_path / 'labbot.db'}")
-    db.upgrade()
+    path = tmp_path / "labbot.db"
+    if database_url is None and not path.exists():  # a copy of the worker's migrated SQLite template
+        from databases import sqlite_copy
+
+        db = Database(sqlite_copy(path))
+    else:  # the fixture's, or the one a service before this one (a labbot before a restart) left here
+        db = Database(database_url or f"sqlite:///{path}")
+        db.upgrade()
     return RunService(
         db,
         JobRegistry.from_config(jobs or {}),

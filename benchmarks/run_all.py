@@ -13,6 +13,8 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     "telemetry_overhead.py",
     "rl_feedback.py",
+    "rl_feedback_hard.py",
+    "rl_recovery.py",
     "ingest.py",
     "launch.py",
     "slack_ack.py",

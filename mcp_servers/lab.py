@@ -336,6 +336,13 @@ def _add_actions(server: MCPServer, lab: LabApi) -> None:
         alerts: Annotated[
             list[str] | None, Field(description="metric alerts, e.g. ['pass_rate below 0.2 for 10m']")
         ] = None,
+        remedies: Annotated[
+            list[str] | None,
+            Field(
+                description="instead of paging on a finding, roll back to the last good checkpoint and restart with "
+                "changed parameters, e.g. ['kl_blowup: lr *= 0.1; max 2'] (the job's declared parameters only)"
+            ),
+        ] = None,
         as_agent: Launcher = None,
         purpose: Annotated[
             str | None,
@@ -348,6 +355,8 @@ def _add_actions(server: MCPServer, lab: LabApi) -> None:
             body["stall_after"] = stall_after
         if alerts:
             body["alerts"] = alerts
+        if remedies:
+            body["remedies"] = remedies
         if purpose:
             body["purpose"] = purpose
         doc = await lab.json("POST", "/runs", json=body)

@@ -68,6 +68,10 @@ def test_bad_launches_write_nothing(client: TestClient, service: RunService) -> 
         ({"job": "tiny-lm", "stall_after": "later"}, 400, "bad duration"),
         ({"job": "tiny-lm", "gpus": -1}, 400, "gpus"),
         ({"jobb": "tiny-lm"}, 400, "bad launch request"),
+        # a remedy on a parameter the job does not take, or one that leaves its range: refused at launch
+        ({"job": "tiny-lm", "remedies": ["diverged: beta *= 2"]}, 400, "job tiny-lm has no parameter 'beta'"),
+        ({"job": "tiny-lm", "remedies": ["diverged: lr *= 100; max 2"]}, 400, "after attempt 2"),
+        ({"job": "tiny-lm", "remedies": ["hung: lr *= 0.5"]}, 400, "restart_on"),
     ]
     for body, status, message in cases:
         r = client.post("/api/v1/runs", json=body)

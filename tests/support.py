@@ -73,6 +73,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# a tiny-lm far smaller than the default, for a run that is only there to be watched (paged, stopped, restarted): a
+# step of the default model is ~0.05 s of a core, and such a run takes whole minutes of a 2-core machine's CPU
+SMALL = "n_layer=1 n_head=2 n_embd=16 batch_size=2 block_size=16"
+SMALL_LM = tuple(SMALL.split())
+
+
 class Serve:
     """A real ``labbot serve`` process on a free port with its own LABBOT_HOME."""
 

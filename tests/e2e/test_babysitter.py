@@ -20,7 +20,7 @@ import pytest
 from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
 from slack_driver import OWNER, SlackSide, slack_env
-from support import Serve, wait_for
+from support import SMALL, Serve, wait_for
 
 from labbot.training.ray_cluster import RayConnection
 
@@ -135,7 +135,9 @@ def job_process(run_id: str) -> psutil.Process:
 
 
 def test_sigstopped_job_is_paged_silent_and_resolves_on_sigcont(lab: Babysat) -> None:
-    run_id = lab.launched("launch tiny-lm steps=100000 log_every=1 num_threads=1 min_step_s=0.05 --stall-after 6s")
+    run_id = lab.launched(
+        f"launch tiny-lm steps=100000 log_every=1 num_threads=1 min_step_s=0.05 {SMALL} --stall-after 6s"
+    )
     wait_for(lambda: (lab.run(run_id)["step"] or 0) > 3, timeout=90, what="the run's first steps")
     proc = job_process(run_id)
     os.kill(proc.pid, signal.SIGSTOP)  # a real hang: the process, its telemetry thread included, stops
@@ -164,7 +166,7 @@ def test_sigstopped_job_is_paged_silent_and_resolves_on_sigcont(lab: Babysat) ->
 
 def test_hang_escalates_to_oncall_then_pagerduty_and_ack_reaches_both(lab: Babysat) -> None:
     run_id = lab.launched(
-        "launch tiny-lm steps=100000 log_every=1 hang_at_step=8 num_threads=1 min_step_s=0.05 --stall-after 5s"
+        f"launch tiny-lm steps=100000 log_every=1 hang_at_step=8 num_threads=1 min_step_s=0.05 {SMALL} --stall-after 5s"
     )
     page = wait_for(lambda: lab.page_of(run_id, "hung"), timeout=90, what="a hung page")
     assert "heartbeats" in page["summary"]
@@ -218,7 +220,9 @@ def test_crash_is_restarted_from_the_checkpoint_not_step_zero(lab: Babysat) -> N
 
 
 def test_nan_loss_is_a_diverged_page(lab: Babysat) -> None:
-    run_id = lab.launched("launch tiny-lm steps=100000 log_every=1 nan_at_step=10 num_threads=1 min_step_s=0.05")
+    run_id = lab.launched(
+        f"launch tiny-lm steps=100000 log_every=1 nan_at_step=10 num_threads=1 min_step_s=0.05 {SMALL}"
+    )
     page = wait_for(lambda: lab.page_of(run_id, "diverged"), timeout=90, what="a diverged page")
     assert "NaN" in page["summary"]
     acked = lab.serve.cli("ack", page["id"], "--json")  # from a terminal, through /api/v1

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from agent_story import SLOW_ANSWER, STOPPED_ANSWER, TOML, commit_history, model
 from fakes.anthropic import FakeAnthropic
-from support import free_port, wait_for
+from support import SMALL, free_port, wait_for
 
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import RayConnection
@@ -33,7 +33,7 @@ def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: Ra
         [
             "/lab help",
             "/lab lanch tiny-lm",
-            "/lab launch tiny-lm steps=300 checkpoint_every=100",
+            f"/lab launch tiny-lm steps=300 checkpoint_every=100 {SMALL}",
             "/lab runs",
         ]
     )
@@ -76,7 +76,8 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
     run_id = ""
     try:
         console.type(
-            "/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 num_threads=1 min_step_s=0.05 --stall-after 5s"
+            "/lab launch tiny-lm steps=100000 log_every=1 hang_at_step=5 num_threads=1 min_step_s=0.05 "
+            f"{SMALL} --stall-after 5s"
         )
         run_id = console.shows(r"run (\w{6}) · Ray job", what="the run card").group(1)
         console.shows(r"hung — run", timeout=90, what="the hang's page in the thread")

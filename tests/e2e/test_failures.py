@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from support import Serve, free_port, wait_for
+from support import SMALL_LM, Serve, free_port, wait_for
 
 from labbot.training.ray_cluster import RayConnection
 
@@ -34,7 +34,14 @@ def test_the_control_plane_restarts_while_a_job_runs(tmp_path: Path, ray_head: R
     home = tmp_path / "home"
     serve = Serve(home, ray_address=ray_head.address, ray_token=ray_head.token).start()
     out = serve.cli(
-        "launch", "tiny-lm", "steps=100000", "checkpoint_every=1000", "num_threads=1", "min_step_s=0.05", "--json"
+        "launch",
+        "tiny-lm",
+        "steps=100000",
+        "checkpoint_every=1000",
+        "num_threads=1",
+        "min_step_s=0.05",
+        *SMALL_LM,
+        "--json",
     )
     assert out.returncode == 0, out.stderr
     run_id = json.loads(out.stdout)["id"]

@@ -27,7 +27,7 @@ from fakes.pagerduty import ROUTING_KEY, PagerDutyFake
 from fakes.slack import SlackFake
 from slack_driver import OWNER, SlackSide, slack_env
 from sqlalchemy import func, select
-from support import CRASHER_AND_SLEEPER_TOML, Serve, wait_for
+from support import CRASHER_AND_SLEEPER_TOML, SMALL, Serve, wait_for
 
 from labbot.storage.db import Database
 from labbot.storage.models import Delivery, Incident, LeaderLease, MetricPoint, Run
@@ -194,7 +194,7 @@ def test_two_replicas_and_a_hung_job_page_dm_escalate_and_trigger_once(replicas:
     assert not (a.home / "admin_token").exists(), "the token given is the one used; none of its own is written"
     lab = replicas.side("b")  # Slack's events reach the follower: it serves them all the same
     run_id = lab.launched(
-        "launch tiny-lm steps=100000 log_every=1 hang_at_step=8 num_threads=1 min_step_s=0.05 --stall-after 5s"
+        f"launch tiny-lm steps=100000 log_every=1 hang_at_step=8 num_threads=1 min_step_s=0.05 {SMALL} --stall-after 5s"
     )
     page = wait_for(
         lambda: next((p for p in pages_of(lab, run_id) if p["kind"] == "hung"), None), timeout=90, what="a hung page"

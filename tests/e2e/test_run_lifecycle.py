@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import Serve, wait_for
+from support import SMALL_LM, Serve, wait_for
 
 
 def _run(serve: Serve, run_id: str) -> dict:
@@ -60,7 +60,7 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
 
 
 def test_stop_a_running_job(serve: Serve) -> None:
-    out = serve.cli("launch", "tiny-lm", "steps=100000", "num_threads=1", "min_step_s=0.05")
+    out = serve.cli("launch", "tiny-lm", "steps=100000", "num_threads=1", "min_step_s=0.05", *SMALL_LM)
     assert out.returncode == 0, out.stderr
     # a human sees progress while Ray starts the job, then how to follow it
     lines = out.stderr.splitlines()

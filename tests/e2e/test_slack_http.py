@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakes.slack import SlackFake
 from slack_driver import OWNER, SECRET, SlackSide, slack_env
-from support import Serve, wait_for
+from support import SMALL, Serve, wait_for
 
 from labbot.bot.slack.payloads import JSON, signed, slash_command
 from labbot.training.ray_cluster import RayConnection
@@ -55,7 +55,7 @@ def slack(tmp_path_factory: pytest.TempPathFactory, ray_head: RayConnection) -> 
 
 
 def test_launch_from_slack_card_thread_plot_summary(slack: SlackSide) -> None:
-    run_id = slack.launched("launch tiny-lm steps=400 checkpoint_every=100")
+    run_id = slack.launched(f"launch tiny-lm steps=400 checkpoint_every=100 {SMALL}")
     card = slack.card(run_id)
     assert "tiny-lm" in card.text and any(b["type"] == "actions" for b in card.blocks)
     run = slack.run(run_id)

@@ -233,6 +233,11 @@ class _Series:
     values: list[float]
     steps: list[int] | None
 
+    def latest_all(self, n: int, held: Callable[[float], bool]) -> list[float] | None:
+        """The latest ``n`` values when there are ``n`` and every one is ``held``; None otherwise."""
+        recent = self.values[-n:]
+        return recent if len(recent) == n and all(held(v) for v in recent) else None
+
     def since(
         self, held: Callable[[float], bool], away: Callable[[float, float], bool] | None = None
     ) -> dict[str, Any]:
@@ -438,8 +443,8 @@ def _slow(raw_rates: Any, slow_factor: float, slow_samples: int) -> Finding | No
 def _no_signal(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
     n = max(2, int(th.no_signal_points))
     zero_series = _series(rl, steps, "zero_std")
-    zero = zero_series.values[-n:]
-    if len(zero) == n and all(v >= th.no_signal_frac for v in zero):
+    zero = zero_series.latest_all(n, lambda v: v >= th.no_signal_frac)
+    if zero is not None:
         return Finding(
             kind=NO_SIGNAL,
             severity=PAGE,
@@ -547,8 +552,8 @@ def _grad_spike(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any])
 
 def _length_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
     cut = _series(rl, steps, "truncated")
-    recent = cut.values[-HELD_POINTS:]
-    if len(recent) == HELD_POINTS and all(v >= th.truncated_max for v in recent):
+    recent = cut.latest_all(HELD_POINTS, lambda v: v >= th.truncated_max)
+    if recent is not None:
         return Finding(
             kind=LENGTH_COLLAPSE,
             severity=PAGE,
@@ -558,8 +563,8 @@ def _length_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, 
             | cut.since(lambda v: v >= th.truncated_max),
         )
     length = _series(rl, steps, "length")
-    recent = length.values[-HELD_POINTS:]
-    if len(recent) == HELD_POINTS and all(v <= th.length_floor for v in recent):
+    recent = length.latest_all(HELD_POINTS, lambda v: v <= th.length_floor)
+    if recent is not None:
         return Finding(
             kind=LENGTH_COLLAPSE,
             severity=PAGE,
@@ -573,8 +578,8 @@ def _length_collapse(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, 
 
 def _stale_rollouts(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) -> Finding | None:
     lag = _series(rl, steps, "lag")
-    recent = lag.values[-HELD_POINTS:]
-    if len(recent) < HELD_POINTS or not all(v > th.stale_max for v in recent):
+    recent = lag.latest_all(HELD_POINTS, lambda v: v > th.stale_max)
+    if recent is None:
         return None
     return Finding(
         kind=STALE_ROLLOUTS,

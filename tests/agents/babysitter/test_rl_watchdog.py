@@ -9,15 +9,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
-from support import Clock, make_service
+from support import Clock
+from watched_run import watched_run
 
-from labbot.agents.babysitter.pager import Pager
-from labbot.agents.babysitter.policy import PagingPolicy, WatchdogPolicy
 from labbot.agents.babysitter.watchdog import Watchdog
-from labbot.storage.models import Delivery, Incident, Run
+from labbot.storage.models import Delivery, Incident
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.service import RunService
-from labbot.training.specs import LaunchRequest
 from labbot.training.telemetry_ingest import TelemetryBatch, TelemetryPoint
 from labbot.training.telemetry_store import TelemetryStore
 
@@ -35,23 +33,7 @@ RL_SLEEPER = {
 
 
 def _setup(tmp_path: Path, ray: RayConnection, **launch: object) -> tuple[RunService, Watchdog, Clock, str]:
-    service = make_service(tmp_path, ray, RL_SLEEPER)
-    run_id = service.launch(LaunchRequest(job="rl-sleeper", owner="U0ALICE001", **launch)).run["id"]  # type: ignore[arg-type]
-    with service.db.session() as s:
-        row = s.get_one(Run, run_id)
-        row.thread_ts, row.channel = "1700000000.000100", "C0LAB00001"
-    clock = Clock()
-    pager = Pager(service.db, PagingPolicy(), slack=True, pagerduty=False, clock=clock)
-    dog = Watchdog(
-        service.db,
-        service.launcher,
-        service,
-        pager,
-        WatchdogPolicy(startup_grace_s=0),
-        address="ray-under-test",
-        clock=clock,
-    )
-    return service, dog, clock, run_id
+    return watched_run(tmp_path, ray, RL_SLEEPER, "rl-sleeper", **launch)
 
 
 def _report(service: RunService, run_id: str, rows: list[tuple[int, datetime, dict[str, float]]]) -> None:

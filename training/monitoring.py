@@ -448,8 +448,9 @@ def _no_signal(rl: Mapping[str, Any], th: Thresholds, steps: Mapping[str, Any]) 
         return Finding(
             kind=NO_SIGNAL,
             severity=PAGE,
-            summary=f"no learning signal: in each of the last {n} steps, {min(zero):.0%} or more of the groups had "
-            f"rewards all equal (frac_reward_zero_std ≥ {th.no_signal_frac:g}), so every advantage is zero",
+            summary=f"no learning signal: in each of the last {n} steps, "
+            + ("every group" if min(zero) >= 1 else f"{min(zero):.0%} or more of the groups")
+            + f" had rewards all equal (frac_reward_zero_std ≥ {th.no_signal_frac:g}), so every advantage is zero",
             detail={"metric": "frac_reward_zero_std", "latest": zero[-1], "points": n, "floor": th.no_signal_frac}
             | zero_series.since(lambda v: v >= th.no_signal_frac),
         )

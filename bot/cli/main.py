@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 import time
 import uuid
@@ -65,8 +66,19 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{self.prog}: {message} (see `{self.prog} --help`)", exit_code=2)
 
 
+def _version() -> str:
+    """The installed package's version (the source tree's, when run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("labbot")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="labbot", description="labbot: launch, watch and discuss training runs.")
+    p.add_argument("--version", action="version", version=f"labbot {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -457,6 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return _run_command(args)
+    except BrokenPipeError:  # `labbot run ID | head`: the reader has gone; what it wanted it has
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second traceback when Python flushes stdout at exit
+        return 0
     except CLIError as e:
         print(f"labbot: {e.message}", file=sys.stderr)
         return e.exit_code

@@ -8,6 +8,7 @@ from typing import Any
 
 from labbot.bot.render.tables import table
 from labbot.common.durations import format_duration
+from labbot.common.words import counted
 
 TERMINAL = ("succeeded", "failed", "stopped")
 
@@ -155,7 +156,7 @@ def incident_case_text(made: dict[str, Any]) -> str:
             f"  log tail {len((case.get('log_tail') or '').splitlines())} lines · metrics {metrics} · "
             f"{len(case.get('context') or [])} look-ups by the investigator (secrets redacted)",
             f"  scored against the recorded cause: {case['cause']}",
-            f"suite {suite['suite']}: {suite['tasks']} incident cases — run it with "
+            f"suite {suite['suite']}: {counted(suite['tasks'], 'incident case')} — run it with "
             f"`eval run {suite['suite']} --solver agent:PROVIDER/MODEL`",
         ]
     )

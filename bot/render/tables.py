@@ -9,6 +9,7 @@ from typing import Any
 
 from labbot.common.durations import format_duration
 from labbot.common.text_tables import metric, table
+from labbot.common.words import counted
 
 __all__ = ["age", "metric", "table"]  # metric and table live in common (the MCP servers use them too)
 
@@ -155,18 +156,23 @@ def _num(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
+def _count(value: float | None, noun: str) -> str:
+    """``_num`` with its noun, singular for exactly one: "1 CPU", "2.5 CPUs"."""
+    return f"{_num(value)} {noun}" + ("" if value == 1 else "s")
+
+
 def capacity_text(doc: dict[str, Any]) -> str:
     """``labbot capacity``: the cluster, then per purpose its use against each cap, who uses it, and its queue."""
     cluster = doc.get("cluster")
     use = doc.get("use") or {}
     lines = [
         (
-            f"cluster: {_num(cluster['cpus'])} CPUs, {_num(cluster['gpus'])} GPUs (Ray's view)"
+            f"cluster: {_count(cluster['cpus'], 'CPU')}, {_count(cluster['gpus'], 'GPU')} (Ray's view)"
             if cluster
             else f"cluster: unknown ({doc.get('cluster_error') or 'Ray did not answer'})"
         )
-        + f"; labbot's runs on it: {use.get('runs', 0)} runs, {_num(use.get('cpus', 0))} CPUs, "
-        f"{_num(use.get('gpus', 0))} GPUs"
+        + f"; labbot's runs on it: {counted(use.get('runs', 0), 'run')}, {_count(use.get('cpus', 0), 'CPU')}, "
+        f"{_count(use.get('gpus', 0), 'GPU')}"
     ]
     if not doc.get("caps_set"):
         lines.append("no [compute] caps are set: every launch goes to Ray at once (labbot.toml [compute.PURPOSE])")

@@ -126,3 +126,31 @@ def test_the_cli_escapes_and_keeps_to_its_route(monkeypatch: pytest.MonkeyPatch)
         ("POST", "/api/v1/runs/k3xq7p/stop"),
         ("POST", "/api/v1/pages/p2b3c4/ack"),
     ]
+
+
+def test_version_and_a_reader_that_goes_away(module_serve: Serve) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "labbot.bot.cli.main", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("labbot ")
+    # `labbot jobs | head -1`: the reader is gone before the CLI writes (its pipe closed at once, while the CLI still
+    # imports); it ends quietly instead of in a BrokenPipeError traceback
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labbot.bot.cli.main", "jobs"],
+        env=module_serve.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_counted_nouns() -> None:
+    from labbot.common.words import counted
+
+    assert [counted(1, "run"), counted(2, "run"), counted(0, "run")] == ["1 run", "2 runs", "0 runs"]
+    assert counted(2.5, "CPU") == "2.5 CPUs" and counted(1, "incident case") == "1 incident case"
+    assert counted(3, "child", "children") == "3 children"

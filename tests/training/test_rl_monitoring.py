@@ -265,3 +265,11 @@ def test_a_metric_alert_says_the_step_its_condition_began_at() -> None:
     assert vitals["alerts"][alert.name]["since_step"] == 5, "the break at step 4 starts it again"
     [f] = evaluate(run(vitals, alerts=(alert,)), at(11))
     assert f.kind == METRIC and f.detail["since_step"] == 5
+
+
+def test_no_signal_says_every_group_when_it_is_every_group() -> None:
+    flat = {"zero_std": [1.0] * 20}
+    [f] = rl_findings(flat, Thresholds())
+    assert "in each of the last 20 steps, every group had rewards all equal" in f.summary
+    [f] = rl_findings({"zero_std": [0.97] * 20}, Thresholds())
+    assert "97% or more of the groups had rewards all equal" in f.summary

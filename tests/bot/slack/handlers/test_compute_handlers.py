@@ -75,7 +75,7 @@ def test_capacity_shows_use_against_the_cap_who_uses_it_and_the_queue_in_order(l
     assert answer.text == "capacity by purpose" and not lab.told(ALICE)  # to the asker alone
     text = blocks_text(answer)
     lines = text.strip("`\n").splitlines()
-    assert lines[0] == "cluster: 16 CPUs, 4 GPUs (Ray's view); labbot's runs on it: 1 runs, 2 CPUs, 0 GPUs"
+    assert lines[0] == "cluster: 16 CPUs, 4 GPUs (Ray's view); labbot's runs on it: 1 run, 2 CPUs, 0 GPUs"
     [row] = [line for line in lines if line.startswith("training ")]
     assert row.split() == ["training", "1/1", "2/3", "0/-", "2", ALICE, f"({a})"]
     assert lines[-3:] == [

@@ -168,6 +168,15 @@ class Serve:
             base_url=f"{self.url}/api/v1", headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
         )
 
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run's JSON (what ``labbot run RUN --json`` prints), over HTTP: the cheap way to poll a run's status (a
+        ``labbot`` process per poll costs a sixth of a second of CPU, four times a second, on two cores)."""
+        r = httpx.get(
+            f"{self.url}/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
+        )
+        assert r.status_code == 200, r.text
+        return dict(r.json()["run"])
+
     def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run the real ``labbot`` CLI against this control plane."""
         return subprocess.run(

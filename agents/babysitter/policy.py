@@ -83,6 +83,12 @@ class WatchdogPolicy:
     max_backoff_s: float = 300.0
     watch: tuple[tuple[str, float], ...] = ()  # RL thresholds set in [watchdog] (the rest: Thresholds' defaults)
 
+    @property
+    def idle_look_s(self) -> float:
+        """How often a watchdog with no run to watch still asks Ray for its jobs: often enough that Ray going down is
+        paged at most a quarter of ``infra_after`` late, never more often than every tick."""
+        return max(self.tick_s, min(self.infra_after_s / 4, 30.0))
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> WatchdogPolicy:
         t = _table(config, "watchdog")

@@ -1,5 +1,6 @@
 """The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
-only when some runs need a change, one more query loading just those).
+only when some runs need a change, one more query loading just those). While no run is watched, a tick asks Ray only
+every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know that nothing is.
 
 A tick brings each active run (and each run with an open page; never a ``queued`` one, which is not on Ray) in line
 with Ray
@@ -139,6 +140,7 @@ class Watchdog:
         self.clock = clock
         self.down_since: datetime | None = None
         self._told: set[tuple[str, str]] = set()  # (run, alert) whose missing metric was said in the thread
+        self._last_ray_look: datetime | None = None  # when a tick last asked Ray for its jobs
         with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
             self._infra_open = s.scalar(self._infra_query()) is not None
 
@@ -151,7 +153,12 @@ class Watchdog:
         started = time.perf_counter()
         report = TickReport()
         now = self.clock()
+        if not self._ray_look_due(now):
+            self._admit_queued(report)  # queued runs wait on capacity, not on a look at Ray
+            report.seconds = time.perf_counter() - started
+            return report
         try:
+            self._last_ray_look = now
             jobs = self.launcher.jobs()
         except RayUnavailable as e:
             report.ray_ok = False
@@ -188,6 +195,17 @@ class Watchdog:
         report.seconds = time.perf_counter() - started
         return report
 
+    def _ray_look_due(self, now: datetime) -> bool:
+        """Whether this tick asks Ray for its jobs: always while a run is watched or Ray is down, else (an idle
+        labbot) every ``idle_look_s`` — Ray is still looked at for the infra page, but an idle control plane no longer
+        lists every job Ray ever ran each tick (a listing costs the dashboard tens of milliseconds of CPU)."""
+        if self.down_since is not None or self._infra_open or self._last_ray_look is None:
+            return True
+        if (now - self._last_ray_look).total_seconds() >= self.policy.idle_look_s:
+            return True
+        with self.db.session() as s:
+            return s.scalar(select(self._watched_query(now).exists())) is True
+
     def _admit_queued(self, report: TickReport) -> None:
         """Capacity this tick freed (runs that ended above, committed) goes to the queue, in order, in this tick. A
         queued run is never reconciled with Ray nor judged (it is not on Ray): it is only admitted."""
@@ -202,28 +220,29 @@ class Watchdog:
         """The one query: active runs, runs with an open page, recently stopped runs (PENDING stops), with every
         incident of theirs (open, or resolved and so able to re-open). Only the columns the rules read: loading
         10,000 full ORM runs (their metrics, every timestamp) would cost more than judging them."""
-        with_open_page = select(Incident.run_id).where(
-            Incident.state.in_(OPEN_INCIDENT_STATES), Incident.run_id.is_not(None)
-        )
-        cutoff = now.timestamp() - STOP_RETRY_WINDOW_S
-        recent = datetime.fromtimestamp(cutoff, tz=now.tzinfo)
-        q = (
-            select(*WATCHED, Incident)
-            .outerjoin(Incident, Incident.run_id == Run.id)
-            .where(
-                or_(
-                    Run.status.in_(ACTIVE_STATUSES),
-                    Run.id.in_(with_open_page),
-                    and_(Run.stop_requested.is_(True), Run.ended_at > recent),
-                )
-            )
-        )
+        q = select(*WATCHED, Incident).outerjoin(Incident, Incident.run_id == Run.id).where(self._watched(now))
         grouped: dict[str, tuple[Any, dict[str, Incident]]] = {}
         for row in s.execute(q):
             entry = grouped.setdefault(row.id, (row, {}))
             if row.Incident is not None:
                 entry[1][incident_condition(row.Incident)] = row.Incident
         return list(grouped.values())
+
+    @staticmethod
+    def _watched(now: datetime) -> Any:
+        """Which runs a tick looks at: active runs, runs with an open page, recently stopped runs (PENDING stops)."""
+        with_open_page = select(Incident.run_id).where(
+            Incident.state.in_(OPEN_INCIDENT_STATES), Incident.run_id.is_not(None)
+        )
+        recent = datetime.fromtimestamp(now.timestamp() - STOP_RETRY_WINDOW_S, tz=now.tzinfo)
+        return or_(
+            Run.status.in_(ACTIVE_STATUSES),
+            Run.id.in_(with_open_page),
+            and_(Run.stop_requested.is_(True), Run.ended_at > recent),
+        )
+
+    def _watched_query(self, now: datetime) -> Select[Any]:
+        return select(Run.id).where(self._watched(now))
 
     def _all_well(self, row: Any, incidents: dict[str, Incident], job: RayJob | None, now: datetime) -> bool:
         """Nothing to change for this run: Ray agrees with its status, no rule finds anything, no page is open."""

@@ -95,12 +95,8 @@ def test_generate_then_gold_from_slack_and_a_cheat_on_a_real_project_compared(
     assert suite in refused[0] and _json(lab.cli("runs", "--json")) == []
     # the gold run from Slack: a thread like any run's, and at its end the results table and the .eval log
     gold_id = slack.launched(f"eval run {suite} --solver gold --max-samples 2")
-    gold = wait_for(
-        lambda: (doc := _json(lab.cli("eval", "show", gold_id, "--json")))["status"] in ("succeeded", "failed") and doc,
-        timeout=600,
-        interval=2,
-        what="the gold run to end",
-    )
+    wait_for(lambda: lab.run(gold_id)["status"] in ("succeeded", "failed"), timeout=600, interval=2, what="its end")
+    gold = _json(lab.cli("eval", "show", gold_id, "--json"))
     assert gold["status"] == "succeeded" and gold["pass_rate"] == 1.0, gold
     table = wait_for(
         lambda: next((m.text for m in slack.thread(gold_id) if "pass rate 100% (95% CI" in str(m.blocks)), None),

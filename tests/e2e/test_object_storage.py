@@ -26,18 +26,12 @@ def test_tiny_lm_checkpoints_to_s3_and_restart_resumes_from_it(
         extra_env={**s3.env, "LABBOT_ARTIFACTS_URL": f"s3://{bucket}/labbot"},
     ).start()
     try:
-
-        def run(run_id: str) -> dict:
-            out = serve.cli("run", run_id, "--json")
-            assert out.returncode == 0, out.stderr
-            return json.loads(out.stdout)
-
         out = serve.cli(
             "launch", "tiny-lm", "steps=20", "checkpoint_every=5", "crash_at_step=12", "--max-restarts", "0", "--json"
         )
         assert out.returncode == 0, out.stderr
         run_id = json.loads(out.stdout)["id"]
-        failed = wait_for(lambda: (r := run(run_id))["status"] == "failed" and r, timeout=120, what="the crash")
+        failed = wait_for(lambda: (r := serve.run(run_id))["status"] == "failed" and r, timeout=120, what="the crash")
         assert failed["checkpoint_step"] == 10
         prefix = f"labbot/runs/{run_id}/checkpoints/"
         assert s3.keys(bucket, prefix) == [f"{prefix}ckpt_00000005.pt", f"{prefix}ckpt_00000010.pt"]
@@ -45,7 +39,7 @@ def test_tiny_lm_checkpoints_to_s3_and_restart_resumes_from_it(
 
         out = serve.cli("restart", run_id, "--json")
         assert out.returncode == 0, out.stderr
-        done = wait_for(lambda: (r := run(run_id))["status"] == "succeeded" and r, timeout=120, what="attempt 2")
+        done = wait_for(lambda: (r := serve.run(run_id))["status"] == "succeeded" and r, timeout=120, what="attempt 2")
         assert done["attempt"] == 2 and done["step"] == 20 and done["checkpoint_step"] == 20
         logs = serve.cli("logs", run_id, "--tail", "60").stdout
         assert "resumed from checkpoint step 10" in logs and f"checkpoints in s3://{bucket}/{prefix[:-1]}" in logs

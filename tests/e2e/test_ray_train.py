@@ -13,11 +13,8 @@ def test_tiny_lm_data_parallel_through_ray_train(serve: Serve) -> None:
     assert out.returncode == 0, out.stderr
     run_id = json.loads(out.stdout)["id"]
 
-    def done() -> dict | None:
-        run = json.loads(serve.cli("run", run_id, "--json").stdout)
-        return run if run["status"] in ("succeeded", "failed") else None
-
-    run = wait_for(done, timeout=240, interval=1.0, what="the Ray Train run to finish")
+    wait_for(lambda: serve.run(run_id)["status"] in ("succeeded", "failed"), timeout=240, interval=1.0, what="the end")
+    run = json.loads(serve.cli("run", run_id, "--json").stdout)
     logs = serve.cli("logs", run_id).stdout
     assert run["status"] == "succeeded", logs[-3000:]
     assert run["step"] == 12 and run["checkpoint_step"] == 12

@@ -11,6 +11,7 @@ from support import SMALL_LM, Serve, wait_for
 
 
 def _run(serve: Serve, run_id: str) -> dict:
+    """The run as the CLI shows it (``labbot run RUN --json``)."""
     out = serve.cli("run", run_id, "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -28,8 +29,9 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
     assert run["status"] in ("running", "failed") and run["ray_submission_id"] == f"labbot-{run_id}-1"
 
     # attempt 1 trains, checkpoints at 10, 20, 30, then the injected crash at step 35 fails it
-    run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "failed" and r, timeout=120, what="the crash")
-    assert run["step"] == 34 and run["checkpoint_step"] == 30
+    wait_for(lambda: serve.run(run_id)["status"] == "failed", timeout=120, what="the crash")
+    run = _run(serve, run_id)
+    assert run["status"] == "failed" and run["step"] == 34 and run["checkpoint_step"] == 30
     assert "injected crash at step 35" in serve.cli("logs", run_id).stdout
     pages = json.loads(serve.cli("pages", "--json").stdout)  # nobody restarts it: that is a page
     assert [(p["run_id"], p["kind"], p["state"]) for p in pages] == [(run_id, "failed", "triggered")]
@@ -43,8 +45,9 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
     assert out.returncode == 0, out.stderr
     restarted = json.loads(out.stdout)
     assert restarted["attempt"] == 2 and restarted["step"] == 30  # progress counts from the checkpoint
-    run = wait_for(lambda: (r := _run(serve, run_id))["status"] == "succeeded" and r, timeout=120, what="attempt 2")
-    assert run["attempt"] == 2 and run["step"] == 60 and run["checkpoint_step"] == 60
+    wait_for(lambda: serve.run(run_id)["status"] == "succeeded", timeout=120, what="attempt 2")
+    run = _run(serve, run_id)
+    assert run["status"] == "succeeded" and run["attempt"] == 2 and run["step"] == 60 and run["checkpoint_step"] == 60
     logs = serve.cli("logs", run_id, "--tail", "50").stdout
     assert "resumed from checkpoint step 30" in logs
     with serve.client() as api:
@@ -53,7 +56,9 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
 
     table = serve.cli("runs").stdout
     assert run_id in table and "succeeded" in table
-    resolved = wait_for(lambda: json.loads(serve.cli("pages", "--all", "--json").stdout), what="the page")
+    with serve.client() as api:
+        wait_for(lambda: api.get("/pages", params={"all": "1"}).json()["pages"], what="the page")
+    resolved = json.loads(serve.cli("pages", "--all", "--json").stdout)
     assert resolved[0]["state"] == "resolved" and resolved[0]["resolved_by"] == "labbot"  # the restart fixed it
     if backend == "postgresql":  # labbot chose its driver for the plain postgresql:// URL, and said where it is
         assert "database postgresql+psycopg://" in serve.log()

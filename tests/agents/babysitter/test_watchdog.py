@@ -162,3 +162,56 @@ def test_a_page_carries_the_jobs_log_tail_as_it_was_when_it_paged(tmp_path: Path
         assert again.id == page.id and again.detail == page.detail
     finally:
         service.stop(run_id)
+
+
+class _CountingLauncher(RayLauncher):
+    """A launcher over an address nobody answers that counts how often the watchdog asks Ray for its jobs."""
+
+    def __init__(self, up: bool) -> None:
+        super().__init__(RayConnection(f"http://127.0.0.1:{free_port()}", "token"), timeout=1)
+        self.up = up
+        self.listings = 0
+
+    def jobs(self) -> dict:  # type: ignore[override]
+        self.listings += 1
+        return {} if self.up else super().jobs()
+
+
+def test_an_idle_watchdog_asks_ray_only_every_idle_look_but_every_tick_while_a_run_is_watched(tmp_path: Path) -> None:
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+    launcher = _CountingLauncher(up=True)
+    service.launcher = launcher
+    clock = Clock(T0)
+    dog = _watchdog(service, clock)
+    assert dog.policy.idle_look_s == 30.0  # a quarter of infra_after (2m)
+    for second in range(0, 30):  # nothing to watch: one listing, then none until idle_look_s has passed
+        clock.now = T0 + timedelta(seconds=second)
+        dog.tick()
+    assert launcher.listings == 1
+    clock.now = T0 + timedelta(seconds=30)
+    dog.tick()
+    assert launcher.listings == 2, "Ray is still looked at, for the infra page"
+    _insert_running(service, "r1", at=clock.now)
+    for second in range(31, 36):  # a run to watch: every tick
+        clock.now = T0 + timedelta(seconds=second)
+        dog.tick()
+    assert launcher.listings == 7
+
+
+def test_ray_going_down_while_labbot_is_idle_is_still_paged(tmp_path: Path) -> None:
+    service = make_service(tmp_path, RayConnection("http://127.0.0.1:9", None))
+    launcher = _CountingLauncher(up=True)
+    service.launcher = launcher
+    clock = Clock(T0)
+    dog = _watchdog(service, clock)
+    dog.tick()
+    launcher.up = False
+    for second in range(1, 182):
+        clock.now = T0 + timedelta(seconds=second)
+        dog.tick()
+        if _incidents(service):
+            break
+    [page] = _incidents(service)
+    assert page.kind == "infra"
+    # Ray went away after the first look: the idle look at 30 s finds it down, and from then on every tick looks
+    assert 150 <= (clock.now - T0).total_seconds() <= 151, "paged at most idle_look_s later than a busy labbot would"

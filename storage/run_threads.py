@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
 from labbot.storage.db import Database
-from labbot.storage.models import RunThread, ThreadMessage
+from labbot.storage.models import Run, RunStatus, RunThread, ThreadMessage
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Posted:
     progress_step: int | None = None
     milestones: Sequence[int] = ()
     summary: bool = False
+    reopened: bool = False  # the run was restarted after its summary: a new summary is due at its next end
 
 
 class RunThreadStore:
@@ -74,9 +75,13 @@ class RunThreadStore:
             return row.run_id if row else None
 
     def open_threads(self) -> list[RunThread]:
-        """The threads whose summary is not posted yet: the ones the upkeep tends."""
+        """The threads the upkeep tends: those whose summary is not posted yet, and those of runs restarted after
+        their summary was (their run is no longer ended)."""
+        ended = [status.value for status in RunStatus if status.is_terminal]
+        restarted = RunThread.run_id.in_(select(Run.id).where(Run.status.not_in(ended)))
         with self.db.session() as s:
-            return list(s.scalars(select(RunThread).where(RunThread.summary_posted.is_(False))))
+            q = select(RunThread).where(or_(RunThread.summary_posted.is_(False), restarted))
+            return list(s.scalars(q))
 
     def append_history(self, run_id: str, line: str, *, keep: int) -> RunThread | None:
         """Add a line to the card's history, keeping the last ``keep``; None when the run has no thread."""
@@ -95,6 +100,8 @@ class RunThreadStore:
                 row.progress_posted_at, row.progress_step = posted.progress_at, posted.progress_step
             if posted.milestones:
                 row.plots_posted = [*row.plots_posted, *posted.milestones]
+            if posted.reopened:
+                row.summary_posted = False
             if posted.summary:
                 row.summary_posted = True
 

@@ -4,14 +4,14 @@ The thread keeper calls ``plan`` every tick for each run with a thread and carri
 labbot's Slack chattiness is decided here, so the rate of Web API calls per run is easy to reason about and test:
 the card is updated on a status or attempt change at once and otherwise at most every ``card_every_s``; a progress
 line is posted at most every ``progress_every_s``; a plot of the job's metrics at each milestone and at the end; one
-summary.
+summary per end (a run restarted after it ended is tended again, and its new end gets a summary of its own).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ class Plan:
     milestones_passed: tuple[int, ...] = ()  # every milestone this plot covers: none is plotted later
     summary: bool = False  # the run ended: final plot and summary
     left_queue: bool = False  # a queued run was admitted (capacity freed): say so in the thread
+    reopened: bool = False  # the run ended, its summary was posted, and it was restarted: the thread is tended again
 
     @property
     def empty(self) -> bool:
@@ -59,6 +60,7 @@ class Plan:
             or self.plot_milestone
             or self.summary
             or self.left_queue
+            or self.reopened
         )
 
 
@@ -82,8 +84,13 @@ def percent_done(run: dict[str, Any]) -> float | None:
 
 def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: datetime, cadence: Cadence) -> Plan:
     status = run["status"]
+    reopened = False
     if state.summary_posted:
-        return Plan()
+        if status in TERMINAL:
+            return Plan()
+        # restarted after it ended (a stop, a failure, then `restart`): the new attempt gets its notice, card, progress
+        # and, at its end, a summary of its own
+        state, reopened = replace(state, summary_posted=False), True
     digest = card_digest(run, history)
     changed_state = status != state.status_seen or run["attempt"] != state.attempt_seen
     card_due = state.card_updated_at is None or (now - state.card_updated_at).total_seconds() >= cadence.card_every_s
@@ -114,8 +121,9 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
     return Plan(
         update_card=update_card,
         card_digest=digest,
+        reopened=reopened,
         left_queue=state.status_seen == "queued" and status != "queued",
-        restarted=restarted and state.status_seen != "queued",
+        restarted=restarted and "queued" not in (state.status_seen, status),  # leaving the queue is said instead
         progress=progress_due,
         plot_milestone=max(due) if due else None,
         milestones_passed=due,

@@ -179,6 +179,7 @@ class RunThreads:
             progress_step=run.get("step") if p.progress else None,
             milestones=tuple(p.milestones_passed or ()),
             summary=bool(p.summary),
+            reopened=p.reopened,
         )
         self.rows.remember(run_id, posted)
 

@@ -83,11 +83,13 @@ def left_queue_text(run: dict[str, Any], *, now: datetime | None = None) -> str:
 
 
 def restart_text(run: dict[str, Any], by: str | None) -> str:
-    """A new attempt began: by a person (``by``, a Slack user id or a name) or by labbot itself (``None``)."""
-    who = f"{mention(by)} restarted the run" if by else "labbot restarted the run automatically"
+    """A new attempt began, by a person (``by``, a Slack user id or a name) or unsaid (``None``: the thread keeper sees
+    the attempt change; who restarted it, labbot or a person, is said in the thread and on the card by whoever did)."""
     ckpt = run.get("checkpoint_step")
     start = f"resuming from checkpoint step {ckpt}" if ckpt is not None else "starting from step 0 (no checkpoint yet)"
-    return f":arrows_counterclockwise: {who}: attempt {run.get('attempt', '?')}, {start}."
+    if by:
+        return f":arrows_counterclockwise: {mention(by)} restarted the run: attempt {run.get('attempt', '?')}, {start}."
+    return f":arrows_counterclockwise: attempt {run.get('attempt', '?')} started, {start}."
 
 
 def _loss_line(last: Any, first: Any, best: Any) -> str:

@@ -112,3 +112,17 @@ def test_calls_per_run_hour_stay_under_one_a_minute(tick_s: int) -> None:
     end = plan(_run(step=1000, status="succeeded"), state, history=[], now=T0 + timedelta(hours=1), cadence=cad)
     total += calls(end)
     assert total < 60, total
+
+
+def test_a_run_restarted_after_its_summary_is_tended_again() -> None:
+    ended = ThreadState(card_digest="x", card_updated_at=T0, status_seen="stopped", summary_posted=True)
+    now = T0 + timedelta(seconds=5)
+    assert plan(_run(status="stopped"), ended, history=[], now=now, cadence=Cadence()).empty, "ended: nothing"
+    p = plan(_run(status="restarting", attempt=2), ended, history=[], now=now, cadence=Cadence())
+    assert p.reopened and p.restarted and p.update_card and not p.summary
+    queued = plan(_run(status="queued", attempt=2), ended, history=[], now=now, cadence=Cadence())
+    assert queued.reopened and not queued.restarted, "a restart that waits in the queue is said when it leaves it"
+    state = _apply(ended, _run(status="restarting", attempt=2), p, now)
+    state = ThreadState(**{**state.__dict__, "summary_posted": False})  # what RunThreads remembers of a reopening
+    done = plan(_run(status="succeeded", attempt=2), state, history=[], now=now, cadence=Cadence())
+    assert done.summary, "the new end has a summary of its own"

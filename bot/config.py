@@ -24,6 +24,7 @@ from labbot.bot.integrations import Integrations
 from labbot.common.api_client import given_admin_token
 from labbot.common.durations import parse_duration
 from labbot.common.errors import BadRequest
+from labbot.evals.running.model_keys import eval_job_env
 from labbot.training.capacity import ComputePolicy
 
 DEFAULT_PORT = 3000
@@ -159,6 +160,8 @@ class Settings:
     # LABBOT_JOB_AWS_*: the key pair jobs get instead of labbot's own (as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
     job_storage_keys: dict[str, str] = field(default_factory=dict, repr=False)
     leader: LeaderSettings = field(default_factory=LeaderSettings)  # [leader] and LABBOT_REPLICA
+    # LABBOT_EVAL_MODEL and LABBOT_EVAL_<PROVIDER KEY>: the eval jobs' default model and keys for agent solvers
+    eval_model_env: dict[str, str] = field(default_factory=dict, repr=False)
     # LABBOT_INTERNAL_URL: where jobs (their telemetry) reach the control plane; "" is
     # public_url (plot links always use public_url: Slack fetches them from outside)
     internal_url: str = ""
@@ -233,6 +236,7 @@ class Settings:
             storage_env={k: v for k, v in env.items() if k in STORAGE_ENV and v},
             job_storage_keys=_job_storage_keys(env),
             leader=LeaderSettings.from_config(config, env),
+            eval_model_env=eval_job_env(env),
         )
 
     @property

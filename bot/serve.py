@@ -404,6 +404,9 @@ def _set_eval_env(registry: JobRegistry, settings: Settings) -> None:
             "LABBOT_EVAL_PROTECT": str(settings.home),
             # the folders a command solver may have at /solver, by name (the job checks it exists there)
             "LABBOT_EVAL_SOLVER_DIRS": json.dumps({k: str(v) for k, v in settings.eval_solver_dirs.items()}),
+            # an agent solver's default model and the providers' keys given for evals (LABBOT_EVAL_ANTHROPIC_API_KEY
+            # is the job's ANTHROPIC_API_KEY); labbot's own key never reaches a job
+            **settings.eval_model_env,
         },
     )
     registry.set_env(EVAL_INCIDENTS_JOB, {"LABBOT_EVAL_SUITES": str(settings.eval_suites_root)})

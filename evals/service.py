@@ -34,6 +34,7 @@ from labbot.common.redact import Redactor
 from labbot.evals.incidents.cases import CASE_ID, INCIDENT_SUITE_ID, suite_of
 from labbot.evals.incidents.feedback_cases import freeze_feedback
 from labbot.evals.incidents.page_cases import freeze
+from labbot.evals.running.model_keys import agent_ready
 from labbot.evals.running.solver_access import SolverAccess, check_secret_env, drop_secrets, write_secrets
 from labbot.evals.stats import compare, saturated, task_set_difference, wilson
 from labbot.evals.suite import SUITE_FILE, SUITE_ID, TASK_ID, TOOLCHAIN_IMPORTS, Suite, suite_id
@@ -309,6 +310,7 @@ class EvalService:
             )
 
             spec = parse_solver(solver)  # BadRequest naming the accepted forms, before anything is created
+            agent_ready(spec, self.runs.registry.get(EVAL_JOB).env)  # a model and its key where the job runs
             if spec.kind != "cmd" and (solver_dir or allow_hosts or solver_env):
                 raise BadRequest(
                     "--solver-dir, --allow-host and --solver-env are for a command solver (e.g. --solver "

@@ -32,6 +32,7 @@ from typing import Any
 from labbot.common.durations import format_duration
 from labbot.storage.floats import decode_float, encode_float
 from labbot.training import alerts as alert_rules
+from labbot.training import failure_reason
 from labbot.training.alerts import Alert, as_utc, parse_time
 
 SILENT, HUNG, FAILED, PENDING, DIVERGED, SLOW, INFRA = (
@@ -310,14 +311,10 @@ def infra_finding(down_since: datetime | None, now: datetime, infra_after_s: flo
 def _failed(state: RunState) -> Finding | None:
     if state.ray_status != "FAILED":
         return None
-    message = " ".join(state.ray_message.split())  # one line
-    if len(message) > 300:
-        message = message[:299] + "…"
-    said = ": ".join(part for part in (state.ray_error_type, message) if part)
     return Finding(
         kind=FAILED,
         severity=PAGE,
-        summary=f"Ray says FAILED: {said}" if said else "Ray says FAILED",
+        summary=failure_reason.reason(state.ray_error_type, state.ray_message),  # the kind says it failed
         detail={"error_type": state.ray_error_type, "message": state.ray_message[:MESSAGE_CHARS]},
     )
 

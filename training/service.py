@@ -31,6 +31,7 @@ from labbot.common.errors import BadRequest, Conflict, LabbotError, RayUnavailab
 from labbot.storage.db import Database, fenced
 from labbot.storage.lease import Fenced
 from labbot.storage.models import ACTIVE_STATUSES, AdmissionLock, LaunchKey, Run, RunStatus, utcnow
+from labbot.training import failure_reason
 from labbot.training.capacity import (
     Ask,
     ComputePolicy,
@@ -725,7 +726,8 @@ def _apply_ray_state(run: Run, job: RayJob) -> int:
         run.status = RunStatus.SUCCEEDED.value
     elif job.status == RAY_FAILED:
         run.status = RunStatus.FAILED.value
-        run.error = f"{job.error_type or 'FAILED'}: {redact_token(job.message, run.telemetry_token_hash)}".strip()
+        # the exception's last line and the exit code, not Ray's envelope cut before them (the job's log has the rest)
+        run.error = failure_reason.reason(job.error_type, redact_token(job.message, run.telemetry_token_hash))
     elif job.status == RAY_STOPPED and not run.stop_requested:
         run.status = RunStatus.STOPPED.value
         message = redact_token(job.message, run.telemetry_token_hash)

@@ -33,8 +33,11 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
     run = _run(serve, run_id)
     assert run["status"] == "failed" and run["step"] == 34 and run["checkpoint_step"] == 30
     assert "injected crash at step 35" in serve.cli("logs", run_id).stdout
+    why = "RuntimeError: injected crash at step 35 (exit code 1)"  # the exception's line, not Ray's envelope
+    assert run["error"] == why
     pages = json.loads(serve.cli("pages", "--json").stdout)  # nobody restarts it: that is a page
     assert [(p["run_id"], p["kind"], p["state"]) for p in pages] == [(run_id, "failed", "triggered")]
+    assert pages[0]["summary"] == why
     with serve.client() as api:
         losses = [v for _, v in api.get(f"/runs/{run_id}/metrics/loss").json()["points"]]
     assert len(losses) == 34

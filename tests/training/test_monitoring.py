@@ -180,13 +180,13 @@ def test_failed_carries_error_type_and_message() -> None:
     state = run(ray_status="FAILED", ray_error_type="RuntimeError", ray_message="injected crash at step 30")
     [f] = judge(state, at(1))
     assert f.kind == FAILED
-    assert f.summary == "Ray says FAILED: RuntimeError: injected crash at step 30"
+    assert f.summary == "RuntimeError: injected crash at step 30"
     assert f.detail == {"error_type": "RuntimeError", "message": "injected crash at step 30"}
 
 
 def test_failed_without_error_type_says_just_the_message() -> None:
     [f] = judge(run(ray_status="FAILED", ray_message="exit code 1"), at(1))
-    assert f.summary == "Ray says FAILED: exit code 1"
+    assert f.summary == "exit code 1"
     assert f.detail["error_type"] is None
 
 
@@ -196,6 +196,17 @@ def test_failed_message_is_one_line_in_the_summary_and_cut_to_500_chars_in_the_d
     assert len(f.detail["message"]) == 500
     assert message.startswith(f.detail["message"])
     assert len(f.summary) < 400
+
+
+def test_a_failed_entrypoint_is_summed_up_by_its_exception_not_rays_envelope() -> None:
+    message = (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        'step 35\nTraceback (most recent call last):\n  File "tiny_lm.py", line 9, in <module>\n'
+        "    raise RuntimeError('injected crash at step 35')\nRuntimeError: injected crash at step 35\n"
+    )
+    [f] = judge(run(ray_status="FAILED", ray_error_type="JOB_ENTRYPOINT_COMMAND_ERROR", ray_message=message), at(1))
+    assert f.summary == "RuntimeError: injected crash at step 35 (exit code 1)"
+    assert f.detail["message"] == message, "Ray's whole message stays in the detail"
 
 
 def test_failed_is_found_even_for_a_run_labbot_already_marked_failed() -> None:

@@ -51,6 +51,7 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
     lab: tuple[SlackDeps, FakeSlack, str],
 ) -> None:
     deps, slack, suite = lab
+    deps.service.registry.set_env("eval", {"ANTHROPIC_API_KEY": "sk-ant-for-evals"})  # LABBOT_EVAL_ANTHROPIC_API_KEY
     run(deps, f"eval run {suite} --solver agent:anthropic/model-x --max-samples 2")
     [launched] = deps.service.runs()
     assert launched["job"] == "eval" and launched["owner"] == ALICE
@@ -67,6 +68,8 @@ def test_eval_run_opens_the_runs_thread_and_a_retry_launches_nothing_more(
         ("eval run suite-0123456789ab", "no suite suite-0123456789ab: you can run suite-"),
         ("eval run latest", "is not a suite id"),
         ("eval run {suite} --solver golden", "accepted: gold, none, agent"),
+        ("eval run {suite} --solver agent:anthropic/model-x", "set LABBOT_EVAL_ANTHROPIC_API_KEY (a key for evals)"),
+        ("eval run {suite} --solver agent", "--solver agent needs a model: name one"),
         ("eval generate --deletion everything", "one of body, function, mixed"),
         ("eval generate --prefer wide", "one of any, deep"),
         ("eval generate --deletions 9", "deletions"),

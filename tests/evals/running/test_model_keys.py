@@ -11,7 +11,7 @@ from labbot.evals.running.solvers import parse_solver
 
 
 def test_a_model_without_its_key_is_refused_naming_the_variable_to_set() -> None:
-    with pytest.raises(BadRequest, match="needs ANTHROPIC_API_KEY where the eval job runs.*LABBOT_EVAL_ANTHROPIC_API"):
+    with pytest.raises(BadRequest, match=r"needs ANTHROPIC_API_KEY where the eval job runs.*LABBOT_EVAL_ANTHROPIC_API"):
         agent_ready(parse_solver("agent:anthropic/claude-sonnet-4-5"), {})
     with pytest.raises(BadRequest, match="OPENAI_API_KEY"):
         agent_ready(parse_solver("agent:openai/gpt-x"), {"ANTHROPIC_API_KEY": "k"})
@@ -19,7 +19,7 @@ def test_a_model_without_its_key_is_refused_naming_the_variable_to_set() -> None
 
 
 def test_no_model_and_no_default_is_refused_and_the_default_is_checked_too() -> None:
-    with pytest.raises(BadRequest, match="needs a model: name one .* LABBOT_EVAL_MODEL"):
+    with pytest.raises(BadRequest, match=r"needs a model: name one .* LABBOT_EVAL_MODEL"):
         agent_ready(parse_solver("agent"), {})
     with pytest.raises(BadRequest, match="ANTHROPIC_API_KEY"):
         agent_ready(parse_solver("agent"), {"LABBOT_EVAL_MODEL": "anthropic/claude-x"})

@@ -63,6 +63,11 @@ KINDS = (
     INFRA,
 )
 PAGE, WARNING = "page", "warning"
+# what a run's numbers say (not whether it is alive): a run that ends with one of these has not fixed it, so its page is
+# not cleared by the end (a run going silent, hung or slow is over when the run is)
+OF_THE_NUMBERS = frozenset(
+    {DIVERGED, NO_SIGNAL, ENTROPY_COLLAPSE, KL_BLOWUP, GRAD_SPIKE, LENGTH_COLLAPSE, STALE_ROLLOUTS, METRIC}
+)
 
 # the RL metrics whose trailing windows observe() keeps, and the key of each in vitals["rl"]
 RL_METRICS = {

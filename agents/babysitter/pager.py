@@ -32,7 +32,7 @@ from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest, Conflict, UnknownPage
 from labbot.storage.db import Database
 from labbot.storage.models import OPEN_INCIDENT_STATES, Delivery, Incident, IncidentState, Run, utcnow
-from labbot.training.monitoring import INFRA, METRIC, PAGE, Finding, condition_of
+from labbot.training.monitoring import INFRA, METRIC, OF_THE_NUMBERS, PAGE, Finding, condition_of
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +281,17 @@ class Pager:
         reason = CLEARED.get(inc.kind, "the condition cleared")
         if run is not None and run.status == "stopped":
             reason = "the run was stopped"
+        elif run is not None and run.status in ("succeeded", "failed") and inc.kind in OF_THE_NUMBERS:
+            # the run ended with it: nothing fixed it, so the page stays open for a person to look and resolve
+            self._note(
+                s,
+                run,
+                inc,
+                "ended-with",
+                f":warning: the run ended ({run.status}) with *{incident_label(inc)}* never cleared — {inc.summary}. "
+                f"Page `{inc.id}` stays open until someone resolves it (`labbot resolve {inc.id} --cause …`).",
+            )
+            return
         elif run is not None and run.status == "succeeded" and inc.kind != "failed":
             reason = "the run finished"
         self._resolve(s, run, inc, LABBOT, now, note=f":white_check_mark: *{incident_label(inc)}* cleared — {reason}.")

@@ -256,8 +256,10 @@ def test_telemetry_receives_steps_nan_and_checkpoints(
     assert all(isinstance(p["metrics"]["loss"], float) for p in points[:2])
     assert [p["metrics"]["loss"] for p in points[2:]] == ["NaN", "NaN"]
     assert all(p["metrics"]["tokens_per_s"] > 0 for p in points)
-    assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 2), ("checkpoint", 4)]
-    assert events[-1]["path"] == str(ckpt_dir.resolve() / "ckpt_00000004.pt")
+    # step 4 is the last, but its loss is NaN: diverged weights are no checkpoint, step 2 stays the newest
+    assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 2)]
+    assert events[-1]["path"] == str(ckpt_dir.resolve() / "ckpt_00000002.pt")
+    assert sorted(p.name for p in ckpt_dir.glob("ckpt_*.pt")) == ["ckpt_00000002.pt"]
     assert {body["attempt"] for body in bodies} == {1}
 
 

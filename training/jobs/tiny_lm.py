@@ -31,7 +31,7 @@ restarted attempt (2, 3, ...) resumes from the last checkpoint and shows recover
 * ``--crash_at_step N``: step N raises ``RuntimeError("injected crash at step N")`` before its update, so the
   process exits non-zero; step N is never logged or checkpointed.
 * ``--nan_at_step N``: from step N on the loss is multiplied by NaN before backward, a real divergence: NaN
-  gradients poison the weights and NaN is what gets logged.
+  gradients poison the weights and NaN is what gets logged. No checkpoint is written while the loss is not finite.
 
 Scale-out: with ``--num_workers N`` (N > 0) the same training loop runs on N Ray Train workers
 (``ray.train.torch.TorchTrainer``, DDP via ``prepare_model``); each rank samples its own batches, rank 0 alone
@@ -280,7 +280,10 @@ def _run(
                     print(f"step {step}/{cfg.steps} loss {last_loss:.4f} tok/s {tok_s:.0f}", flush=True)
                     t_print, steps_since_print = now, 0
                 if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                    _checkpoint(cfg, job, step, raw_model, optimizer, vocab, device)
+                    if math.isfinite(last_loss):
+                        _checkpoint(cfg, job, step, raw_model, optimizer, vocab, device)
+                    else:  # diverged weights are no checkpoint: a resume must start from the last good one
+                        print(f"step {step}: no checkpoint, the loss is {last_loss} (the newest stays the last good one)")
             if not job.is_restart and step == cfg.hang_at_step:
                 hang_forever(step, verbose=master)
             pace(t0, cfg.min_step_s)

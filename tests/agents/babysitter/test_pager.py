@@ -269,6 +269,44 @@ def test_a_cleared_condition_resolves_the_page_with_a_note_a_refresh_and_a_pager
     assert lab.pager.pages() == []
 
 
+@pytest.mark.parametrize("ended", ["succeeded", "failed"])
+def test_a_run_ending_with_a_condition_of_its_numbers_leaves_its_page_open_and_says_so_once(
+    tmp_path: Path, ended: str
+) -> None:
+    lab = make_lab(tmp_path)
+    diverged = Finding("diverged", "page", "loss is NaN since step 50", {})
+    lab.tick([diverged], 0)
+    seen = len(lab.deliveries())
+    with lab.db.session() as s:
+        s.get_one(Run, "r1").status = ended  # the job ended (Ray says it exited 0, or it failed) still diverged
+    lab.tick([], 10)
+    inc = lab.incident(kind="diverged")
+    assert inc.state == "triggered" and inc.resolved_by is None, "the end of the run fixed nothing"
+    [note] = lab.new_deliveries(seen)
+    assert note[3]["template"] == "note"
+    assert f"the run ended ({ended}) with *diverged* never cleared" in note[3]["text"]
+    assert f"Page `{inc.id}` stays open" in note[3]["text"]
+    lab.tick([], 20)
+    assert [d for d in lab.new_deliveries(seen + 1) if d[3].get("template") == "note"] == [], "said once"
+    assert [p["kind"] for p in lab.pager.pages()] == ["diverged"]
+
+
+def test_a_run_ending_clears_what_was_about_it_running_and_a_stop_clears_everything(tmp_path: Path) -> None:
+    lab = make_lab(tmp_path)
+    lab.tick([HUNG], 0)
+    with lab.db.session() as s:
+        s.get_one(Run, "r1").status = "succeeded"
+    lab.tick([], 10)
+    assert (lab.incident().state, lab.incident().resolved_by) == ("resolved", "labbot")
+    (tmp_path / "stopped").mkdir()
+    lab2 = make_lab(tmp_path / "stopped")
+    lab2.tick([Finding("entropy_collapse", "page", "entropy 0.01", {})], 0)
+    with lab2.db.session() as s:
+        s.get_one(Run, "r1").status = "stopped"
+    lab2.tick([], 10)
+    assert lab2.incident(kind="entropy_collapse").state == "resolved", "a person stopped it: acted on"
+
+
 # ----------------------------------------------------------------- flapping
 
 

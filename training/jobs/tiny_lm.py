@@ -283,7 +283,7 @@ def _run(
                     if math.isfinite(last_loss):
                         _checkpoint(cfg, job, step, raw_model, optimizer, vocab, device)
                     else:  # diverged weights are no checkpoint: a resume must start from the last good one
-                        print(f"step {step}: no checkpoint, the loss is {last_loss} (the newest stays the last good one)")
+                        print(f"step {step}: no checkpoint, the loss is {last_loss} (the newest is the last good one)")
             if not job.is_restart and step == cfg.hang_at_step:
                 hang_forever(step, verbose=master)
             pace(t0, cfg.min_step_s)

@@ -212,12 +212,16 @@ def register_agent_threads(app: AsyncApp, on: Listeners) -> None:
     async def in_thread(event: dict[str, Any], bot_user: str | None) -> None:
         thread_ts = event.get("thread_ts")
         talks = deps.conversations
-        if event.get("channel_type") == "im" and talks is not None and talks.configured:
-            # the assistant container (and the app's DM): every message is a question, answered in its thread
+        if event.get("channel_type") == "im":
+            # the assistant container (and the app's DM): every message is a question, answered in its thread; with
+            # no model, the answer says so (silence reads as a broken bot)
             text = event.get("text", "")
             if text.strip():
                 where = str(thread_ts or event["ts"])
-                await talks.answer(user=event.get("user", ""), text=text, channel=event["channel"], thread_ts=where)
+                if talks is not None and talks.configured:
+                    await talks.answer(user=event.get("user", ""), text=text, channel=event["channel"], thread_ts=where)
+                else:
+                    await on.say_in_thread(event["channel"], where, NO_MODEL_MESSAGE)
             return
         if not thread_ts or thread_ts == event.get("ts"):
             return

@@ -82,3 +82,33 @@ def test_the_assistant_container_offers_prompts_and_answers_in_its_thread(slack:
         assert slack.suggested_prompts(dm, other.ts) == []
 
     asyncio.run(go())
+
+
+def test_without_a_model_a_question_in_the_assistant_container_is_told_how_to_turn_agents_on(
+    slack: SlackFake, db: Database
+) -> None:
+    client = web_client(slack.bot_token, slack.start())
+    dm = slack.dm_channel(ALICE)
+
+    async def go() -> None:
+        tasks = TaskSet()
+        app = slack_app.build_app(
+            deps=SlackDeps(client, cast(Any, None), cast(Any, None), SlackSettings(), conversations=None),
+            signing_secret=SECRET, tasks=tasks, triggers=DurableSeenKeys(db, ttl_s=slack_app.REPLAY_TTL_S),
+        )  # fmt: skip
+        root = slack.user_message(dm, ALICE, "hello")
+        question = slack.user_message(dm, ALICE, "why is my run slow?", root.ts)
+        body = json.dumps(slack.event_payload(question))
+        response = await app.async_dispatch(
+            AsyncBoltRequest(body=body, headers=dict(signed(body, SECRET, content_type=JSON)))
+        )
+        assert response.status == 200
+        for _ in range(200):
+            await tasks.drain()
+            if [m for m in slack.messages(dm, thread_ts=root.ts) if m.bot_id]:
+                break
+            await asyncio.sleep(0.02)
+        [answer] = [m for m in slack.messages(dm, thread_ts=root.ts) if m.bot_id]
+        assert "No model is configured" in answer.text and "ANTHROPIC_API_KEY" in answer.text
+
+    asyncio.run(go())

@@ -24,7 +24,7 @@ _MARK = {Permission.ANYONE: "", Permission.OWNER: " (run owner or admin)", Permi
 
 def usage(cmd: Command, command_name: str = "/lab") -> str:
     """``/lab launch JOB [--name N] ... [KEY=VALUE ...]``: arguments, then options, then parameters."""
-    parts = [command_name, cmd.name.replace("-", " ", 1)]  # a two-word subcommand reads as two words
+    parts = [command_name, cmd.spoken]
     for arg in cmd.args:
         shown = f"{arg.metavar} ..." if arg.kind == "text" else arg.metavar
         parts.append(shown if arg.required else f"[{shown}]")

@@ -157,6 +157,10 @@ EVAL_GENERATE = Command(
         Option("--deletions", "int", "features of one file each task deletes (harder with more)", minimum=1),
         Option("--prefer", "str", "any, or deep: the largest function bodies first (harder)", metavar="P"),
     ),
+    extra_hint=(
+        "from Slack a suite is cut from the repository labbot serves (LABBOT_CODEBASE_ROOT); for another one, run "
+        "`labbot eval generate PATH` where labbot runs"
+    ),
     examples=(
         "eval generate",
         "eval generate --count 20 --deletion function",

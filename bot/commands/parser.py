@@ -104,7 +104,7 @@ def _parse_words(cmd: Command, rest: list[str], registry: Registry, command_name
     def fail(message: str) -> UsageError:
         return UsageError(message, usage(cmd, command_name), cmd)
 
-    invocation = f"`{command_name} {cmd.name}`"
+    invocation = f"`{command_name} {cmd.spoken}`"
     args: dict[str, Any] = {a.name: None for a in cmd.args}
     options: dict[str, Any] = {o.key: o.default for o in cmd.options}
     params: dict[str, str] = {}
@@ -172,7 +172,8 @@ def _parse_words(cmd: Command, rest: list[str], registry: Registry, command_name
         takes = f"only {_and(cmd.args)}" if cmd.args else "no arguments"
         hint = " (parameters are written KEY=VALUE)" if cmd.accepts_params else ""
         shown = ", ".join(repr(x) for x in extras)
-        return fail(f"unexpected extra argument{s} {shown} — {invocation} takes {takes}{hint}")
+        extra = f" — {cmd.extra_hint}" if cmd.extra_hint else ""
+        return fail(f"unexpected extra argument{s} {shown} — {invocation} takes {takes}{hint}{extra}")
     missing = [a for a in cmd.args[filled:] if a.required]
     if missing:
         return fail(f"{invocation} needs {_and(missing)}")
@@ -186,7 +187,7 @@ def _parse_text(cmd: Command, value: str, registry: Registry, command_name: str)
     if value.lower() in HELP_FLAGS:
         return _help(registry, cmd.name, command_name)
     if not value and arg.required:
-        return UsageError(f"`{command_name} {cmd.name}` needs {arg.metavar}", usage(cmd, command_name), cmd)
+        return UsageError(f"`{command_name} {cmd.spoken}` needs {arg.metavar}", usage(cmd, command_name), cmd)
     return Parsed(cmd, {arg.name: value or None}, {}, {})
 
 

@@ -103,6 +103,12 @@ class Command:
     permission: Permission = Permission.ANYONE
     accepts_params: bool = False
     examples: tuple[str, ...] = ()
+    extra_hint: str = ""  # said after "unexpected extra argument": why it takes none, and where to go instead
+
+    @property
+    def spoken(self) -> str:
+        """How it is typed: a two-word subcommand (``eval-run``) reads as two words (``eval run``)."""
+        return self.name.replace("-", " ", 1)
 
     def __post_init__(self) -> None:
         for word in (self.name, *self.aliases):

@@ -105,6 +105,15 @@ class Source:
     archive: bytes  # ``git archive --format=tar HEAD``
 
 
+def _ignored(root: Path, path: Path) -> bool:
+    """Whether git ignores ``path`` inside ``root`` (it, or the nearest folder above it that exists): a suite written
+    there leaves the checkout as it was (labbot's own state folder, ``.labbot/``, is such a folder)."""
+    here = path
+    while here != root and not here.exists():
+        here = here.parent
+    return here != root and _git(root, "check-ignore", "-q", str(here)).returncode == 0
+
+
 def read_repository(repo: Path, progress: Progress = _quiet) -> Source:
     """The committed files of ``repo`` at HEAD, as a tar archive; BadRequest when it is not a repository with a
     commit."""
@@ -607,9 +616,13 @@ def generate_suite(
     source = read_repository(repo, say)
     name = source.root.name
     resolved = out.resolve()
-    if resolved == source.root.resolve() or source.root.resolve() in resolved.parents:
+    if (resolved == source.root.resolve() or source.root.resolve() in resolved.parents) and not _ignored(
+        source.root, resolved
+    ):
         raise BadRequest(
-            f"{out} is inside the repository {source.root}: write the suite outside it (the checkout is left as it is)"
+            f"{out} is inside the repository {source.root} and git does not ignore it: write the suite outside it, or "
+            "in a folder its .gitignore names (the checkout is left as it is; labbot writes suites to [eval] "
+            "suites_root, by default LABBOT_HOME/eval-suites)"
         )
     say(f"cut from {name} at {source.commit[:12]}")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -501,3 +501,10 @@ def test_option_declared_value_kinds_all_parse() -> None:
     cmd = Command("t", "t", options=(Option("--n", "int", "n"), Option("--f", "flag", "f")))
     p = ok("t --n 3 --f", Registry([cmd]))
     assert p.options == {"n": 3, "f": True}
+
+
+def test_a_two_word_subcommand_is_named_as_typed_and_eval_generate_says_where_a_path_goes() -> None:
+    got = parse("eval generate ~/src/other", LAB)
+    assert isinstance(got, UsageError)
+    assert "`/lab eval generate` takes no arguments" in got.message and "eval-generate" not in got.message
+    assert "`labbot eval generate PATH`" in got.message

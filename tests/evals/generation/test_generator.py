@@ -223,9 +223,22 @@ def test_an_existing_suite_folder_is_not_overwritten(tmp_path):
 def test_a_suite_inside_the_repository_is_refused(tmp_path):
     repo = make_repo(tmp_path / "repo", package())
     before = snapshot(repo)
-    with pytest.raises(BadRequest, match=r"is inside the repository .*: write the suite outside it"):
+    with pytest.raises(BadRequest, match=r"is inside the repository .* git does not ignore it: write the suite"):
         generate_suite(repo, repo / "suites" / "one", count=1, seed=0)
     assert snapshot(repo) == before
+
+
+def test_a_folder_git_ignores_inside_the_repository_is_outside_the_checkout(tmp_path):
+    """``make run`` keeps labbot's state in ``./.labbot`` (git-ignored) and serves ``.`` as the codebase: the suites
+    labbot writes under ``.labbot/eval-suites`` leave the checkout as it was, so they are not refused."""
+    from labbot.evals.generation.generator import _ignored
+
+    repo = make_repo(tmp_path / "repo", package())
+    (repo / ".gitignore").write_text(".labbot/\n")
+    (repo / ".labbot").mkdir()
+    assert _ignored(repo, repo / ".labbot" / "eval-suites" / "suite-1")
+    assert not _ignored(repo, repo / "suites" / "one")
+    assert not _ignored(repo, repo)
 
 
 def test_deep_puts_the_largest_bodies_first_within_each_preference_tier(tmp_path):

@@ -112,7 +112,7 @@ class Integrations:
             notes.append(f"Tickets and incidents go in Linear, team {self.linear_team}{labels} (linear__create_issue).")
         return ("Where this lab keeps things:\n" + "\n".join(f"- {n}" for n in notes)) if notes else ""
 
-    def help_lines(self, command: str = "/lab") -> list[str]:
+    def help_lines(self, command: str = "/lab", *, agents: str = "") -> list[str]:
         """``/lab help``'s footer: what is on, and how to turn on the rest."""
         on = "on"
         notion = (
@@ -128,9 +128,21 @@ class Integrations:
             else (f"{on}; set `[linear] team` in labbot.toml for File incident" if self.linear else "off")
         )
         lines = [
+            *([agents] if agents else []),
             "*Integrations* (agents reach them through MCP):",
             f"• Notion: {notion}" + ("" if self.notion else " (set NOTION_TOKEN)"),
             f"• Linear: {linear}" + ("" if self.linear else " (set LINEAR_API_KEY)"),
             "• Datadog: " + ("on" if self.datadog else "off (set DD_API_KEY and DD_APP_KEY; DD_SITE for your region)"),
         ]
         return lines
+
+
+def agents_line(model_name: str | None, command: str = "/lab") -> str:
+    """Whether the agents answer, said where a newcomer looks (``/lab help``, App Home, the console's banner):
+    ``model_name`` is the configured model, None when no key is set."""
+    if model_name is None:
+        return (
+            "*Agents*: off — no model is configured, so mentions, the assistant tab and "
+            f"`{command} ask` say how to turn them on (set ANTHROPIC_API_KEY and restart labbot)"
+        )
+    return f"*Agents*: on ({model_name}) — `{command} ask`, @labbot in a thread, or the assistant tab"

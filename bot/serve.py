@@ -45,6 +45,7 @@ from labbot.bot.api.plots import plot_url
 from labbot.bot.api.probes import OPEN_PROBES_ENV, ProbeAccess
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.health import readiness
+from labbot.bot.integrations import agents_line
 from labbot.bot.logs import RedactingFilter, formatter
 from labbot.bot.metrics import Metrics
 from labbot.bot.schedule import Periodic
@@ -417,6 +418,10 @@ def _set_eval_env(registry: JobRegistry, settings: Settings) -> None:
     )
 
 
+def _agents_line(settings: Settings, slack: SlackSettings) -> str:
+    return agents_line(settings.model.model if settings.model.configured else None, slack.command)
+
+
 def leader_tick(lease: Lease | None, jobs: Periodic) -> Callable[[], None]:
     """Bring the watchdog's next tick (and the experiments' step in it) forward to now, when this replica leads; a
     follower's leader ticks on its own schedule."""
@@ -467,7 +472,8 @@ def _slack_deps(
         conversations=agents.conversations,
         gate=agents.gate,
         crosslinks=crosslinks,
-        help_footer=tuple(settings.integrations.help_lines(slack.command)),
+        help_footer=tuple(settings.integrations.help_lines(slack.command, agents=_agents_line(settings, slack))),
+        agents_line=_agents_line(settings, slack),
         artifacts=artifacts,
         evals=evals,
         linear_cause=crosslinks.linear_cause if linear else None,

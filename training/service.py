@@ -514,12 +514,18 @@ class RunService:
             )
             return [run_view(r) for r in rows]
 
-    def logs(self, run_id: str, *, tail: int | None = None) -> str:
-        """A run's job output, with every secret labbot knows of redacted by the launcher (its environment's, Ray's
-        token, the credential shapes): whatever front door shows it — Slack, the CLI, an agent — shows no secret."""
+    def logs(self, run_id: str, *, tail: int | None = None, attempt: int | None = None) -> str:
+        """A run's job output (its current attempt's, or ``attempt``'s: an automatic restart leaves the crash log in
+        attempt 1), with every secret labbot knows of redacted by the launcher (its environment's, Ray's token, the
+        credential shapes): whatever front door shows it — Slack, the CLI, an agent — shows no secret."""
         with self.db.session() as s:
             run = self._load(s, run_id)
             sid, own_token = run.ray_submission_id, run.telemetry_token_hash
+            if attempt is not None:
+                if not 1 <= attempt <= run.attempt:
+                    tried = "attempt 1" if run.attempt == 1 else f"attempts 1 to {run.attempt}"
+                    raise BadRequest(f"run {run_id} has no attempt {attempt}: it has {tried}")
+                sid = submission_id(run_id, attempt) if sid else None
         # the run's own telemetry token too (labbot holds only its hash): a job that prints its environment
         text = redact_token(self.launcher.logs(sid), own_token) if sid else ""
         if tail is not None:

@@ -10,7 +10,7 @@ Routes::
     POST /api/v1/runs/{id}/stop|restart[?by=WHO]              {"run": {...}}
     POST /api/v1/runs/{id}/priority[?by=WHO]  {"priority": N} {"run": {...}}
     GET  /api/v1/capacity                                     each purpose's use against its cap, the queue
-    GET  /api/v1/runs/{id}/logs[?tail=N]                      the job's logs, plain text
+    GET  /api/v1/runs/{id}/logs[?tail=N&attempt=K]            the job's logs (an attempt's), plain text
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def routes(deps: ApiDeps) -> list[Route]:
 
     async def logs(request: Request) -> Any:
         tail = int_query(request, "tail", None)
-        text = await blocking(service.logs, request.path_params["run_id"], tail=tail)
+        attempt = int_query(request, "attempt", None, lo=1)
+        text = await blocking(service.logs, request.path_params["run_id"], tail=tail, attempt=attempt)
         return PlainTextResponse(text)
 
     return [

@@ -187,6 +187,8 @@ def _run_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     s.set_defaults(func=_logs)
     s.add_argument("id")
     s.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    s.add_argument("--attempt", type=int, metavar="K", help="attempt K's logs (default: the current attempt's)")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the attempt ends")
 
 
 def _page_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -375,9 +377,43 @@ def _act_on_run(api: ApiClient, a: argparse.Namespace) -> int:
 
 
 def _logs(api: ApiClient, a: argparse.Namespace) -> int:
-    params = {"tail": a.tail} if a.tail is not None else {}
+    if a.follow:
+        return _follow(api, a.id, a.attempt, a.tail)
+    params: dict[str, Any] = {"tail": a.tail} if a.tail is not None else {}
+    if a.attempt is not None:
+        params["attempt"] = a.attempt
     sys.stdout.write(api.request("GET", run_path(a.id, "logs"), params=params).text.rstrip("\n") + "\n")
     return 0
+
+
+FOLLOW_EVERY_S = 1.0
+
+
+def _follow(api: ApiClient, run_id: str, attempt: int | None, tail: int | None) -> int:
+    """``logs --follow``: what is there (its last ``tail`` lines), then each new line as it comes, until the attempt
+    followed — the run's current one, or the one asked — has ended and its last lines are printed. Ctrl-C stops."""
+    following, seen = attempt, None
+    while True:
+        run = api.request("GET", run_path(run_id)).json()["run"]
+        following = following or int(run["attempt"])
+        ended = run["status"] in ("succeeded", "failed", "stopped") or int(run["attempt"]) > following
+        text = api.request("GET", run_path(run_id, "logs"), params={"attempt": following}).text
+        if seen is None:
+            new = text if tail is None else "".join(text.splitlines(keepends=True)[-tail:] if tail else [])
+        else:  # the new lines; a log Ray cut or rotated meanwhile is printed whole rather than lose lines
+            new = text[len(seen) :] if text.startswith(seen) else text
+        if new:
+            sys.stdout.write(new)
+            sys.stdout.flush()
+        seen = text
+        if ended:
+            if int(run["attempt"]) > following:
+                print(
+                    f"attempt {following} ended; attempt {run['attempt']} runs: labbot logs {run_id} -f",
+                    file=sys.stderr,
+                )
+            return 0
+        time.sleep(FOLLOW_EVERY_S)
 
 
 def _pages(api: ApiClient, a: argparse.Namespace) -> int:

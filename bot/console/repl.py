@@ -44,6 +44,7 @@ from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.console.emoji import emojize
 from labbot.bot.console.emulator import SlackEmulator
 from labbot.bot.console.model import EmulatorEvent, Message
+from labbot.bot.integrations import agents_line
 from labbot.bot.slack.payloads import (
     JSON,
     Workspace,
@@ -444,6 +445,8 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
         console.view = ConsoleView(emulator, out, settings.home / "console-files")
         emulator.subscribe(console.view)
         print(f"labbot console — #lab in a local Slack; you are {user_name} (admin). Type `help` for how.", flush=True)
+        model = settings.model.model if settings.model.configured else None
+        print(agents_line(model, "/lab").replace("*", ""), flush=True)
         await console.run(stdin_lines(asyncio.get_running_loop(), sys.stdin), wait_s)
 
     try:

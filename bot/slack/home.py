@@ -64,6 +64,7 @@ class AppHome:
         capacity: Callable[[], dict[str, Any]] | None = None,
         admins: Collection[str] = (),
         command: str = "/lab",
+        agents: str = "",
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         """``capacity``: the run service's ``capacity`` (None: the home shows none)."""
@@ -73,6 +74,7 @@ class AppHome:
         self.cadence = cadence
         self.admins = frozenset(admins)
         self.command = command
+        self.agents = agents  # whether the agents answer: a line at the foot of every home
         self.clock = clock
         self.shown: dict[str, HomeState] = {}  # user -> what their home last showed
         self.page: dict[str, int] = {}  # user -> the page of runs they look at
@@ -147,6 +149,7 @@ class AppHome:
             evals=src.runs.owned_runs_of_jobs(user, EVAL_JOB_PREFIX, limit=5),
             capacity=self._capacity_now(),
             command=self.command,
+            agents=self.agents,
         )
 
     def _capacity_now(self) -> list[dict[str, Any]]:

@@ -117,7 +117,7 @@ class SlackRuntime:
         sources = HomeSources(service, SessionStore(service.db), deps.pager, deps.artifacts)
         home = AppHome(
             client, sources, cadence_of(settings), capacity=service.capacity, admins=settings.admins,
-            command=settings.command,
+            command=settings.command, agents=deps.agents_line,
         )  # fmt: skip
         app = build_app(
             deps=deps,

@@ -173,6 +173,13 @@ def test_stop_and_restart(client: TestClient, service: RunService) -> None:
     again = r.json()["run"]
     assert again["attempt"] == 2 and again["ray_submission_id"] == f"labbot-{run['id']}-2"
     assert again["status"] in ("restarting", "running")
+    for attempt in (1, 2):  # either attempt's logs (an automatic restart left the crash in attempt 1)
+        assert client.get(f"/api/v1/runs/{run['id']}/logs", params={"attempt": attempt}).status_code == 200
+    r = client.get(f"/api/v1/runs/{run['id']}/logs", params={"attempt": 3})
+    assert (
+        r.status_code == 400
+        and r.json()["error"]["message"] == f"run {run['id']} has no attempt 3: it has attempts 1 to 2"
+    )
 
 
 def test_a_retried_batch_is_stored_once(client: TestClient, service: RunService, ray_head: RayConnection) -> None:

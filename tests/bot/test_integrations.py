@@ -58,3 +58,12 @@ def test_credentials_turn_servers_on_and_labbot_toml_says_where_cross_links_go()
 def test_bad_settings_say_what_would_be_right(config: dict[str, Any], message: str) -> None:
     with pytest.raises(BadRequest, match=message.replace("[", r"\[").replace("]", r"\]")):
         Integrations.from_env(KEYS, config)
+
+
+def test_help_says_whether_the_agents_answer_and_how_to_turn_them_on() -> None:
+    from labbot.bot.integrations import agents_line
+
+    off = Integrations.from_env({}, {}).help_lines(agents=agents_line(None))
+    assert off[0].startswith("*Agents*: off — no model is configured") and "set ANTHROPIC_API_KEY" in off[0]
+    on = agents_line("claude-sonnet-4-5", "/ml")
+    assert on == "*Agents*: on (claude-sonnet-4-5) — `/ml ask`, @labbot in a thread, or the assistant tab"

@@ -49,6 +49,7 @@ def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: Ra
     text = out.stdout
     assert out.returncode == 0, out.stderr[-3000:]
     assert "/lab launch JOB" in text  # help, answered ephemerally in the ack
+    assert "Agents: off — no model is configured" in text.split("/lab launch JOB")[0], "the banner says so at once"
     assert "did you mean 'launch'" in text  # a usage error, ephemerally
     assert "▌ tiny-lm · tiny-lm-" in text and "[Stop] [Restart]" in text  # the run card in #lab
     assert "launched *tiny-lm*" in text or "launched tiny-lm" in text  # the launch confirmation in its thread

@@ -48,11 +48,17 @@ def test_launch_train_crash_restart_resume(serve: Serve, backend: str) -> None:
     assert out.returncode == 0, out.stderr
     restarted = json.loads(out.stdout)
     assert restarted["attempt"] == 2 and restarted["step"] == 30  # progress counts from the checkpoint
-    wait_for(lambda: serve.run(run_id)["status"] == "succeeded", timeout=120, what="attempt 2")
+    # `logs --follow` prints attempt 2 as it trains and returns when it has ended
+    followed = serve.cli("logs", run_id, "--follow", timeout=180)
+    assert followed.returncode == 0, followed.stderr
+    assert "resumed from checkpoint step 30" in followed.stdout and "step 60/60" in followed.stdout
+    assert followed.stdout.count("step 40/60 ") == 1, "each line printed once"
     run = _run(serve, run_id)
     assert run["status"] == "succeeded" and run["attempt"] == 2 and run["step"] == 60 and run["checkpoint_step"] == 60
     logs = serve.cli("logs", run_id, "--tail", "50").stdout
     assert "resumed from checkpoint step 30" in logs
+    first = serve.cli("logs", run_id, "--attempt", "1", "--tail", "5").stdout
+    assert "injected crash at step 35" in first, "attempt 1's crash is still there"
     with serve.client() as api:
         steps = [s for s, _ in api.get(f"/runs/{run_id}/metrics/loss").json()["points"]]
     assert steps.count(31) == 2 and steps.count(30) == 1  # 31..34 ran twice: once per attempt

@@ -46,6 +46,7 @@ class HomeData:
     evals: list[dict[str, Any]] = field(default_factory=list)  # eval runs (run JSON)
     capacity: list[dict[str, Any]] = field(default_factory=list)  # the capacity report's purposes
     command: str = "/lab"
+    agents: str = ""  # whether the agents answer (integrations.agents_line)
 
     @property
     def empty(self) -> bool:
@@ -157,6 +158,8 @@ def home_view(data: HomeData, *, updated: str = "") -> dict[str, Any]:
     if data.capacity:
         blocks.append({"type": "divider"})
         blocks.append(_section("*Capacity by purpose*\n" + "\n".join(_capacity_line(p) for p in data.capacity[:10])))
+    if data.agents:
+        blocks.append(_context(data.agents))
     if updated:
         blocks.append(_context(f"updated {updated}"))
     return {"type": "home", "blocks": blocks[:HOME_MAX_BLOCKS]}

@@ -62,6 +62,7 @@ class SlackDeps:
     # the integrations: /lab report and File incident, and what /lab help says of them
     crosslinks: CrossLinks | None = None
     help_footer: tuple[str, ...] = ()
+    agents_line: str = ""  # whether the agents answer (and the model), for App Home
     # the artifact store, for /lab artifacts (the researcher's agents' stores: RESEARCHER/ROLE)
     artifacts: ArtifactStore | None = None
     # evals, for /lab eval ...; with Linear wired in, the cause written in a page's Linear issue, and how to record it

@@ -19,6 +19,7 @@ from labbot.agents.babysitter.policy import PagingPolicy
 from labbot.agents.fleet.sessions import SessionStore
 from labbot.bot.config import SlackSettings
 from labbot.bot.console.blocks import VIEW_MAX_BLOCKS, block_errors
+from labbot.bot.integrations import agents_line
 from labbot.bot.slack import app as slack_app
 from labbot.bot.slack.blocks.home import RUNS_PER_PAGE, HomeData, home_view
 from labbot.bot.slack.handlers import Asker, SlackDeps
@@ -83,12 +84,13 @@ def home_for(slack: SlackFake, db: Database, clock: Clock | None = None, **kw: A
 
 
 def test_a_user_with_nothing_gets_a_friendly_home(slack: SlackFake, db: Database) -> None:
-    home = home_for(slack, db)
+    home = home_for(slack, db, agents=agents_line(None))
     assert asyncio.run(home.opened(ALICE))
     view = slack.home_view(ALICE)
     assert view is not None and view["type"] == "home"
     text = texts(view)
     assert "Nothing of yours here yet" in text and "/lab launch tiny-lm" in text
+    assert "*Agents*: off — no model is configured" in text, "a newcomer sees the agents are off, and why"
 
 
 def test_500_runs_show_the_newest_page_within_block_kits_limits_and_a_way_to_see_more(

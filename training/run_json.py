@@ -35,6 +35,7 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         "channel": run.channel,
         "error": run.error,
         "params": cfg.get("params", {}),
+        "params_given": cfg.get("given"),  # the params the launch set (the rest: the job's defaults); None: not known
         "gpus": cfg.get("gpus", 0),
         "cpus": cfg.get("cpus"),
         "purpose": getattr(run, "purpose", None) or cfg.get("purpose") or "training",

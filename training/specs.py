@@ -364,6 +364,7 @@ class RunConfig(BaseModel):
     remedied: list[dict[str, Any]] = Field(default_factory=list)
     plot: list[str] = Field(default_factory=_default_plot)  # the metrics the thread plots
     headline: str | None = None  # the metric the card shows; None (a config stored without it): the first of plot
+    given: list[str] | None = None  # the params the launch set (the rest are the job's defaults); None: not known
 
     @model_validator(mode="after")
     def _fill_headline(self) -> RunConfig:
@@ -419,6 +420,7 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         remedies=[r.to_json() for r in remedies],
         plot=list(spec.plot),
         headline=spec.headline_metric,
+        given=sorted(req.params),
     )
 
 

@@ -94,10 +94,10 @@ def test_the_runs_own_telemetry_token_is_redacted_from_its_logs_and_error(
     req = LaunchRequest(job="tiny-lm", owner="U0ALICE001")
     own, other = secrets_module.token_urlsafe(32), secrets_module.token_urlsafe(32)
     run_id = service._insert_run(req, resolve_launch(service.registry.get("tiny-lm"), req), own)
-    ray = PrintingRay(f"LABBOT_TELEMETRY_TOKEN={own}\nquoted '{own}' and {other}\nstep 3 loss 2.1")
+    ray = PrintingRay(f"step 3 loss 2.1\nLABBOT_TELEMETRY_TOKEN={own}\nquoted '{own}' and {other}")
     monkeypatch.setattr(service.launcher, "_call", lambda what, fn: fn(ray))
     shown = service.logs(run_id)
     assert own not in shown and shown.count("[redacted]") == 2
     assert other in shown and "step 3 loss 2.1" in shown
-    error = service.get(run_id, wait=5)["error"]  # Ray says it failed: its message (the log tail) is the run's error
+    error = service.get(run_id, wait=5)["error"]  # Ray says it failed: the log tail's last line is the run's error
     assert own not in error and "[redacted]" in error and other in error

@@ -8,6 +8,7 @@ Pure functions of the run JSON, like the card (``run_card.py``, whose formatters
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,13 +55,19 @@ def progress_text(run: dict[str, Any], *, rate: float | None = None, now: dateti
 
 def launch_confirmation(run: dict[str, Any]) -> str:
     """What the thread opens with once the run is launched: who, what, with which parameters, where on Ray."""
-    params = " ".join(f"`{escape(str(k))}={escape(str(v))}`" for k, v in (run.get("params") or {}).items())
+    every = run.get("params") or {}
+    given = run.get("params_given")
+    # the parameters the launch set; the job's defaults (tiny-rl has 40) are `labbot run RUN` away
+    shown = {k: v for k, v in every.items() if k in given} if isinstance(given, list) else every
+    params = " ".join(f"`{escape(str(k))}={escape(str(v))}`" for k, v in shown.items())
     line = (
         f":rocket: {mention(run.get('owner'))} launched *{escape(str(run.get('job', '?')))}* run "
         f"*{escape(str(run.get('name') or run.get('id', '?')))}* (`{escape(str(run.get('id', '?')))}`)"
     )
     if params:
         line += f" with {params}"
+    if isinstance(given, list) and len(every) > len(shown):
+        line += " and the job's defaults" if params else " with the job's defaults"
     if run.get("status") == "queued":
         place = queue_text(run)
         line += f"\n:hourglass: queued{f': {place}' if place else ''}; it goes to Ray when capacity frees"
@@ -136,7 +143,12 @@ def summary_blocks(
         {"type": "section", "text": {"type": "mrkdwn", "text": clip(headline, 3000)}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f"*{k}*\n{v}", 2000)} for k, v in fields]},
     ]
-    if run.get("error"):
+    if run.get("error") and status == "stopped":  # a stop is no error: who stopped it, said plainly
+        said = re.sub(r"\bslack:([UW][A-Z0-9]{2,})\b", r"<@\1>", clip(escape(str(run["error"])), 2900))
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f":octagonal_sign: {said[:1].upper()}{said[1:]}"}}
+        )
+    elif run.get("error"):
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": error_text(str(run["error"]))}})
     fallback = (
         f"{escape(run_title(run))} {_OUTCOME.get(status, escape(status))}: step {steps}, "

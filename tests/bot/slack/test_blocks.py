@@ -246,8 +246,20 @@ def test_launch_and_restart_lines() -> None:
     assert "<@U123>" in text and "tiny-lm" in text and "`steps=200`" in text and "labbot-r1a2-1" in text
     assert "<@U9> restarted" in restart_text(make_run(attempt=2), "U9")
     assert "checkpoint step 100" in restart_text(make_run(attempt=2), "U9")
-    auto = restart_text(make_run(attempt=3, checkpoint_step=None), None)
-    assert "automatically" in auto and "attempt 3" in auto and "no checkpoint" in auto
+    auto = restart_text(make_run(attempt=3, checkpoint_step=None), None)  # who restarted it is said by whoever did
+    assert auto == ":arrows_counterclockwise: attempt 3 started, starting from step 0 (no checkpoint yet)."
+    rl = make_run("pending", job="tiny-rl", params={f"knob{i}": i for i in range(40)}, params_given=["knob7"])
+    line = launch_confirmation(rl)
+    assert "`knob7=7` and the job's defaults" in line and "knob8" not in line, "only what the launch set"
+    assert "with the job's defaults" in launch_confirmation({**rl, "params_given": []})
+
+
+def test_a_stop_is_said_plainly_in_the_summary_not_as_an_error() -> None:
+    run = make_run("stopped", error="stopped by slack:U9ALICE")
+    run["ended_at"] = (NOW + timedelta(hours=1)).isoformat()
+    _text, blocks = summary_blocks(run)
+    said = str(blocks)
+    assert ":octagonal_sign: Stopped by <@U9ALICE>" in said and "*Error*" not in said
 
 
 @pytest.mark.parametrize("status", ["succeeded", "failed", "stopped"])

@@ -189,6 +189,8 @@ EVAL = JobSpec(
     stall_after=1800,
     max_restarts=0,  # an eval run restarted would score its samples twice; a failed one is launched again by hand
     purpose="eval",
+    plot=["pass_rate"],  # reported per scored sample (at step = samples done); the card shows it, not a loss
+    headline="pass_rate",
 )
 
 EVAL_GENERATE = JobSpec(
@@ -217,6 +219,8 @@ EVAL_INCIDENTS = JobSpec(
     stall_after=1800,
     max_restarts=0,  # a restarted run would ask (and pay for) every case twice
     purpose="eval",
+    plot=["pass_rate"],
+    headline="pass_rate",
 )
 
 BUILTIN_JOBS = (TINY_LM, EVAL, EVAL_GENERATE, TINY_RL, EVAL_INCIDENTS)

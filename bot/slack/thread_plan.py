@@ -74,6 +74,11 @@ def card_digest(run: dict[str, Any], history: list[str]) -> str:
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _before_any_step(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` as its card showed it before its first report: no step, no metrics, no checkpoint."""
+    return {**run, "step": None, "metrics": {}, "checkpoint_step": None}
+
+
 def percent_done(run: dict[str, Any]) -> float | None:
     total = run.get("params", {}).get("steps")
     step = run.get("step")
@@ -95,7 +100,11 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
     changed_state = status != state.status_seen or run["attempt"] != state.attempt_seen
     card_due = state.card_updated_at is None or (now - state.card_updated_at).total_seconds() >= cadence.card_every_s
     moved_in_line = run.get("queue_position") is not None  # a place in line is news at once, like a status
-    update_card = digest != state.card_digest and (changed_state or card_due or moved_in_line or status in TERMINAL)
+    # the first step is news too: a card showing `Step —` while the run trains reads as a stuck run
+    first_step = run.get("step") is not None and state.card_digest == card_digest(_before_any_step(run), history)
+    update_card = digest != state.card_digest and (
+        changed_state or card_due or moved_in_line or first_step or status in TERMINAL
+    )
     if status in TERMINAL:
         return Plan(update_card=update_card, card_digest=digest, summary=True)
     restarted = run["attempt"] > state.attempt_seen

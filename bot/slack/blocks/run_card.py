@@ -119,8 +119,18 @@ def parse_time(iso: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+EVAL_JOBS = ("eval", "eval-incidents")  # their step is the samples scored, out of samples_total
+
+
+def is_eval(run: dict[str, Any]) -> bool:
+    return run.get("job") in EVAL_JOBS
+
+
 def total_steps(run: dict[str, Any]) -> int | None:
     steps = (run.get("params") or {}).get("steps")
+    if is_eval(run):
+        steps = (run.get("metrics") or {}).get("samples_total")
+        steps = int(steps) if isinstance(steps, int | float) and not isinstance(steps, bool) else None
     return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
 
 
@@ -237,13 +247,15 @@ def run_card(
     fields = [
         ("Status", status_label(status) + (f" · {place}" if place else "")),
         ("Owner", mention(run.get("owner"))),
-        ("Step", step_text(run)),
+        ("Samples" if is_eval(run) else "Step", step_text(run)),
         (headline_label(run), number(metrics.get(headline_metric(run)))),
         ("Throughput", throughput(metrics.get("tokens_per_s"))),
         ("ETA", eta_text(run, rate=rate, now=now)),
         ("Attempt", str(run.get("attempt", 1))),
         ("Checkpoint", DASH if ckpt is None else f"step {ckpt}"),
     ]
+    if is_eval(run):  # samples scored and the pass rate so far; an eval has no tokens/s and no checkpoints
+        fields = [f for f in fields if f[0] not in ("Throughput", "Checkpoint")]
     blocks: list[Block] = [
         {"type": "header", "text": _plain(run_title(run), 150)},
         {"type": "section", "fields": [_mrkdwn(f"*{name}*\n{value}", 2000) for name, value in fields]},

@@ -397,3 +397,15 @@ def test_a_queued_runs_card_names_no_ray_job_until_it_is_admitted() -> None:
     assert "not on Ray yet" in meta and "labbot-r1a2-1" not in meta  # the id is reserved, Ray has no such job yet
     admitted = " ".join(mrkdwn_texts(run_card(make_run("pending", queue_position=None))[1]))
     assert "Ray job `labbot-r1a2-1`" in admitted and "not on Ray yet" not in admitted
+
+
+def test_an_eval_runs_card_shows_samples_and_the_pass_rate_not_a_loss() -> None:
+    run = make_run(
+        job="eval", step=3, checkpoint_step=None, params={"suite": "suite-1", "solver": "gold"},
+        metrics={"samples_done": 3, "samples_total": 12, "pass_rate": 0.6667}, headline="pass_rate",
+    )  # fmt: skip
+    text, blocks = run_card(run, now=NOW)
+    f = fields_of(blocks)
+    assert f["*Samples*"] == "3 / 12" and f["*pass_rate*"] == "0.6667"
+    assert not {"*Loss*", "*Throughput*", "*Checkpoint*", "*Step*"} & set(f)
+    validate_message(text, blocks)

@@ -126,3 +126,18 @@ def test_a_run_restarted_after_its_summary_is_tended_again() -> None:
     state = ThreadState(**{**state.__dict__, "summary_posted": False})  # what RunThreads remembers of a reopening
     done = plan(_run(status="succeeded", attempt=2), state, history=[], now=now, cadence=Cadence())
     assert done.summary, "the new end has a summary of its own"
+
+
+def test_the_first_step_updates_the_card_at_once_then_the_cadence_holds() -> None:
+    from labbot.bot.slack.thread_plan import card_digest
+
+    started = _run(step=None, metrics={})
+    shown = card_digest(started, [])  # the card as the status change drew it: `Step —`
+    state = ThreadState(card_digest=shown, card_updated_at=T0, status_seen="running", attempt_seen=1)
+    p = plan(_run(step=3, metrics={"loss": 4.1}), state, history=[], now=T0 + timedelta(seconds=5), cadence=Cadence())
+    assert p.update_card, "not `Step —` for the two minutes of the card's cadence"
+    state = ThreadState(card_digest=p.card_digest, card_updated_at=T0 + timedelta(seconds=5), status_seen="running")
+    later = plan(
+        _run(step=9, metrics={"loss": 3.0}), state, history=[], now=T0 + timedelta(seconds=30), cadence=Cadence()
+    )
+    assert not later.update_card, "after the first step, the card's cadence again"

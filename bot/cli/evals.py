@@ -300,10 +300,11 @@ def probe(a: argparse.Namespace) -> int:
 
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
-    """The eval's JSON as the CLI contract has it: id, suite, solver, status, pass_rate, samples, isolation..."""
+    """The eval's JSON as the CLI contract has it: id, suite, solver, status, pass_rate with its 95 % ``interval``,
+    samples, isolation..."""
     keys = (
-        "id", "suite", "solver", "status", "pass_rate", "tampered", "suspect", "samples", "isolation", "untrusted",
-        "log", "log_artifact",
+        "id", "suite", "solver", "status", "pass_rate", "interval", "tampered", "suspect", "samples", "isolation",
+        "untrusted", "log", "log_artifact",
     )  # fmt: skip
     out = {k: doc.get(k) for k in keys}
     out["samples"] = doc.get("samples") or []

@@ -136,8 +136,10 @@ def test_generate_then_gold_from_slack_and_a_cheat_on_a_real_project_compared(
     runs = _json(lab.cli("runs", "--json"))
     assert {r["id"] for r in runs if r["job"] == "eval"} == {gold["id"], cheat["id"]}
     shown = _json(lab.cli("eval", "show", gold["id"], "--json"))
-    assert {"id", "suite", "solver", "status", "pass_rate", "samples", "isolation"} <= set(shown)
+    assert {"id", "suite", "solver", "status", "pass_rate", "interval", "samples", "isolation"} <= set(shown)
     assert shown["suite"] == suite and shown["solver"] == "gold" and shown["pass_rate"] == 1.0
+    low, high = shown["interval"]
+    assert high == 1.0 and low < 1.0, "the pass rate with its 95 % interval"
     assert all({"task", "passed", "output"} <= set(s) for s in shown["samples"])
     listed = _json(lab.cli("eval", "list", "--json"))
     assert [s["suite"] for s in listed["suites"]] == [suite]

@@ -4,6 +4,7 @@ by ``labbot eval`` and ``/lab eval`` alike."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from labbot.bot.render.tables import table
@@ -99,7 +100,7 @@ def results_text(doc: dict[str, Any]) -> str:
                 _result(s),
                 format_duration(seconds) if isinstance(seconds, int | float) else "",
                 f"{tokens:,}" if isinstance(tokens, int) and tokens else "",
-                output.splitlines()[-1][:60] if output else "",
+                last_said(output)[:60],
             ])  # fmt: skip
         lines.append(table(["task", "result", "time", "tokens", "last line of the solver's output"], rows))
         for s in samples:
@@ -183,3 +184,14 @@ def eval_runs_table(runs: list[dict[str, Any]]) -> str:
         rows.append([r["id"], r.get("suite") or "", r.get("solver") or "", r["status"],
                      rate_text(rate, r.get("interval")), seal])  # fmt: skip
     return table(["run", "suite", "solver", "status", "pass rate", "isolation"], rows)
+
+
+_STATUS_LINE = re.compile(r"^\[(exit -?\d+|killed at the limit)\]$")
+
+
+def last_said(output: str) -> str:
+    """The last line the solver printed: a command solver's output ends with its exit status (``[exit 0]``), which
+    the result column already says, so the line before it."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    said = [line for line in lines if not _STATUS_LINE.match(line)]
+    return said[-1] if said else (lines[-1] if lines else "")

@@ -1,0 +1,18 @@
+"""labbot.bot.render.evals: what an eval's results table shows of each sample."""
+
+from __future__ import annotations
+
+from labbot.bot.render.evals import last_said, results_text
+
+
+def test_the_last_line_column_shows_what_the_solver_said_not_its_exit_status() -> None:
+    assert last_said("patched calc.add\n[exit 0]") == "patched calc.add"
+    assert last_said("a\nb\n[killed at the limit]\n") == "b"
+    assert last_said("[exit 1]") == "[exit 1]", "nothing else said: the status is what there is"
+    assert last_said("") == ""
+    doc = {
+        "id": "r1", "suite": "suite-1", "solver": "./fix.sh", "status": "succeeded", "pass_rate": 1.0,
+        "samples": [{"task": "t1", "passed": True, "output": "restored add()\n[exit 0]", "time_s": 2.0}],
+    }  # fmt: skip
+    text = results_text(doc)
+    assert "restored add()" in text and "[exit 0]" not in text

@@ -129,6 +129,11 @@ class RunComparer:
         for run in (a, b):  # a remedied run's later steps are its remedial attempt's: the lineage says so
             for entry in run.get("lineage") or []:
                 doc["notes"] = [*doc.get("notes", []), f"run {run['id']} was remedied: {lineage_text(entry)}"]
+        differs = param_differences(a, b)
+        doc["params_differ"] = {k: [va, vb] for k, (va, vb) in differs.items()}
+        note = differs_note(a, b, differs, metric)
+        if note:
+            doc["notes"] = [*doc.get("notes", []), note]
         return _json_safe(doc), (pa, pb)
 
     def _points(self, run_id: str, metric: str) -> Points:
@@ -137,6 +142,38 @@ class RunComparer:
         for step, value in self.telemetry.metrics(run_id, metric, limit=MAX_POINTS):
             latest[step] = value
         return sorted(latest.items())
+
+
+# parameters that change what a metric means: a loss under another objective, another task, another job is another
+# number, so "A is better" on it says nothing of which run learned more
+OBJECTIVE_PARAMS = ("algo", "objective", "teacher", "n_digits")
+MAX_SHOWN = 6
+
+
+def param_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The launch parameters whose values differ between the two runs (one missing in a run counts as differing)."""
+    pa, pb = a.get("params") or {}, b.get("params") or {}
+    return {k: (pa.get(k), pb.get(k)) for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)}
+
+
+def differs_note(a: dict[str, Any], b: dict[str, Any], differs: dict[str, tuple[Any, Any]], metric: str) -> str | None:
+    """What the verdict cannot say: the runs differ in more than one thing, or in what ``metric`` means."""
+    if a.get("job") != b.get("job"):
+        jobs = f"run {a['id']} is {a.get('job')} and run {b['id']} is {b.get('job')}"
+        return f"{jobs}: their {metric} need not mean one thing"
+    if not differs:
+        return None
+    shown = ", ".join(f"{k} {va} vs {vb}" for k, (va, vb) in list(differs.items())[:MAX_SHOWN])
+    more = f" and {len(differs) - MAX_SHOWN} more" if len(differs) > MAX_SHOWN else ""
+    meaning = [k for k in differs if k in OBJECTIVE_PARAMS]
+    if meaning:
+        return (
+            f"the runs differ in {', '.join(meaning)}, which changes what {metric} measures ({shown}{more}): compare "
+            "them on a metric both mean alike (reward, pass_rate), not on this one"
+        )
+    if len(differs) > 1:
+        return f"the runs differ in {len(differs)} parameters ({shown}{more}): a difference is theirs together"
+    return f"the runs differ in one parameter: {shown}"
 
 
 def _side(run: dict[str, Any], window: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from typing import Any, Literal
 
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
+from labbot.common.words import counted
 from labbot.evals.generation.coverage_map import CoverageRun, Covered, map_functions, run_with_coverage
 from labbot.evals.generation.delete import Deletion, delete, plant_canary
 from labbot.evals.sandbox import venvs
@@ -562,6 +563,16 @@ def _validate(
         return _Attempt(None, text, "no test fails with it deleted")
     fail_set = set(failing)
     passing = sorted(t for t in base.stable if t not in fail_set)
+    never_ran_it = fail_set - {t for c in group for t in c.tests}
+    if not passing and never_ran_it and len(base.stable) > 1:
+        # every test fails, also those that never run the feature: the module no longer imports, and its tests
+        # would tell a restored feature from nothing more than a module that imports again
+        return _Attempt(
+            None,
+            text,
+            f"deleted, it breaks the whole suite: all {len(failing)} tests fail, {len(never_ran_it)} of them never "
+            "run it",
+        )
     task = EvalTask(
         id=tid,
         path=path,
@@ -702,8 +713,18 @@ def _sandbox_for(
     """The source's tree extracted at ``tree``, its wheels in the suite and its venv built: the sandbox every run
     of generation uses, and the test roots."""
     skipped = extract(source.archive, tree)
-    if skipped:
-        say(f"left out of the tree: {len(skipped)} links pointing outside it ({', '.join(skipped[:5])})")
+    leftovers = [name for name in skipped if is_leftover(name)]
+    others = [name for name in skipped if not is_leftover(name)]
+    if leftovers:
+        say(
+            f"left out of the tree: {counted(len(leftovers), 'committed leftover')} (bytecode, build output, "
+            f"egg-info, coverage data: {', '.join(leftovers[:5])}{', …' if len(leftovers) > 5 else ''})"
+        )
+    if others:
+        say(
+            f"left out of the tree: {counted(len(others), 'link')} leaving it, or special files "
+            f"({', '.join(others[:5])}{', …' if len(others) > 5 else ''})"
+        )
     if not _has_tests(tree):
         raise BadRequest(
             f"{source.root.name} has no tests at {source.commit[:12]}: generate needs a pytest suite (committed "
@@ -736,11 +757,13 @@ def _original_runs(
     base = baseline(cov.run, second, spec.workspace)
     if base.flaky:
         say(
-            f"flaky: {len(base.flaky)} tests changed outcome on a rerun, dropped from both lists: "
+            f"flaky: {counted(len(base.flaky), 'test')} changed outcome on a rerun, dropped from both lists: "
             + ", ".join(base.flaky[:10])
         )
     if base.failing:
-        say(f"{len(base.failing)} tests fail or are skipped on the original: left out of both lists")
+        named = ", ".join(base.failing[:10]) + (", …" if len(base.failing) > 10 else "")
+        verb = "fails or is skipped" if len(base.failing) == 1 else "fail or are skipped"
+        say(f"{counted(len(base.failing), 'test')} {verb} on the original, left out of both lists: {named}")
     if base.unnamed:
         say(f"{len(base.unnamed)} tests whose JUnit names do not give their file: left out of both lists")
     if not base.stable:

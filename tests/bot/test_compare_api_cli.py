@@ -75,6 +75,7 @@ def test_two_training_runs_on_their_headline_metric(http: TestClient, runs: dict
     assert c["a"]["id"] == "lmgood" and c["a"]["name"] == "tiny-lm-lmgood" and c["a"]["steps"] == [360, 399]
     assert c["a"]["points"] == 40 and c["b"]["points"] == 40 and -0.4 < c["difference"] < -0.2
     assert c["interval"][1] < 0 and c["verdict"] == "A is better" and c["winner"] == "a"
+    assert c["params_differ"] == {} and not any("differ" in n for n in c["notes"]), "launched alike: nothing to say"
     same = _compare(http, a=runs["good"], b=runs["twin"]).json()["comparison"]
     assert same["winner"] is None and same["verdict"] == "no difference shown at 95%"
     assert same["interval"][0] < 0 < same["interval"][1]

@@ -170,3 +170,21 @@ def test_the_eval_writer_compares_two_runs_through_the_lab_server(evals: EvalSer
     assert generation["params"]["prefer"] == "deep"
     assert bad[0]  # refused before any run: the tool's own schema
     assert len([r for r in evals.runs.runs() if r["job"] == "eval-generate"]) == 1
+
+
+def test_a_comparison_says_how_the_runs_parameters_differ_and_when_the_metric_means_another_thing() -> None:
+    from labbot.evals.comparisons import differs_note, param_differences
+
+    a = {"id": "ra", "job": "tiny-rl", "params": {"algo": "sdpo", "lr": 2e-4, "steps": 60}}
+    b = {"id": "rb", "job": "tiny-rl", "params": {"algo": "grpo", "lr": 2e-4, "steps": 60}}
+    differs = param_differences(a, b)
+    assert differs == {"algo": ("sdpo", "grpo")}
+    note = differs_note(a, b, differs, "loss")
+    assert note is not None and "differ in algo, which changes what loss measures (algo sdpo vs grpo)" in note
+    c = {**a, "params": {**a["params"], "lr": 1e-3, "steps": 90}}
+    assert differs_note(a, c, param_differences(a, c), "reward") == (
+        "the runs differ in 2 parameters (lr 0.0002 vs 0.001, steps 60 vs 90): a difference is theirs together"
+    )
+    assert differs_note(a, a, {}, "loss") is None
+    lm = {"id": "rc", "job": "tiny-lm", "params": {}}
+    assert "run ra is tiny-rl and run rc is tiny-lm" in str(differs_note(a, lm, param_differences(a, lm), "loss"))

@@ -5,6 +5,7 @@ only as good as what it rests on; refusals are ephemeral."""
 from __future__ import annotations
 
 import logging
+import re
 
 from anyio import to_thread
 from slack_sdk.errors import SlackApiError
@@ -17,6 +18,9 @@ from labbot.bot.slack.handlers.common import Asker, SlackDeps, tell
 from labbot.evals.comparisons import RunComparer, thinned
 
 log = logging.getLogger(__name__)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 async def compare(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
@@ -57,6 +61,6 @@ async def compare(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
         channel=who.channel,
         thread_ts=posted["ts"],
         content=png,
-        filename=f"compare-{run_a}-{run_b}.png",
+        filename=f"compare-{run_a}-{run_b}-{_SAFE.sub('_', str(doc['metric']))}.png",  # a file per metric
         title=f"{doc['metric']}: {run_a} vs {run_b}",
     )

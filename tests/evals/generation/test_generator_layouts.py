@@ -43,5 +43,31 @@ def test_flaky_tests_are_dropped_from_both_lists_and_said(cache, tmp_path):
     flaky = "tests/test_flaky.py::test_every_other_run"
     assert suite.flaky == [flaky]
     assert all(flaky not in t.fail_to_pass and flaky not in t.pass_to_pass for t in suite.tasks)
-    assert any(line.startswith("flaky: 1 tests") and flaky in line for line in said), said
+    assert any(line.startswith("flaky: 1 test changed") and flaky in line for line in said), said
     assert not (repo / "tests" / ".runs").exists()  # the tests ran in copies, never in the checkout
+
+
+def test_a_deletion_that_breaks_the_whole_suite_is_no_task(cache, tmp_path):
+    """``scale`` runs when the package is imported: deleted, every test fails — also those of ``add``, which never
+    run it — so its tests would tell a restored feature from nothing more than a package that imports again."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "calc/__init__.py": "from calc.units import SCALE\n",
+            "calc/units.py": "def scale():\n    return 2\n\n\nSCALE = scale()\n",
+            "calc/ops.py": "def add(a, b):\n    return a + b\n",
+            "tests/test_ops.py": (
+                "from calc.ops import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                "def test_add_zero():\n    assert add(0, 0) == 0\n"
+            ),
+            "tests/test_units.py": "from calc.units import scale\n\n\ndef test_scale():\n    assert scale() == 2\n",
+            "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\ndependencies = []\n',
+        },
+    )
+    said: list[str] = []
+    suite = generate_suite(repo, tmp_path / "suite", count=2, seed=0, cache=cache, progress=said.append)
+    assert [t.symbol for t in suite.tasks] == ["add"]
+    assert any(
+        line.startswith("skipped calc/units.py::scale (deleted, it breaks the whole suite: all 3 tests fail, 2 of "
+                        "them never run it)") for line in said
+    ), said  # fmt: skip

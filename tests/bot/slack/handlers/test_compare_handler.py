@@ -66,7 +66,7 @@ def test_two_training_runs_get_the_table_in_the_channel_and_the_overlay_plot_in_
     assert "95% CI" in table and "verdict: A is better (the interval excludes zero)" in table
     files = [f for m in slack.messages(slack.default_channel, thread_ts=posted.ts) for f in m.files or []]
     [plot] = files
-    assert plot["name"] == "compare-lmgood-lmbad1.png"
+    assert plot["name"] == "compare-lmgood-lmbad1-loss.png"  # a file per metric: --metric reward does not overwrite
     assert slack.file_bytes(plot["id"]).startswith(b"\x89PNG")
 
 

@@ -12,6 +12,7 @@ by a model or typed by a person fails before any request, and never reaches anot
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 from collections.abc import Mapping
@@ -247,3 +248,12 @@ class AsyncApiClient(_Api):
                 return bytes(data), r.headers, False
         except httpx.TransportError as e:
             raise self._not_answering(e) from None
+
+
+OWNER_ENV = "LABBOT_OWNER"
+
+
+def me() -> str:
+    """Who the CLI acts as: ``LABBOT_OWNER`` (a Slack user id such as ``U0ALICE01``, so the runs launched here are
+    theirs in Slack — their App Home, their pages' DMs), else the login name."""
+    return (os.environ.get(OWNER_ENV) or "").strip() or getpass.getuser()

@@ -9,7 +9,6 @@ lists it and ``labbot logs RUN`` shows its job's output.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from labbot.bot.render.evals import (
 )
 from labbot.bot.render.feedback import feedback_case_text
 from labbot.bot.render.tables import table
-from labbot.common.api_client import ApiClient, api_path, check_id
+from labbot.common.api_client import ApiClient, api_path, check_id, me
 from labbot.common.durations import format_duration
 
 SUITE_ID_HELP = "a suite id from `labbot eval list` (suite-…)"
@@ -150,14 +149,14 @@ def _compare(api: ApiClient, a: argparse.Namespace) -> int:
 
 def _from_incident(api: ApiClient, a: argparse.Namespace) -> int:
     path = api_path("evals", "incidents", check_id("page", a.page))
-    made = api.json("POST", path, params={"by": getpass.getuser()})
+    made = api.json("POST", path, params={"by": me()})
     print_json(made) if a.json else print(incident_case_text(made))
     return 0
 
 
 def _from_feedback(api: ApiClient, a: argparse.Namespace) -> int:
     path = api_path("evals", "feedback", check_id("feedback", a.feedback))
-    made = api.json("POST", path, params={"by": getpass.getuser()})
+    made = api.json("POST", path, params={"by": me()})
     print_json(made) if a.json else print(feedback_case_text(made))
     return 0
 
@@ -238,7 +237,7 @@ def _run(api: ApiClient, a: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "suite": a.suite,
         "solver": a.solver,
-        "owner": getpass.getuser(),
+        "owner": me(),
         "idempotency_key": f"cli-{uuid.uuid4()}",
     }
     if a.max_samples is not None:

@@ -6,11 +6,10 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 from typing import Any
 
 from labbot.bot.cli.output import CLIError, print_json
-from labbot.common.api_client import ApiClient, api_path, check_id
+from labbot.common.api_client import ApiClient, api_path, check_id, me
 from labbot.common.experiment_text import experiment_text, experiments_table, plan_text, summary_text
 
 EXAMPLES = """examples:
@@ -78,7 +77,7 @@ def _body(a: argparse.Namespace) -> dict[str, Any]:
         "seeds": a.seeds,
         "search": a.search,
         "prune": a.prune,
-        "owner": getpass.getuser(),
+        "owner": me(),
     }
     for key in ("goal", "trials", "budget", "name", "purpose", "search_seed"):
         if getattr(a, key) is not None:
@@ -117,9 +116,9 @@ def _experiment(api: ApiClient, a: argparse.Namespace) -> int:
         if a.trial is None:
             raise CLIError("stop-trial needs the trial's number: labbot experiment ID stop-trial N", exit_code=2)
         path = api_path("experiments", exp_id, "trials", str(a.trial), "stop")
-        doc = api.json("POST", path, params={"by": getpass.getuser()})["experiment"]
+        doc = api.json("POST", path, params={"by": me()})["experiment"]
     else:
-        doc = api.json("POST", api_path("experiments", exp_id, a.action), params={"by": getpass.getuser()})
+        doc = api.json("POST", api_path("experiments", exp_id, a.action), params={"by": me()})
         doc = doc["experiment"]
     print_json(doc) if a.json else print(experiment_text(doc))
     return 0

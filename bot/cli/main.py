@@ -10,7 +10,6 @@ API, which ``main`` opens and closes around it, or ``handler(args)`` with ``offl
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 import time
@@ -37,6 +36,7 @@ from labbot.common.api_client import (
     ApiError,
     check_id,
     home,
+    me,
     page_path,
     run_path,
 )
@@ -255,7 +255,7 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "job": a.job,
         "params": parse_assignments(a.params),
-        "owner": getpass.getuser(),
+        "owner": me(),
         "idempotency_key": a.idempotency_key or f"cli-{uuid.uuid4()}",
     }
     for key in ("name", "gpus", "cpus", "purpose", "stall_after", "pending_after", "max_restarts"):
@@ -498,7 +498,7 @@ def _mcp(a: argparse.Namespace) -> int:
 
 
 def _who() -> str:
-    return f"cli:{getpass.getuser()}"
+    return f"cli:{me()}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,11 +6,10 @@ arms stopped). Questions are asked in Slack (``/lab research``), where the resea
 from __future__ import annotations
 
 import argparse
-import getpass
 from typing import Any
 
 from labbot.bot.cli.output import print_json
-from labbot.common.api_client import ApiClient, api_path, check_id
+from labbot.common.api_client import ApiClient, api_path, check_id, me
 from labbot.common.research_text import plan_text, research_text
 from labbot.common.text_tables import table
 
@@ -37,7 +36,7 @@ def _research(api: ApiClient, a: argparse.Namespace) -> int:
         return 0
     path = api_path("research", check_id("research", a.id))
     if a.action == "close":
-        doc = api.json("POST", f"{path}/close", params={"by": getpass.getuser()})["research"]
+        doc = api.json("POST", f"{path}/close", params={"by": me()})["research"]
     else:
         doc = api.json("GET", path)["research"]
     if a.json:

@@ -57,8 +57,12 @@ from labbot.bot.slack.payloads import (
     slash_command,
     view_submission,
 )
+from labbot.common.api_client import OWNER_ENV
 from labbot.storage.models import Run, RunThread
 
+_USER_REF = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_CHANNEL_REF = re.compile(r"<#([CGD][A-Z0-9]+)(?:\|([^>]*))?>")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 PARTIAL_SHORTCODE = re.compile(r":[a-z0-9_+\-]*$")  # a line's end that may be an emoji shortcode's start
 COMPLETE_BEFORE = re.compile(r":[a-z0-9_+\-]+$")
 
@@ -143,8 +147,18 @@ class ConsoleView:
             if self._open is not None:  # another line comes: the open one ends first
                 self.out.write(self._held + "\n")
                 self._open, self._held = None, ""
-            self.out.write(emojize(text) + end)
+            self.out.write(emojize(self.plain(text)) + end)
             self.out.flush()
+
+    def plain(self, text: str) -> str:
+        """Slack's markup as a person reads it: ``<@U…>`` as ``@name``, ``<#C…|lab>`` as ``#lab``, ``<url|label>`` as
+        ``label (url)``, and ``&lt;`` ``&gt;`` ``&amp;`` as the characters (Slack escapes them in text)."""
+        text = _USER_REF.sub(lambda m: "@" + self.emulator.user_label(m.group(1)), text)
+        text = _CHANNEL_REF.sub(
+            lambda m: "#" + (m.group(2) or self.emulator.channel_label(m.group(1)).lstrip("#")), text
+        )
+        text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})" if m.group(2) else m.group(1), text)
+        return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
     def _write_on(self, piece: str) -> None:
         """A piece of the open streamed answer, on its line; a line break starts the next ``▸`` line."""
@@ -157,7 +171,7 @@ class ConsoleView:
             partial = None  # the colon that ends ":warning:", not one that may begin a shortcode
         self._held, text = (partial.group(), text[: partial.start()]) if partial else ("", text)
         with self._lock:
-            self.out.write(emojize(text))
+            self.out.write(emojize(self.plain(text)))
             self.out.flush()
 
     def _render_surface(self, event: EmulatorEvent) -> str | None:
@@ -444,7 +458,11 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
         )
         console.view = ConsoleView(emulator, out, settings.home / "console-files")
         emulator.subscribe(console.view)
-        print(f"labbot console — #lab in a local Slack; you are {user_name} (admin). Type `help` for how.", flush=True)
+        print(
+            f"labbot console — #lab in a local Slack; you are {user_name} ({CONSOLE_USER}, admin). Type `help` for "
+            f"how. Runs the CLI launches beside it are yours here with {OWNER_ENV}={CONSOLE_USER}.",
+            flush=True,
+        )
         model = settings.model.model if settings.model.configured else None
         print(agents_line(model, "/lab").replace("*", ""), flush=True)
         await console.run(stdin_lines(asyncio.get_running_loop(), sys.stdin), wait_s)

@@ -124,6 +124,12 @@ class WorkspaceState:
                 return f"DM with {user.name if user else ch.user}"
             return f"#{ch.name}"
 
+    def user_label(self, user_id: str) -> str:
+        """How a terminal shows a member: their name (the id when there is no such member)."""
+        with self._lock:
+            user = self._users.get(user_id)
+            return user.name if user else user_id
+
     def dm_channel(self, user_id: str) -> str:
         """The bot's DM channel with ``user_id`` (opened on first use, then stable)."""
         with self._lock:

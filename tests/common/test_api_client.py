@@ -8,6 +8,7 @@ bodies that are not the API's come from ``httpx.MockTransport``.
 from __future__ import annotations
 
 import asyncio
+import getpass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ from labbot.common.api_client import (
     BAD_ADMIN_TOKEN,
     NO_ADMIN_TOKEN,
     NOT_ANSWERING,
+    OWNER_ENV,
     ApiClient,
     ApiError,
     AsyncApiClient,
+    me,
 )
 from labbot.training.ray_cluster import RayConnection
 from labbot.training.telemetry_store import TelemetryStore
@@ -144,3 +147,12 @@ def test_an_admin_token_given_in_the_environment_is_sent_and_a_bad_one_is_refuse
     e = _raised(ApiClient)
     assert e.code == BAD_ADMIN_TOKEN and e.status is None and "LABBOT_ADMIN_TOKEN" in e.message
     assert "too-short" not in e.message
+
+
+def test_labbot_owner_is_who_the_cli_acts_as_else_the_login_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(OWNER_ENV, raising=False)
+    assert me() == getpass.getuser()
+    monkeypatch.setenv(OWNER_ENV, " U0CONSOLE1 ")
+    assert me() == "U0CONSOLE1"
+    monkeypatch.setenv(OWNER_ENV, "")
+    assert me() == getpass.getuser(), "empty is unset"

@@ -91,3 +91,18 @@ def test_a_plan_displays_tasks_are_printed_as_they_start_and_end(slack: SlackFak
     lines = out.getvalue().splitlines()
     assert "    │ ◌ Propose the plan (Research: which lr?)" in lines
     assert "    │ ✓ Propose the plan" in lines and "    │ ✗ Propose the plan" in lines
+
+
+def test_mentions_channels_links_and_escapes_read_as_a_person_reads_them(slack: SlackFake, tmp_path: Path) -> None:
+    out = io.StringIO()
+    slack.subscribe(ConsoleView(slack, out, tmp_path))
+    client = slack.client()
+    text = (
+        f"<@{CONSOLE_USER}> stopped the run in <#{slack.default_channel}|lab>; see <https://example.com/r1|the plot>"
+        "\n```loss &lt; 2 &amp;&amp; step &gt; 10```"
+    )
+    client.chat_postMessage(channel=slack.default_channel, text=text)
+    shown = out.getvalue()
+    assert "@me stopped the run in #lab; see the plot (https://example.com/r1)" in shown
+    assert "loss < 2 && step > 10" in shown
+    assert "<@" not in shown and "&lt;" not in shown

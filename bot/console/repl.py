@@ -9,8 +9,8 @@ reading the run's logs…``); Slack's emoji shortcodes are shown as the emoji.
 
     /lab launch tiny-lm steps=100     a slash command (any /lab subcommand)
     reply RUN_ID some text            a reply in the run's thread
-    click stop RUN_ID                 press a button on the run's card (stop | restart)
-    click ack PAGE_ID                 press a button on a page (ack | resolve)
+    click stop RUN_ID                 press a button on the run's card (stop | restart; `yes` confirms)
+    click ack PAGE_ID                 press a button on a page (ack | resolve | stop: its run's Stop)
     click approve REQUEST_ID          answer an agent's request to run a tool (approve | deny)
     home                              your App Home tab: your runs, pages, agents, evals, capacity
     home older | home newer           another page of your runs there
@@ -72,6 +72,15 @@ HELP = __doc__.split("\n\n", 2)[2] if __doc__ else ""
 _MRKDWN = re.compile(r"[*`]")
 
 
+def _confirm_text(confirm: Any) -> str | None:
+    """A button's confirm dialog as one line (its title and text), or None when it has none."""
+    if not isinstance(confirm, dict):
+        return None
+    title = (confirm.get("title") or {}).get("text", "")
+    text = _MRKDWN.sub("", str((confirm.get("text") or {}).get("text", "")))
+    return " — ".join(part for part in (title, text) if part) or "Are you sure?"
+
+
 def blocks_text(blocks: list[dict[str, Any]]) -> list[str]:
     """Block Kit as terminal lines: headers, sections, fields, context, buttons."""
     lines: list[str] = []
@@ -102,8 +111,9 @@ class ConsoleView:
         self.files_dir = files_dir
         self._lock = threading.Lock()
         self.card_of: dict[str, str] = {}  # run id -> card ts, learned from the cards' buttons
-        # (verb, value) -> (channel, ts, action_id) of the newest message with that button: "click VERB VALUE"
-        self.buttons: dict[tuple[str, str], tuple[str, str, str]] = {}
+        # (verb, value) -> (channel, ts, action_id, its confirm dialog's words or None) of the newest message with
+        # that button: "click VERB VALUE"
+        self.buttons: dict[tuple[str, str], tuple[str, str, str, str | None]] = {}
         # the newest agent answer's feedback buttons: (channel, ts, thread ts, {"up": value, "down": value})
         self.answer: tuple[str, str, str | None, dict[str, str]] | None = None
         # the streamed answer whose last line is still being written (its ts, the line's indent): its pieces go on
@@ -126,13 +136,21 @@ class ConsoleView:
                 if el.get("type") == "feedback_buttons":
                     values = {"up": str(el["positive_button"]["value"]), "down": str(el["negative_button"]["value"])}
                     self.answer = (msg.channel, msg.ts, msg.thread_ts, values)
-            for el in block.get("elements", []) if block.get("type") == "actions" else []:
+            elements = block.get("elements", []) if block.get("type") == "actions" else []
+            # a page's own buttons carry its id: its Stop run button answers to the page's id too
+            page = next(
+                (str(e.get("value")) for e in elements if str(e.get("action_id", "")).startswith("page_")), None
+            )
+            for el in elements:
                 action_id, value = str(el.get("action_id", "")), str(el.get("value"))
                 if action_id.startswith("run_") and block.get("block_id") == "run_actions":
                     self.card_of[value] = msg.ts
                 verb = action_id.partition("_")[2]  # run_stop, page_ack, approval_approve, ...
                 if verb and el.get("type") == "button":
-                    self.buttons[(verb.replace("_", "-"), value)] = (msg.channel, msg.ts, action_id)
+                    button = (msg.channel, msg.ts, action_id, _confirm_text(el.get("confirm")))
+                    self.buttons[(verb.replace("_", "-"), value)] = button
+                    if page is not None and not action_id.startswith("page_"):
+                        self.buttons[(verb.replace("_", "-"), page)] = button
         rendered = self._render(event.kind, msg)
         if msg.streamed and event.kind == "posted" and msg.is_bot:  # the answer's line stays open for its pieces
             self._write(rendered, end="")
@@ -234,6 +252,7 @@ class Console:
         self.url = url
         self.secret = secret
         self.user_name = user_name
+        self.confirming: str | None = None  # a click waiting for the answer to its confirm dialog
         self.ws = Workspace(team_id=emulator.team_id, app_id=emulator.app_id, channel=emulator.default_channel)
         self.db_session = db_session
         self.started = datetime.now().astimezone()
@@ -268,17 +287,30 @@ class Console:
             body = slash_command(self.ws, user=CONSOLE_USER, user_name=self.user_name, text=text, command=command)
             await self.post(body)
             return True
+        if self.confirming is not None:  # the answer to a button's confirm dialog
+            click, self.confirming = self.confirming, None
+            if line.lower() in ("y", "yes"):
+                await self.post(click)
+            else:
+                print("(cancelled: nothing was pressed)", flush=True)
+            return True
         m = re.match(r"^click\s+(\S+)\s+(\S+)$", line)
         if m:
             verb, value = m.groups()
             where = self.view.buttons.get((verb, value)) if self.view else None
             if where is None:
-                known = sorted({v for v, _ in self.view.buttons}) if self.view else []
-                print(f"(no [{verb}] button for {value} in this console; buttons seen: {', '.join(known)})", flush=True)
+                known = sorted({f"{v} {x}" for v, x in self.view.buttons}) if self.view else []
+                seen = ", ".join(known[-12:]) or "none yet"
+                print(f"(no [{verb}] button for {value} in this console; buttons seen: {seen})", flush=True)
                 return True
-            channel, ts, action_id = where
+            channel, ts, action_id, confirm = where
             ws = Workspace(team_id=self.ws.team_id, app_id=self.ws.app_id, channel=channel)
-            await self.post(button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts))
+            click = button_click(ws, user=CONSOLE_USER, action_id=action_id, value=value, message_ts=ts)
+            if confirm is not None:  # Slack asks before a button with a confirm dialog does anything; so does this
+                self.confirming = click
+                print(f"{confirm} (yes / no)", flush=True)
+                return True
+            await self.post(click)
             return True
         m = re.match(r"^home(?:\s+(older|newer))?$", line)
         if m:

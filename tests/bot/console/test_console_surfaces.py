@@ -106,3 +106,52 @@ def test_mentions_channels_links_and_escapes_read_as_a_person_reads_them(slack: 
     assert "@me stopped the run in #lab; see the plot (https://example.com/r1)" in shown
     assert "loss < 2 && step > 10" in shown
     assert "<@" not in shown and "&lt;" not in shown
+
+
+def test_a_pages_stop_button_answers_to_the_page_and_a_confirm_dialog_is_asked_first(
+    slack: SlackFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+    from typing import Any
+
+    from labbot.bot.console.repl import Console
+
+    view = ConsoleView(slack, io.StringIO(), tmp_path)
+    slack.subscribe(view)
+    confirm = {
+        "title": {"type": "plain_text", "text": "Stop run?"},
+        "text": {"type": "mrkdwn", "text": "Stop run *r1*? Its checkpoints are kept."},
+        "confirm": {"type": "plain_text", "text": "Stop"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }
+    elements = [
+        {"type": "button", "text": {"type": "plain_text", "text": "Ack"}, "action_id": "page_ack", "value": "pq3x7k"},
+        {"type": "button", "text": {"type": "plain_text", "text": "Stop run"}, "action_id": "run_stop", "value": "r1",
+         "confirm": confirm},
+    ]  # fmt: skip
+    slack.client().chat_postMessage(
+        channel=slack.default_channel, text="page", blocks=[{"type": "actions", "elements": elements}]
+    )
+    assert view.buttons[("stop", "pq3x7k")] == view.buttons[("stop", "r1")], "`click stop PAGE` presses its Stop"
+    console = Console(slack, url="http://127.0.0.1:9", secret="s", user_name="me", db_session=None, busy=lambda: 0)
+    console.view = view
+    posted: list[Any] = []
+
+    async def post(body: str, content_type: str | None = None) -> int:
+        posted.append(body)
+        return 200
+
+    console.post = post  # type: ignore[method-assign]
+
+    async def go() -> None:
+        await console.handle("click stop pq3x7k")
+        assert (
+            posted == [] and "Stop run? — Stop run r1? Its checkpoints are kept. (yes / no)" in capsys.readouterr().out
+        )
+        await console.handle("no")
+        assert posted == [] and "(cancelled: nothing was pressed)" in capsys.readouterr().out
+        await console.handle("click stop r1")
+        await console.handle("yes")
+        assert len(posted) == 1 and "run_stop" in posted[0]
+
+    asyncio.run(go())

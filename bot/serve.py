@@ -155,6 +155,27 @@ class ControlPlane:
             lease.claim_sole(database=db.display_url)
         metrics = Metrics(db, is_leader=lease.held)  # labbot_leader: whether this replica holds the lease now
         ray, head = connect(settings.home, settings.ray_address, settings.ray_token)
+        try:
+            return cls._on_ray(settings, slack, registry, ab, db, lease, metrics, ray, head)
+        except BaseException:  # a failure, or SIGTERM, while the rest is built: the Ray head started here stops too
+            if head is not None:
+                head.stop()
+            raise
+
+    @classmethod
+    def _on_ray(
+        cls,
+        settings: Settings,
+        slack: SlackSettings | None,
+        registry: JobRegistry,
+        ab: AbTest | None,
+        db: Database,
+        lease: Lease,
+        metrics: Metrics,
+        ray: RayConnection,
+        head: EmbeddedRayHead | None,
+    ) -> ControlPlane:
+        """The rest of :meth:`build`, once Ray is connected."""
         launcher = RayLauncher(ray)
         if settings.jobs_get_labbots_own_keys:
             log.warning(
@@ -554,6 +575,8 @@ ConsoleMain = Callable[[ControlPlane], Coroutine[Any, Any, None]]
 def serve(settings: Settings, *, slack: SlackSettings | None = None, console: ConsoleMain | None = None) -> int:
     """Run the control plane until stopped; with ``console``, until that coroutine (the console) returns."""
     configure_logging(settings, quiet=console is not None)
+    # SIGTERM as an exception from the start: stopped while the Ray head starts, labbot stops what it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     plane = ControlPlane.build(settings, slack=slack)
     app = plane.app()
     # everything imported and built so far lives as long as the process: keep the cyclic GC from walking it
@@ -599,8 +622,7 @@ def serve(settings: Settings, *, slack: SlackSettings | None = None, console: Co
                 await talking
             await serving
 
-    # uvicorn re-raises the signal that stopped it; make SIGTERM an exception so the finally below runs
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # uvicorn re-raises the signal that stopped it; SIGTERM is an exception (set above), so the finally below runs
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(main())

@@ -20,12 +20,13 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,6 +214,26 @@ class EmbeddedRayHead:
             said = log_path.read_bytes()[log_start:].decode(errors="replace")
             return _STARTED in said and dashboard_alive(address, token, timeout=1.0)
 
+        try:
+            self._await_start(proc, started, log_path, log_start, deadline)
+        except BaseException:  # stopped (SIGTERM, Ctrl-C) or failed while it starts: the head goes too
+            self._terminate(proc.pid)
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            raise
+        state = {"address": address, "pid": proc.pid, "gcs_port": gcs_port, "temp_dir": str(self.temp_dir)}
+        self.state_file.write_text(json.dumps(state, indent=2))
+        self.started_here = True
+        log.info("started a local Ray head at %s (temp dir %s)", address, self.temp_dir)
+        return RayConnection(address, token, embedded=True)
+
+    def _await_start(
+        self,
+        proc: subprocess.Popen[bytes],
+        started: Callable[[], bool],
+        log_path: Path,
+        log_start: int,
+        deadline: float,
+    ) -> None:
         while not started():
             if proc.poll() is not None:
                 tail = log_path.read_bytes()[log_start:].decode(errors="replace")
@@ -222,14 +243,8 @@ class EmbeddedRayHead:
                     raise _StartTimedOut(tail.strip().splitlines()[-1])
                 raise RuntimeError(f"the local Ray head exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
-                self._terminate(proc.pid)
                 raise RuntimeError(f"the local Ray head did not answer within {format_duration(self.start_timeout)}")
             time.sleep(0.25)
-        state = {"address": address, "pid": proc.pid, "gcs_port": gcs_port, "temp_dir": str(self.temp_dir)}
-        self.state_file.write_text(json.dumps(state, indent=2))
-        self.started_here = True
-        log.info("started a local Ray head at %s (temp dir %s)", address, self.temp_dir)
-        return RayConnection(address, token, embedded=True)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the head if labbot started it: first the jobs still running on it, through the Jobs API (a job's
@@ -243,6 +258,9 @@ class EmbeddedRayHead:
         with contextlib.suppress(OSError):
             self.state_file.unlink()
         self.started_here = False
+        # Ray's session folders (logs, sockets: megabytes each) live in /tmp for its socket paths' length limit:
+        # labbot's state is in LABBOT_HOME, so nothing of this head stays behind in /tmp
+        shutil.rmtree(self.private_dir, ignore_errors=True)
 
     @staticmethod
     def _terminate(pid: int, timeout: float = 10.0) -> None:

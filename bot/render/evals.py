@@ -21,7 +21,8 @@ def samples_progress(doc: dict[str, Any]) -> str:
     if done is None:
         return "waiting for the first sample"
     text = f"{int(done)}/{int(total) if total else '?'} samples"
-    return text + (f", pass rate so far {rate:.0%}" if rate is not None else "")
+    so_far = "" if (doc.get("run") or {}).get("status") in TERMINAL else " so far"  # a finished run's is its rate
+    return text + (f", pass rate{so_far} {rate:.0%}" if rate is not None else "")
 
 
 def rate_text(rate: Any, interval: Any) -> str:

@@ -140,5 +140,6 @@ def pages_list(pages: list[dict[str, Any]], *, command: str = "/lab") -> str:
             f"{EMOJI.get(p['state'], '')} `{p['id']}` *{escape(page_label(p))}* {where} — {p['state']}, level "
             f"{p.get('escalation_level', 0)}{who} — {escape(clip(str(p.get('summary', '')), 200))}"
         )
-    lines.append(f"_acknowledge with `{command} ack PAGE`_")
+    if any(p.get("state") == "triggered" for p in pages):  # only when one is still waiting for someone
+        lines.append(f"_acknowledge with `{command} ack PAGE`_")
     return "\n".join(lines)

@@ -16,3 +16,11 @@ def test_the_last_line_column_shows_what_the_solver_said_not_its_exit_status() -
     }  # fmt: skip
     text = results_text(doc)
     assert "restored add()" in text and "[exit 0]" not in text
+
+
+def test_a_finished_runs_pass_rate_is_not_so_far() -> None:
+    from labbot.bot.render.evals import samples_progress
+
+    metrics = {"samples_done": 4, "samples_total": 4, "pass_rate": 0.75}
+    assert samples_progress({"run": {"status": "running", "metrics": metrics}}) == "4/4 samples, pass rate so far 75%"
+    assert samples_progress({"run": {"status": "succeeded", "metrics": metrics}}) == "4/4 samples, pass rate 75%"

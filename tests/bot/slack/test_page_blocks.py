@@ -241,6 +241,7 @@ def test_the_pages_list_shows_one_line_per_page_and_how_to_ack() -> None:
     assert len(lines[1]) < 320 and lines[1].endswith("…")
     assert lines[2] == "_acknowledge with `/lab ack PAGE`_"
     assert pages_list(pages, command="/labbot").endswith("_acknowledge with `/labbot ack PAGE`_")
+    assert "acknowledge with" not in pages_list(pages[1:]), "no footer asking to acknowledge what is acknowledged"
 
 
 def _buttons(blocks: list[dict[str, Any]]) -> list[str]:

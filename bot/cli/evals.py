@@ -26,6 +26,7 @@ from labbot.bot.render.evals import (
     incident_case_text,
     results_text,
     samples_progress,
+    suite_text,
     suites_table,
 )
 from labbot.bot.render.feedback import feedback_case_text
@@ -100,9 +101,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="how long to wait (default: 1h)")
     s.add_argument("--json", action="store_true")
 
-    s = esub.add_parser("show", help="an eval run's results: pass rate, samples, isolation")
+    s = esub.add_parser("show", help="an eval run's results (pass rate, samples, isolation), or a suite's tasks")
     s.set_defaults(func=_show)
-    s.add_argument("id", help="the eval run's id (from `labbot eval list` or `labbot runs`)")
+    s.add_argument("id", help="an eval run's id (from `labbot eval list` or `labbot runs`), or a suite's (its tasks)")
     s.add_argument("--json", action="store_true")
 
     s = esub.add_parser("compare", help="two eval runs of one suite, paired by task: the difference and its interval")
@@ -135,6 +136,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _show(api: ApiClient, a: argparse.Namespace) -> int:
+    if a.id.startswith(("suite-", "incidents-")):  # a suite: what it asks, task by task
+        suite = api.json("GET", api_path("evals", "suites", a.id))["suite"]
+        print_json(suite) if a.json else print(suite_text(suite))
+        return 0
     doc = api.json("GET", f"/evals/runs/{check_id('run', a.id)}")["eval"]
     print_json(public(doc)) if a.json else print(results_text(doc))
     return 0

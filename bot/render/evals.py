@@ -174,6 +174,22 @@ def suites_table(suites: list[dict[str, Any]]) -> str:
     return table(["suite", "source", "commit", "tasks", "flaky dropped", "who can run it"], rows)
 
 
+def suite_text(suite: dict[str, Any]) -> str:
+    """``eval show SUITE``: what the suite is and each task — where, what was deleted, how many tests it must turn."""
+    tasks = suite.get("tasks") or []
+    commit = str(suite.get("commit") or "")[:10]
+    head = f"{suite['suite']} — {suite.get('source')} at {commit}, {counted(len(tasks), 'task')}"
+    rows = [
+        [t["id"], t.get("path") or t.get("kind") or "", t.get("symbol") or str(t.get("summary") or "")[:60],
+         str(len(t.get("fail_to_pass") or [])) if "fail_to_pass" in t else "",
+         str(len(t.get("pass_to_pass") or [])) if "pass_to_pass" in t else ""]
+        for t in tasks
+    ]  # fmt: skip
+    if not rows:
+        return head
+    return head + "\n" + table(["task", "file", "deleted", "fail→pass", "pass→pass"], rows)
+
+
 def eval_runs_table(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no eval runs yet — `labbot eval run SUITE --solver gold`"

@@ -24,3 +24,16 @@ def test_a_finished_runs_pass_rate_is_not_so_far() -> None:
     metrics = {"samples_done": 4, "samples_total": 4, "pass_rate": 0.75}
     assert samples_progress({"run": {"status": "running", "metrics": metrics}}) == "4/4 samples, pass rate so far 75%"
     assert samples_progress({"run": {"status": "succeeded", "metrics": metrics}}) == "4/4 samples, pass rate 75%"
+
+
+def test_eval_show_of_a_suite_lists_its_tasks() -> None:
+    from labbot.bot.render.evals import suite_text
+
+    suite = {
+        "suite": "suite-3f2a9c0d1e4b", "source": "shapes", "commit": "0123456789abcdef",
+        "tasks": [{"id": "t001-area", "path": "shapes/geometry.py", "symbol": "area",
+                   "fail_to_pass": ["a", "b"], "pass_to_pass": ["c"]}],
+    }  # fmt: skip
+    text = suite_text(suite)
+    assert text.startswith("suite-3f2a9c0d1e4b — shapes at 0123456789, 1 task")
+    assert "t001-area" in text and "shapes/geometry.py" in text and "area" in text

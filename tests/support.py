@@ -79,6 +79,9 @@ SMALL = "n_layer=1 n_head=2 n_embd=16 batch_size=2 block_size=16"
 SMALL_LM = tuple(SMALL.split())
 
 
+FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)  # a new TCP connection per request, as before
+
+
 class Serve:
     """A real ``labbot serve`` process on a free port with its own LABBOT_HOME."""
 
@@ -104,10 +107,15 @@ class Serve:
         self.env.update(extra_env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = home / "serve.log"
+        # one HTTP client per thread for the Serve's life: an httpx client costs ~20 ms of CPU to make (its SSL
+        # context), a request through one ~1 ms — a poll making a client each time cost the suite a minute of CPU.
+        # No connection is kept alive: a test that kills and restarts serve finds no stale connection in a pool
+        self._clients = threading.local()
 
     def start(self, timeout: float = 120.0) -> Serve:
         """Start it and wait until it answers. A port this class picked that another process took in the meantime
         (free when asked, bound by someone else before serve bound it) is picked again, up to three times."""
+        self._clients = threading.local()  # a (re)started serve: clients made for it from here on
         for _ in range(3):
             try:
                 return self._start(timeout)
@@ -142,9 +150,26 @@ class Serve:
         if self.proc.poll() is not None:
             raise AssertionError(f"labbot serve exited with {self.proc.returncode}: {self.log()}")
         try:
-            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+            return self._plain().get(f"{self.url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def _plain(self) -> httpx.Client:
+        """This thread's client without credentials (the probes)."""
+        if getattr(self._clients, "plain", None) is None:
+            self._clients.plain = httpx.Client(timeout=30, limits=FRESH_CONNECTIONS)
+        return self._clients.plain
+
+    def _api(self) -> httpx.Client:
+        """This thread's client of ``/api/v1`` with the admin token (made once the token exists)."""
+        if getattr(self._clients, "api", None) is None:
+            self._clients.api = httpx.Client(
+                base_url=f"{self.url}/api/v1",
+                headers={"Authorization": f"Bearer {self.admin_token}"},
+                timeout=30,
+                limits=FRESH_CONNECTIONS,
+            )
+        return self._clients.api
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         if self.proc and self.proc.poll() is None:
@@ -163,17 +188,15 @@ class Serve:
         """The token it was given (``LABBOT_ADMIN_TOKEN``), else the one it keeps in its LABBOT_HOME."""
         return self.env.get("LABBOT_ADMIN_TOKEN") or (self.home / "admin_token").read_text().strip()
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=f"{self.url}/api/v1", headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
-        )
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        """``/api/v1`` with the admin token: this thread's one client, kept open across ``with`` blocks."""
+        yield self._api()
 
     def run(self, run_id: str) -> dict[str, Any]:
         """The run's JSON (what ``labbot run RUN --json`` prints), over HTTP: the cheap way to poll a run's status (a
         ``labbot`` process per poll costs a sixth of a second of CPU, four times a second, on two cores)."""
-        r = httpx.get(
-            f"{self.url}/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
-        )
+        r = self._api().get(f"/runs/{run_id}")
         assert r.status_code == 200, r.text
         return dict(r.json()["run"])
 

@@ -564,9 +564,10 @@ def _validate(
     fail_set = set(failing)
     passing = sorted(t for t in base.stable if t not in fail_set)
     never_ran_it = fail_set - {t for c in group for t in c.tests}
-    if not passing and never_ran_it and len(base.stable) > 1:
-        # every test fails, also those that never run the feature: the module no longer imports, and its tests
-        # would tell a restored feature from nothing more than a module that imports again
+    if deletion == "body" and not passing and never_ran_it and len(base.stable) > 1:
+        # a body deleted and every test fails, also those that never run it: the package no longer imports, and its
+        # tests would tell a restored feature from nothing more than a package that imports again (a function deleted
+        # whole fails every test importing its name by design: --deletion function asks for exactly that)
         return _Attempt(
             None,
             text,

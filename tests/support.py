@@ -82,6 +82,13 @@ SMALL_LM = tuple(SMALL.split())
 FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)  # a new TCP connection per request, as before
 
 
+class _KeptOpen(httpx.Client):
+    """A client a ``with`` block does not close: the Serve's, used again by the next block."""
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class Serve:
     """A real ``labbot serve`` process on a free port with its own LABBOT_HOME."""
 
@@ -163,7 +170,7 @@ class Serve:
     def _api(self) -> httpx.Client:
         """This thread's client of ``/api/v1`` with the admin token (made once the token exists)."""
         if getattr(self._clients, "api", None) is None:
-            self._clients.api = httpx.Client(
+            self._clients.api = _KeptOpen(
                 base_url=f"{self.url}/api/v1",
                 headers={"Authorization": f"Bearer {self.admin_token}"},
                 timeout=30,
@@ -188,10 +195,9 @@ class Serve:
         """The token it was given (``LABBOT_ADMIN_TOKEN``), else the one it keeps in its LABBOT_HOME."""
         return self.env.get("LABBOT_ADMIN_TOKEN") or (self.home / "admin_token").read_text().strip()
 
-    @contextlib.contextmanager
-    def client(self) -> Iterator[httpx.Client]:
-        """``/api/v1`` with the admin token: this thread's one client, kept open across ``with`` blocks."""
-        yield self._api()
+    def client(self) -> httpx.Client:
+        """``/api/v1`` with the admin token: this thread's one client, which a ``with`` block leaves open."""
+        return self._api()
 
     def run(self, run_id: str) -> dict[str, Any]:
         """The run's JSON (what ``labbot run RUN --json`` prints), over HTTP: the cheap way to poll a run's status (a

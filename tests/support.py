@@ -83,7 +83,11 @@ FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)  # a new TCP conne
 
 
 class _KeptOpen(httpx.Client):
-    """A client a ``with`` block does not close: the Serve's, used again by the next block."""
+    """A client a ``with`` block neither opens nor closes: the Serve's, used again by the next block (httpx opens
+    its transport on the first request)."""
+
+    def __enter__(self) -> _KeptOpen:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         return None

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 .PHONY: run test test-fast specs system lint bench fmt clean
 

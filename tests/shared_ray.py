@@ -18,7 +18,6 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 from labbot.training.ray_cluster import EmbeddedRayHead, RayConnection
 
@@ -34,17 +33,12 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-# Ray starts idle workers ahead of time (one per CPU, for the first driver): every Ray process of the suite has a
-# runtime env of its own (a job's supervisor, its actors), so none of them is ever used — only started, on two cores
-NO_PRESTART = {"RAY_prestart_worker_first_driver": "0", "RAY_enable_worker_prestart": "0"}
-
-
 @contextlib.contextmanager
 def shared_head(folder: Path, user: str, *, workers: int) -> Iterator[RayConnection]:
     """The run's Ray head in ``folder``, started by the first user and stopped by the last."""
     users = folder / "users"
     cpus = max(2, os.cpu_count() or 2) * max(1, workers)
-    with _locked(folder), mock.patch.dict(os.environ, NO_PRESTART):
+    with _locked(folder):
         head = EmbeddedRayHead(folder / "ray-home", num_cpus=cpus)
         conn = head.ensure()
         users.mkdir(exist_ok=True)

@@ -1,6 +1,6 @@
 """The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
 only when some runs need a change, one more query loading just those). While no run is watched, a tick asks Ray only
-every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know that nothing is.
+every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know that still none is.
 
 A tick brings each active run (and each run with an open page; never a ``queued`` one, which is not on Ray) in line
 with Ray
@@ -141,6 +141,7 @@ class Watchdog:
         self.down_since: datetime | None = None
         self._told: set[tuple[str, str]] = set()  # (run, alert) whose missing metric was said in the thread
         self._last_ray_look: datetime | None = None  # when a tick last asked Ray for its jobs
+        self._watching = False  # whether that look found runs to watch (then the next tick looks again)
         with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
             self._infra_open = s.scalar(self._infra_query()) is not None
 
@@ -172,7 +173,9 @@ class Watchdog:
             if self._infra_open:
                 self._judge_infra(s, None, now)
             needs_work: dict[str, dict[str, Incident]] = {}
-            for row, incidents in self._runs(s, now):
+            watched = self._runs(s, now)
+            self._watching = bool(watched)
+            for row, incidents in watched:
                 report.runs += 1
                 if not self._all_well(row, incidents, jobs.get(row.ray_submission_id or ""), now):
                     needs_work[row.id] = incidents
@@ -199,8 +202,8 @@ class Watchdog:
         """Whether this tick asks Ray for its jobs: always while a run is watched or Ray is down, else (an idle
         labbot) every ``idle_look_s`` — Ray is still looked at for the infra page, but an idle control plane no longer
         lists every job Ray ever ran each tick (a listing costs the dashboard tens of milliseconds of CPU)."""
-        if self.down_since is not None or self._infra_open or self._last_ray_look is None:
-            return True
+        if self.down_since is not None or self._infra_open or self._last_ray_look is None or self._watching:
+            return True  # Ray down, or runs watched at the last look: no query needed to know
         if (now - self._last_ray_look).total_seconds() >= self.policy.idle_look_s:
             return True
         with self.db.session() as s:

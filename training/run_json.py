@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labbot.storage.models import Run
+from labbot.storage.models import ACTIVE_STATUSES, Run
 from labbot.training.alerts import alerts_of
 from labbot.training.remedies import remedy_from_json
 from labbot.training.specs import plotted
@@ -20,6 +20,8 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
 
     cfg = run.config or {}
     plot, headline = plotted(cfg)
+    vitals = run.vitals or {}
+    phase = vitals.get("phase") if vitals.get("attempt") == run.attempt and run.status in ACTIVE_STATUSES else None
     return {
         "id": run.id,
         "job": run.job,
@@ -57,4 +59,8 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         "ended_at": ts(run.ended_at),
         "last_telemetry_at": ts(run.last_telemetry_at),
         "last_step_at": ts(run.last_step_at),
+        # what the job says it is doing now (labbot_client's telemetry.phase: warmup, rollout, learn, eval), and since
+        # when; None when it said nothing this attempt, or the run is not running
+        "phase": phase.get("name") if isinstance(phase, dict) else None,
+        "phase_since": phase.get("since") if isinstance(phase, dict) else None,
     }

@@ -65,18 +65,17 @@ class Plan:
 
 
 def card_digest(run: dict[str, Any], history: list[str]) -> str:
-    """What the card shows, hashed: an update that would change nothing is skipped."""
+    """What the card shows, hashed: an update that would change nothing is skipped. It begins ``0:`` for a card drawn
+    before the run's first step (``Step —``), so the first step can be told from the digest alone."""
     shown = {k: run.get(k) for k in ("status", "attempt", "step", "metrics", "checkpoint_step", "error", "name")} | {
         "history": history[-5:]
     }
     if run.get("queue_position") is not None:  # a queued run's card shows its place in line
         shown["queue_position"] = run["queue_position"]
-    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _before_any_step(run: dict[str, Any]) -> dict[str, Any]:
-    """``run`` as its card showed it before its first report: no step, no metrics, no checkpoint."""
-    return {**run, "step": None, "metrics": {}, "checkpoint_step": None}
+    if run.get("step") is None and run.get("phase"):  # before the first step, the card shows the job's phase
+        shown["phase"] = run["phase"]
+    digest = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{0 if run.get('step') is None else 1}:{digest[:62]}"  # 64 characters, as the column keeps
 
 
 def percent_done(run: dict[str, Any]) -> float | None:
@@ -101,9 +100,11 @@ def plan(run: dict[str, Any], state: ThreadState, *, history: list[str], now: da
     card_due = state.card_updated_at is None or (now - state.card_updated_at).total_seconds() >= cadence.card_every_s
     moved_in_line = run.get("queue_position") is not None  # a place in line is news at once, like a status
     # the first step is news too: a card showing `Step —` while the run trains reads as a stuck run
-    first_step = run.get("step") is not None and state.card_digest == card_digest(_before_any_step(run), history)
+    first_step = run.get("step") is not None and (state.card_digest or "").startswith("0:")
+    # and so is a phase the job names before its first step (tiny-rl's warm-up: a minute with no step)
+    early_phase = run.get("step") is None and bool(run.get("phase"))
     update_card = digest != state.card_digest and (
-        changed_state or card_due or moved_in_line or first_step or status in TERMINAL
+        changed_state or card_due or moved_in_line or first_step or early_phase or status in TERMINAL
     )
     if status in TERMINAL:
         return Plan(update_card=update_card, card_digest=digest, summary=True)

@@ -114,6 +114,12 @@ def test_telemetry_needs_the_runs_own_token(client: TestClient, service: RunServ
     r = client.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200 and r.json() == {"accepted": 1}
     assert _points(service, run["id"]) == 1
+    # the phase a heartbeat names is the run's (the card shows it before a first step: tiny-rl's warm-up)
+    beat = {"attempt": 1, "points": [], "phase": "warmup"}
+    assert client.post(url, json=beat, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    shown = wait_for(lambda: client.get(f"/api/v1/runs/{run['id']}").json()["run"], what="the run")
+    assert shown["phase"] == "warmup" and shown["phase_since"], shown
+    assert client.get(f"/api/v1/runs/{other['id']}").json()["run"]["phase"] is None, "a run that named none"
 
 
 def test_malformed_and_oversized_telemetry(client: TestClient, service: RunService, ray_head: RayConnection) -> None:

@@ -137,7 +137,9 @@ def total_steps(run: dict[str, Any]) -> int | None:
 def step_text(run: dict[str, Any]) -> str:
     step, total = run.get("step"), total_steps(run)
     if step is None:
-        return DASH if total is None else f"{DASH} / {total}"
+        text = DASH if total is None else f"{DASH} / {total}"
+        phase = run.get("phase")  # before its first step, what the job is doing (tiny-rl's warm-up) says it is alive
+        return f"{text} · {escape(str(phase))}" if phase else text
     return f"{step} / {total}" if total is not None else str(step)
 
 

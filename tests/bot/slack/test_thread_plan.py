@@ -141,3 +141,30 @@ def test_the_first_step_updates_the_card_at_once_then_the_cadence_holds() -> Non
         _run(step=9, metrics={"loss": 3.0}), state, history=[], now=T0 + timedelta(seconds=30), cadence=Cadence()
     )
     assert not later.update_card, "after the first step, the card's cadence again"
+
+
+def test_a_phase_before_the_first_step_is_shown_at_once_and_the_first_step_after_it_too() -> None:
+    """tiny-rl's warm-up: a minute or more with no step. The card says the phase the job named as soon as it names
+    it (not `Step —` for the card's cadence), and the first step after it still updates the card at once."""
+    from labbot.bot.slack.blocks.run_card import step_text
+    from labbot.bot.slack.thread_plan import card_digest
+
+    started = _run(step=None, metrics={})
+    state = ThreadState(card_digest=card_digest(started, []), card_updated_at=T0, status_seen="running")
+    warming = _run(step=None, metrics={}, phase="warmup")
+    p = plan(warming, state, history=[], now=T0 + timedelta(seconds=3), cadence=Cadence())
+    assert p.update_card and "warmup" in step_text(warming)
+    state = ThreadState(card_digest=p.card_digest, card_updated_at=T0 + timedelta(seconds=3), status_seen="running")
+    same = plan(warming, state, history=[], now=T0 + timedelta(seconds=6), cadence=Cadence())
+    assert not same.update_card, "the same phase again changes nothing"
+    evaluating = plan(_run(step=None, metrics={}, phase="eval"), state, history=[], now=T0 + timedelta(seconds=9),
+                      cadence=Cadence())  # fmt: skip
+    assert evaluating.update_card, "a new phase before the first step is news too"
+    first = _run(step=0, metrics={"pass_rate": 0.9}, phase="rollout")
+    assert "rollout" not in step_text(first), "after the first step the card shows the step, not the phase"
+    p = plan(first, state, history=[], now=T0 + timedelta(seconds=12), cadence=Cadence())
+    assert p.update_card, "the first step after a phase is shown at once"
+    state = ThreadState(card_digest=p.card_digest, card_updated_at=T0 + timedelta(seconds=12), status_seen="running")
+    cycling = plan(_run(step=1, metrics={"pass_rate": 0.9}, phase="learn"), state, history=[],
+                   now=T0 + timedelta(seconds=15), cadence=Cadence())  # fmt: skip
+    assert not cycling.update_card, "RL's phases cycling each step do not redraw the card"

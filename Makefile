@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 TEST_WORKERS ?= 3
 
-.PHONY: run test test-fast specs system lint bench fmt clean
+.PHONY: run demo test test-fast specs system lint bench fmt clean
 
 $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 run: SYSTEM_FLAGS = --warn-unless-ci
 run: $(STAMP) system
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/labbot serve; else $(BIN)/labbot console; fi
+
+# the console with the agents on a scripted demo model: a tool call, an approval, an eval, a streamed answer — no key
+demo: SYSTEM_FLAGS = --warn-unless-ci
+demo: $(STAMP) system
+	$(BIN)/labbot console --demo
 
 # the vendor API specs the contract tests check against, pinned by commit and sha256, into .specs/ (git-ignored);
 # under `make test` missing ones only warn (those tests are skipped) unless CI=true

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labbot.agents.fleet.demo_model import DEMO_MODEL
 from labbot.common.errors import BadRequest
 
 __all__ = ["Integrations"]
@@ -144,5 +145,10 @@ def agents_line(model_name: str | None, command: str = "/lab") -> str:
         return (
             "*Agents*: off — no model is configured, so mentions, the assistant tab and "
             f"`{command} ask` say how to turn them on (set ANTHROPIC_API_KEY and restart labbot)"
+        )
+    if model_name == DEMO_MODEL:
+        return (
+            f"*Agents*: on the scripted demo model ({DEMO_MODEL}: its words are a script's, its tool calls real; "
+            f"set ANTHROPIC_API_KEY for a real one) — `{command} ask`, @labbot in a thread, or the assistant tab"
         )
     return f"*Agents*: on ({model_name}) — `{command} ask`, @labbot in a thread, or the assistant tab"

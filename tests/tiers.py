@@ -54,6 +54,7 @@ LONGEST_FIRST = (
     "e2e/test_eval_agent.py",
     "e2e/test_pager_resilience.py",
     "e2e/test_console.py",
+    "e2e/test_console_demo.py",
     "evals/generation/test_generator_layouts.py",  # 65 s
 )
 

@@ -2,11 +2,12 @@
 
 ``ModelSettings.from_env`` reads ``ANTHROPIC_API_KEY`` (none ⇒ no model configured: agents answer
 ``NO_MODEL_MESSAGE``), ``ANTHROPIC_BASE_URL`` (proxies, gateways, the test fake) and ``LABBOT_MODEL``;
-``make_client`` builds the one ``AsyncAnthropic`` the runtime (``labbot.agents.fleet.runtime``) talks to. The SDK's own
-retries are off: the runtime retries with the shared policy (``labbot.common.retry``) so that each wait and the final
-failure can be told in the thread. ``describe_failure`` sorts an SDK exception into retryable or not, with a plain
-description and the wait the API asked for (``retry-after``); ``MODEL_RETRY`` says how often to try and how long to
-wait when it did not.
+``make_client`` builds the one ``AsyncAnthropic`` the runtime (``labbot.agents.fleet.runtime``) talks to — or, for
+``ModelSettings.demo_model()`` (``labbot console --demo``), the scripted demo model
+(``labbot.agents.fleet.demo_model``). The SDK's own retries are off: the runtime retries with the shared policy
+(``labbot.common.retry``) so that each wait and the final failure can be told in the thread. ``describe_failure``
+sorts an SDK exception into retryable or not, with a plain description and the wait the API asked for
+(``retry-after``); ``MODEL_RETRY`` says how often to try and how long to wait when it did not.
 
 The key never appears in a repr, a log line or a message: descriptions are built from status codes and the API's
 own error text, never from the request.
@@ -27,6 +28,8 @@ from labbot_client.backoff import retry_after_seconds
 if TYPE_CHECKING:  # the SDK takes seconds to import: only a process that makes a client pays for it
     import anthropic
     from anthropic import AsyncAnthropic
+
+    from labbot.agents.fleet.demo_model import DemoClient
 
 __all__ = [
     "ANTHROPIC_API_URL",
@@ -58,6 +61,7 @@ class ModelSettings:
     base_url: str = ANTHROPIC_API_URL
     model: str = DEFAULT_MODEL
     timeout_s: float = 180.0  # one Messages API call; the run's wall-time budget bounds the whole loop
+    demo: bool = False  # the scripted demo model (labbot.agents.fleet.demo_model), no API: `labbot console --demo`
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelSettings:
@@ -71,23 +75,36 @@ class ModelSettings:
             model=(env.get("LABBOT_MODEL") or "").strip() or DEFAULT_MODEL,
         )
 
+    @classmethod
+    def demo_model(cls) -> ModelSettings:
+        """The scripted demo model (``labbot.agents.fleet.demo_model``): agents that work without a key, their words
+        a script's and labelled so."""
+        from labbot.agents.fleet.demo_model import DEMO_MODEL
+
+        return cls(model=DEMO_MODEL, demo=True)
+
     @property
     def configured(self) -> bool:
-        return self.api_key is not None
+        return self.api_key is not None or self.demo
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "unset"
         return (
             f"ModelSettings(api_key=<{key}>, base_url={self.base_url!r}, model={self.model!r}, "
-            f"timeout_s={self.timeout_s:g})"
+            f"timeout_s={self.timeout_s:g}{', demo' if self.demo else ''})"
         )
 
 
-def make_client(settings: ModelSettings) -> AsyncAnthropic:
-    """The SDK client for ``settings``, with the SDK's retries off (the runtime retries and says so).
+def make_client(settings: ModelSettings) -> AsyncAnthropic | DemoClient:
+    """The SDK client for ``settings``, with the SDK's retries off (the runtime retries and says so); the demo
+    model's in-process client for ``ModelSettings.demo_model()``.
 
     Everything is passed explicitly, so the SDK reads no credentials or base URL of its own from the process
     environment or a profile on disk."""
+    if settings.demo:
+        from labbot.agents.fleet.demo_model import DemoClient
+
+        return DemoClient()
     if settings.api_key is None:
         raise BadRequest(NO_MODEL_MESSAGE)
     from anthropic import AsyncAnthropic

@@ -115,6 +115,11 @@ def _process_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="S",
         help="at the end of piped input, wait this long for the session's runs to finish",
     )
+    s.add_argument(
+        "--demo",
+        action="store_true",
+        help="agents on a scripted demo model (no key needed; its answers say so): what `make demo` starts",
+    )
 
 
 def _launch_command(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -335,7 +340,7 @@ def _console(a: argparse.Namespace) -> int:
     from labbot.bot.config import Settings
     from labbot.bot.console.repl import run_console
 
-    return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast)
+    return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast, demo=a.demo)
 
 
 def _db(a: argparse.Namespace) -> int:

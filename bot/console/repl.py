@@ -40,6 +40,8 @@ import httpx
 from anyio import to_thread
 from sqlalchemy import select
 
+from labbot.agents.fleet.demo_model import TRY
+from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.config import Settings, SlackSettings
 from labbot.bot.console.emoji import emojize
 from labbot.bot.console.emulator import SlackEmulator
@@ -127,6 +129,14 @@ class ConsoleView:
             return
         if event.kind == "appended" and self._open is not None and self._open[0] == msg.ts:
             self._write_on(event.detail)
+            return
+        if event.kind == "appended" and msg.streamed and event.detail.strip():
+            # the answer goes on after another line came between (a status, a tool's task): a new ▸ line, kept open
+            # for the pieces after it, so a sentence is not cut wherever Slack's stream was flushed
+            indent = "    │ " if msg.is_reply else "  "
+            self._write(f"{indent}▸ ", end="")
+            self._open = (msg.ts, indent)
+            self._write_on(event.detail.lstrip("\n"))
             return
         if event.kind in ("appended", "task", "status", "home"):
             self._write(self._render_surface(event))
@@ -453,9 +463,13 @@ def stdin_lines(loop: asyncio.AbstractEventLoop, stream: TextIO) -> asyncio.Queu
     return queue
 
 
-def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = False) -> int:
-    """Start the emulator and the control plane wired to it, then the console loop."""
+def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = False, demo: bool = False) -> int:
+    """Start the emulator and the control plane wired to it, then the console loop. ``demo``: the agents run on the
+    scripted demo model (``labbot.agents.fleet.demo_model``), whatever key is set."""
     from labbot.bot.serve import serve
+
+    if demo:
+        settings = dataclasses.replace(settings, model=ModelSettings.demo_model())
 
     user_name = getpass.getuser()
     emulator = SlackEmulator(channels={"C0LAB00001": "lab", ONCALL_CHANNEL: "oncall"}, users={CONSOLE_USER: user_name})
@@ -497,6 +511,8 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
         )
         model = settings.model.model if settings.model.configured else None
         print(agents_line(model, "/lab").replace("*", ""), flush=True)
+        if settings.model.demo:
+            print(TRY.replace("`", ""), flush=True)
         await console.run(stdin_lines(asyncio.get_running_loop(), sys.stdin), wait_s)
 
     try:

@@ -8,11 +8,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import httpx
 from agent_story import SLOW_ANSWER, STOPPED_ANSWER, TOML, commit_history, model
+from console_session import ConsoleSession
 from fakes.anthropic import FakeAnthropic
 from support import SMALL, free_port, wait_for
 
@@ -92,48 +92,6 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
         code, err = console.close()
     assert code == 0, err[-3000:]
     assert "Traceback" not in err
-
-
-class ConsoleSession:
-    """`labbot console` as a person at the keyboard: lines typed one at a time, the screen read as it changes."""
-
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labbot.bot.cli.main", "console", "--wait", "10"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            text=True,
-        )
-        self._out: list[str] = []
-        self._err: list[str] = []
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        for stream, sink in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
-            threading.Thread(target=lambda s=stream, k=sink: k.extend(s), daemon=True).start()
-
-    @property
-    def screen(self) -> str:
-        return "".join(self._out)
-
-    def type(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def shows(self, pattern: str, *, timeout: float = 60, what: str) -> re.Match[str]:
-        return wait_for(lambda: re.search(pattern, self.screen), timeout=timeout, what=f"{what} on the console")
-
-    def close(self) -> tuple[int, str]:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        return code, "".join(self._err)
 
 
 def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_approve(

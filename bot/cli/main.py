@@ -340,7 +340,9 @@ def _console(a: argparse.Namespace) -> int:
     from labbot.bot.config import Settings
     from labbot.bot.console.repl import run_console
 
-    return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast, demo=a.demo)
+    own_codebase = bool(os.environ.get("LABBOT_CODEBASE_ROOT"))  # else the demo brings a small project of its own
+    demo_project = a.demo and not own_codebase
+    return run_console(Settings.from_env(), wait_s=a.wait, fast=a.fast, demo=a.demo, demo_project=demo_project)
 
 
 def _db(a: argparse.Namespace) -> int:

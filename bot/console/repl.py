@@ -29,6 +29,7 @@ import getpass
 import json
 import re
 import secrets
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from sqlalchemy import select
 from labbot.agents.fleet.demo_model import TRY
 from labbot.agents.fleet.model import ModelSettings
 from labbot.bot.config import Settings, SlackSettings
+from labbot.bot.console.demo_project import write_demo_project
 from labbot.bot.console.emoji import emojize
 from labbot.bot.console.emulator import SlackEmulator
 from labbot.bot.console.model import EmulatorEvent, Message
@@ -463,13 +465,28 @@ def stdin_lines(loop: asyncio.AbstractEventLoop, stream: TextIO) -> asyncio.Queu
     return queue
 
 
-def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = False, demo: bool = False) -> int:
+def run_console(
+    settings: Settings,
+    *,
+    wait_s: float = 1800.0,
+    fast: bool = False,
+    demo: bool = False,
+    demo_project: bool = False,
+) -> int:
     """Start the emulator and the control plane wired to it, then the console loop. ``demo``: the agents run on the
-    scripted demo model (``labbot.agents.fleet.demo_model``), whatever key is set."""
+    scripted demo model (``labbot.agents.fleet.demo_model``), whatever key is set; ``demo_project``: the codebase is
+    the demo's small project (``labbot.bot.console.demo_project``, under labbot's home), not the current folder."""
     from labbot.bot.serve import serve
 
     if demo:
         settings = dataclasses.replace(settings, model=ModelSettings.demo_model())
+    if demo_project:
+        try:
+            root = write_demo_project(settings.home / "demo-project")
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"(the demo project could not be written ({e}); the codebase is {settings.codebase_root})")
+        else:
+            settings = dataclasses.replace(settings, codebase_root=root)
 
     user_name = getpass.getuser()
     emulator = SlackEmulator(channels={"C0LAB00001": "lab", ONCALL_CHANNEL: "oncall"}, users={CONSOLE_USER: user_name})
@@ -513,6 +530,7 @@ def run_console(settings: Settings, *, wait_s: float = 1800.0, fast: bool = Fals
         print(agents_line(model, "/lab").replace("*", ""), flush=True)
         if settings.model.demo:
             print(TRY.replace("`", ""), flush=True)
+            print(f"The codebase the agents read and evals come from: {settings.codebase_root}", flush=True)
         await console.run(stdin_lines(asyncio.get_running_loop(), sys.stdin), wait_s)
 
     try:

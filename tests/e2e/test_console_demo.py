@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import httpx
@@ -17,9 +16,6 @@ from support import free_port, wait_for
 from labbot.agents.fleet.demo_model import DEMO_LABEL
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import RayConnection
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evals"))
-from gen_support import make_repo, package
 
 PENDING = r"needs @\w+ or an admin · request (a[0-9a-f]{8})"  # an approval prompt not answered yet
 
@@ -33,14 +29,12 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
     from the codebase and run with gold, each launch approved — the model a script, labelled on every answer, and
     everything else real (the lab's MCP tools, the approval gate, the runs on Ray)."""
     (tmp_path / "labbot.toml").write_text(TOML)
-    repo = make_repo(tmp_path / "shapes", package())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_", "ANTHROPIC_"))}
     env.update(
         LABBOT_HOME=str(tmp_path / "home"),
         LABBOT_PORT=str(free_port()),
         RAY_ADDRESS=ray_head.address,
         RAY_AUTH_TOKEN=ray_head.token or "",
-        LABBOT_CODEBASE_ROOT=str(repo),
         PYTHONUNBUFFERED="1",
     )
     label = re.escape(DEMO_LABEL.replace("_", "")[:40])
@@ -49,6 +43,8 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
     try:
         console.shows(r"Agents: on the scripted demo model", what="the banner saying the agents are on a script")
         console.shows(r"Things to try with the demo model", what="what to try")
+        project = tmp_path / "home" / "demo-project"
+        console.shows(re.escape(f"evals come from: {project}"), what="the demo's own project as the codebase")
         console.type("/lab launch sleeper")
         run_id = console.shows(r"run (\w{6}) · Ray job", what="the run card").group(1)
         console.shows(r"running", what="the run running")
@@ -85,7 +81,7 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
             console.shows(r"solver gold · succeeded · pass rate 100%", what="the results", timeout=240, after=mark)
             console.shows(label, what="the demo label on the results", after=mark)
             [suite] = api.get("/evals/suites").json()["suites"]
-            assert suite["source"] and suite["tasks"] == 3
+            assert suite["tasks"] == 3 and suite["source"] == "demo-project", suite
     finally:
         code, err = console.close()
         if run_id:

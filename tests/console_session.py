@@ -47,6 +47,19 @@ class ConsoleSession:
         except AssertionError as e:
             raise AssertionError(f"{e} — the console's last lines:\n{self.screen[-3000:]}") from None
 
+    def streamed(self, after: int = 0) -> str:
+        """The streamed answers' text on the screen since character ``after``, their pieces joined again: a piece
+        goes on a new ``▸`` line whenever another message came between (a card, a summary), wherever Slack's stream
+        was flushed."""
+        return "".join(re.findall(r"(?m)^\s*(?:│ )?▸ (.*)$", self.screen[after:]))
+
+    def says(self, pattern: str, *, timeout: float = 60, what: str, after: int = 0) -> re.Match[str]:
+        """The first match of ``pattern`` in the streamed answers since ``after``, once there is one."""
+        try:
+            return wait_for(lambda: re.search(pattern, self.streamed(after)), timeout=timeout, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e} — the console's last lines:\n{self.screen[-3000:]}") from None
+
     def close(self) -> tuple[int, str]:
         if self.proc.stdin is not None:
             self.proc.stdin.close()

@@ -51,8 +51,8 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
 
         mark = len(console.screen)
         console.type("ask what runs are there?")
-        console.shows(rf"{run_id} · sleeper · running", what="the answer quoting lab__list_runs", after=mark)
-        console.shows(label, what="the demo label on the answer", after=mark)
+        console.says(rf"{run_id} · sleeper · running", what="the answer quoting lab__list_runs", after=mark)
+        console.says(label, what="the demo label on the answer", after=mark)
         assert re.search(r"lab__list_runs", console.screen[mark:]), "the tool call is shown as it runs"
         assert re.search(r"│ · labbot is", console.screen[mark:]), "the assistant status line while it works"
 
@@ -64,7 +64,7 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
             api.headers["Authorization"] = "Bearer " + (tmp_path / "home" / "admin_token").read_text().strip()
             assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "running", "nothing stops unapproved"
             console.type(f"click approve {request}")
-            console.shows(rf"Done after your approval: stopped: {run_id}", what="the stop's answer", after=mark)
+            console.says(rf"Done after your approval: stopped: {run_id}", what="the stop's answer", after=mark)
             assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "stopped"
 
             mark = len(console.screen)
@@ -78,8 +78,8 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
                 )
                 approved.append(asked[0])
                 console.type(f"click approve {asked[0]}")
-            console.shows(r"solver gold · succeeded · pass rate 100%", what="the results", timeout=240, after=mark)
-            console.shows(label, what="the demo label on the results", after=mark)
+            console.says(r"solver gold · succeeded · pass rate 100%", what="the results", timeout=240, after=mark)
+            console.says(label, what="the demo label on the results", after=mark)
             [suite] = api.get("/evals/suites").json()["suites"]
             assert suite["tasks"] == 3 and suite["source"] == "demo-project", suite
     finally:

@@ -87,6 +87,14 @@ _ENV_NAMES = frozenset(
 _ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "HF_", "TORCH", "OMP_", "MKL_", "RAY_")
 
 
+LOG_MONITOR_ENV = {"RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0", "LOG_NAME_UPDATE_INTERVAL_S": "1.0"}
+"""Ray's log monitor (which carries a job's Ray workers' output to its driver, and so to ``labbot logs``) lists the
+session's log folder ten times a second while it holds under a thousand files: tens of milliseconds of CPU a second on
+an idle head once a few dozen jobs have run, growing with each. With these it lists the folder once a second (a new
+worker's first lines reach its driver up to a second later; nothing is lost), as Ray itself does past a thousand
+files."""
+
+
 def head_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The part of ``environ`` the Ray head (and so every job) may carry: allow-listed names, never one that names
     a secret (``HF_TOKEN``, ``RAY_AUTH_TOKEN``), never ``RAY_ADDRESS`` (the head is its own cluster). A job that
@@ -201,6 +209,7 @@ class EmbeddedRayHead:
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file.resolve()))
         # jobs run `python ...`: make it this interpreter's environment (torch, labbot's training package)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env.update(LOG_MONITOR_ENV)
         address = f"http://127.0.0.1:{dashboard_port}"
         log_path = self.dir / "head.log"
         log_start = log_path.stat().st_size if log_path.exists() else 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from support import Serve, wait_for
+from support import SMALL_LM, Serve, wait_for
 
 
 def test_tiny_lm_data_parallel_through_ray_train(serve: Serve) -> None:
-    out = serve.cli("launch", "tiny-lm", "num_workers=2", "steps=12", "checkpoint_every=6", "--json")
+    out = serve.cli("launch", "tiny-lm", "num_workers=2", "steps=12", "checkpoint_every=6", *SMALL_LM, "--json")
     assert out.returncode == 0, out.stderr
     run_id = json.loads(out.stdout)["id"]
 

@@ -20,26 +20,6 @@ from labbot.training.ray_cluster import EmbeddedRayHead, connect, dashboard_aliv
 pytestmark = pytest.mark.subprocess  # every test here starts a process
 
 
-def test_embedded_head_start_reuse_stop(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    first = EmbeddedRayHead(home)
-    conn = first.ensure()
-    try:
-        assert conn.embedded and conn.address.startswith("http://127.0.0.1:")
-        assert stat.S_IMODE((home / "ray" / "auth_token").stat().st_mode) == 0o600
-        assert dashboard_alive(conn.address, conn.token)
-        assert not dashboard_alive(conn.address, None), "the head must require its token"
-        assert len(str(first.temp_dir)) < 40  # Ray's socket paths must stay under 107 bytes
-
-        # a restarted labbot (same LABBOT_HOME) reuses the head: jobs keep running
-        second = EmbeddedRayHead(home)
-        assert second.ensure() == conn
-        second.stop()
-        assert not dashboard_alive(conn.address, conn.token, timeout=1.0)
-    finally:
-        first.stop()
-
-
 def test_an_external_cluster_is_used_as_given_and_never_started(tmp_path: Path) -> None:
     conn, head = connect(tmp_path, "127.0.0.1:8265", "tok")
     assert head is None and conn.address == "http://127.0.0.1:8265" and conn.headers == {"Authorization": "Bearer tok"}
@@ -98,36 +78,14 @@ def test_a_head_that_gives_up_at_start_on_a_busy_machine_is_started_again(
         head.stop()
 
 
-def test_stopping_the_head_stops_its_jobs_instead_of_orphaning_them(tmp_path: Path) -> None:
-    """A job's entrypoint runs in a session of its own: killing the head alone would leave it running, unowned."""
-    marker = uuid.uuid4().hex
-    head = EmbeddedRayHead(tmp_path / "home")
-    conn = head.ensure()
-    try:
-        launcher = RayLauncher(conn)
-        launcher.submit(Submission(f"labbot-{marker[:6]}-1", "sleep 300", {"env_vars": {"MARK": marker}}, {}))
-
-        def job_process() -> psutil.Process | None:
-            for proc in psutil.process_iter(["name"]):
-                try:
-                    if proc.info["name"] == "sleep" and proc.environ().get("MARK") == marker:
-                        return proc
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
-            return None
-
-        proc = wait_for(job_process, timeout=30, what="the job's process")
-        launcher.close()
-    finally:
-        head.stop()
-    assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-
-
-def test_a_job_inherits_none_of_labbots_secrets_and_rays_logs_stay_private(
+def test_an_embedded_head_wants_its_token_is_reused_keeps_labbots_secrets_from_jobs_and_stops_them_with_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Security findings 7 and 10: a job's process environment carries no secret of labbot's (Slack, Ray, vendor
-    keys), and the runtime-env logs Ray writes (the job's telemetry token in them) are readable by nobody else."""
+    """One head, its whole life (a head start is the costliest thing here): started with token auth, reused by a
+    restarted labbot; security findings 7 and 10 — a job's process environment carries no secret of labbot's (Slack,
+    Ray, vendor keys), and the runtime-env logs Ray writes (the job's telemetry token in them) are readable by nobody
+    else; and stopping the head stops its jobs (an entrypoint runs in a session of its own: killing the head alone
+    would leave it running, unowned)."""
     marker = uuid.uuid4().hex
     labbots = {
         "SLACK_BOT_TOKEN": f"xoxb-{uuid.uuid4().hex}",
@@ -139,30 +97,40 @@ def test_a_job_inherits_none_of_labbots_secrets_and_rays_logs_stay_private(
     }
     for name, value in labbots.items():
         monkeypatch.setenv(name, value)
-    head = EmbeddedRayHead(tmp_path / "home")
+    home = tmp_path / "home"
+    head = EmbeddedRayHead(home)
     conn = head.ensure()
     monkeypatch.delenv("RAY_AUTH_TOKEN")  # the launcher below authenticates with the head's own token
     telemetry = uuid.uuid4().hex
     try:
+        assert conn.embedded and conn.address.startswith("http://127.0.0.1:")
+        assert stat.S_IMODE((home / "ray" / "auth_token").stat().st_mode) == 0o600
+        assert dashboard_alive(conn.address, conn.token)
+        assert not dashboard_alive(conn.address, None), "the head must require its token"
+        assert len(str(head.temp_dir)) < 40  # Ray's socket paths must stay under 107 bytes
+
         launcher = RayLauncher(conn)
         env_vars = {"MARK": marker, "LABBOT_TELEMETRY_TOKEN": telemetry}
         launcher.submit(Submission(f"labbot-{marker[:6]}-1", "sleep 300", {"env_vars": env_vars}, {}))
 
-        def job_environ() -> dict[str, str] | None:
+        def job_process() -> psutil.Process | None:
             for proc in psutil.process_iter(["name"]):
                 try:
                     if proc.info["name"] == "sleep" and proc.environ().get("MARK") == marker:
-                        return dict(proc.environ())  # /proc/PID/environ
+                        return proc
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
             return None
 
-        environ = wait_for(job_environ, timeout=30, what="the job's process")
+        proc = wait_for(job_process, timeout=30, what="the job's process")
+        environ = dict(proc.environ())  # /proc/PID/environ
         flat = "\n".join(f"{k}={v}" for k, v in environ.items())
         for name, value in labbots.items():
             assert value not in flat, f"the job inherited labbot's {name}"
         assert conn.token and conn.token not in flat, "the job carries the Ray head's token"
         assert environ["LABBOT_TELEMETRY_TOKEN"] == telemetry  # what labbot hands the job still arrives
+        for name, value in ray_cluster.LOG_MONITOR_ENV.items():  # the head's log monitor lists its logs once a second
+            assert environ[name] == value
 
         # Ray makes its temp dir 0777 and writes runtime envs into its logs: the folder around it is labbot's, 0700
         assert stat.S_IMODE(head.private_dir.stat().st_mode) == 0o700
@@ -170,6 +138,13 @@ def test_a_job_inherits_none_of_labbots_secrets_and_rays_logs_stay_private(
             if path.is_file() and not path.is_symlink() and telemetry.encode() in path.read_bytes():
                 assert not _readable_by_others(path), path
         launcher.close()
+
+        # a restarted labbot (same LABBOT_HOME) reuses the head: jobs keep running; its stop stops them too
+        second = EmbeddedRayHead(home)
+        assert second.ensure() == conn and proc.is_running()
+        second.stop()
+        assert not dashboard_alive(conn.address, conn.token, timeout=1.0)
+        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, "the head's job outlived it"
     finally:
         head.stop()
 

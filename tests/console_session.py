@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from support import wait_for
+from support import free_port, wait_for
+
+from labbot.training.ray_cluster import RayConnection
+
+
+def console_env(tmp_path: Path, ray_head: RayConnection, **extra: str) -> dict[str, str]:
+    """The environment of a console under test: none of labbot's, Ray's, Slack's or a model's settings of this
+    process, its home in ``tmp_path``, a free port, the session's Ray head; ``extra`` on top."""
+    prefixes = ("LABBOT_", "RAY_", "SLACK_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env.update(
+        LABBOT_HOME=str(tmp_path / "home"),
+        LABBOT_PORT=str(free_port()),
+        RAY_ADDRESS=ray_head.address,
+        RAY_AUTH_TOKEN=ray_head.token or "",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
 
 
 class ConsoleSession:

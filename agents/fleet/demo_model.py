@@ -271,10 +271,7 @@ def _eval(done: list[Done], available: set[str]) -> Turn:
         )
         return Turn(ask, (Call("lab__generate_eval_suite", {"count": EVAL_TASKS, "seed": 0}),))
     if step.name == "lab__generate_eval_suite":
-        run = re.search(rf"generating: ({_RUN_ID})", step.result)
-        if run is None:
-            return _failed(step)
-        return Turn(f"Generation run `{run.group(1)}` started; waiting for it.", (_wait(run.group(1)),))
+        return _wait_for(step, rf"generating: ({_RUN_ID})", "Generation run `{}` started; waiting for it.")
     if step.name == "lab__wait_for_run":
         if step.result.startswith("still"):
             return Turn("Still going; waiting a little longer.", (_wait(str(step.input.get("run_id"))),))
@@ -294,10 +291,7 @@ def _eval(done: list[Done], available: set[str]) -> Turn:
         )
         return Turn(ask, (Call("lab__run_eval", {"suite_id": new[0], "solver": "gold"}),))
     if step.name == "lab__run_eval":
-        run = re.search(rf"eval run ({_RUN_ID}) launched", step.result)
-        if run is None:
-            return _failed(step)
-        return Turn(f"Eval run `{run.group(1)}` launched; waiting for it.", (_wait(run.group(1)),))
+        return _wait_for(step, rf"eval run ({_RUN_ID}) launched", "Eval run `{}` launched; waiting for it.")
     if step.name == "lab__get_eval_results":
         return Turn(
             _final(
@@ -310,6 +304,12 @@ def _eval(done: list[Done], available: set[str]) -> Turn:
 
 def _wait(run_id: str) -> Call:
     return Call("lab__wait_for_run", {"run_id": run_id, "timeout_s": 300})
+
+
+def _wait_for(step: Done, pattern: str, saying: str) -> Turn:
+    """A wait for the run ``step`` started (its id, ``pattern``'s group, said in ``saying``); its failure if none."""
+    run = re.search(pattern, step.result)
+    return _failed(step) if run is None else Turn(saying.format(run.group(1)), (_wait(run.group(1)),))
 
 
 # --- the client --------------------------------------------------------------------------------------------------

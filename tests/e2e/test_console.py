@@ -4,7 +4,6 @@ and a loss plot, and a final summary. Driven here with piped input, as a script 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,23 +11,16 @@ from pathlib import Path
 
 import httpx
 from agent_story import SLOW_ANSWER, STOPPED_ANSWER, TOML, commit_history, model
-from console_session import ConsoleSession
+from console_session import ConsoleSession, console_env
 from fakes.anthropic import FakeAnthropic
-from support import SMALL, free_port, wait_for
+from support import SMALL, wait_for
 
 from labbot.training.launcher import RayLauncher
 from labbot.training.ray_cluster import RayConnection
 
 
 def test_console_launch_to_summary_with_piped_input(tmp_path: Path, ray_head: RayConnection) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_"))}
-    env.update(
-        LABBOT_HOME=str(tmp_path / "home"),
-        LABBOT_PORT=str(free_port()),
-        RAY_ADDRESS=ray_head.address,
-        RAY_AUTH_TOKEN=ray_head.token or "",
-        PYTHONUNBUFFERED="1",
-    )
+    env = console_env(tmp_path, ray_head)
     script = "\n".join(
         [
             "/lab help",
@@ -65,14 +57,7 @@ def test_console_hang_is_paged_in_the_thread_then_escalated_to_oncall(tmp_path: 
     — nobody acknowledging — the escalation to #oncall (after 4 s here, from ./labbot.toml). Typed at the keyboard
     and read as the screen changes: the hung run never ends, so piped input would hold the console its whole --wait."""
     (tmp_path / "labbot.toml").write_text('[paging]\nescalate_after = "4s"\nrenotify_every = "0s"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_"))}
-    env.update(
-        LABBOT_HOME=str(tmp_path / "home"),
-        LABBOT_PORT=str(free_port()),
-        RAY_ADDRESS=ray_head.address,
-        RAY_AUTH_TOKEN=ray_head.token or "",
-        PYTHONUNBUFFERED="1",
-    )
+    env = console_env(tmp_path, ray_head)
     console = ConsoleSession(tmp_path, env)
     run_id = ""
     try:
@@ -105,16 +90,12 @@ def test_console_agent_answers_in_the_run_thread_and_stops_the_run_only_after_ap
     repo = commit_history(tmp_path / "repo")
     with FakeAnthropic() as anthropic:
         anthropic.answer_with(model)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_", "ANTHROPIC_"))}
-        env.update(
-            LABBOT_HOME=str(tmp_path / "home"),
-            LABBOT_PORT=str(free_port()),
-            RAY_ADDRESS=ray_head.address,
-            RAY_AUTH_TOKEN=ray_head.token or "",
+        env = console_env(
+            tmp_path,
+            ray_head,
             ANTHROPIC_API_KEY=anthropic.api_key,
             ANTHROPIC_BASE_URL=anthropic.base_url,
             LABBOT_CODEBASE_ROOT=str(repo),
-            PYTHONUNBUFFERED="1",
         )
         console = ConsoleSession(tmp_path, env)
         run_id = ""

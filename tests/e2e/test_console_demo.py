@@ -3,15 +3,14 @@ README's quickstart shows it (`make demo`)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import httpx
 import pytest
 from agent_story import TOML
-from console_session import ConsoleSession
-from support import free_port, wait_for
+from console_session import ConsoleSession, console_env
+from support import wait_for
 
 from labbot.agents.fleet.demo_model import DEMO_LABEL
 from labbot.training.launcher import RayLauncher
@@ -29,14 +28,7 @@ def test_console_demo_walks_a_newcomer_through_the_agents_on_a_scripted_model(
     from the codebase and run with gold, each launch approved — the model a script, labelled on every answer, and
     everything else real (the lab's MCP tools, the approval gate, the runs on Ray)."""
     (tmp_path / "labbot.toml").write_text(TOML)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABBOT_", "RAY_", "SLACK_", "ANTHROPIC_"))}
-    env.update(
-        LABBOT_HOME=str(tmp_path / "home"),
-        LABBOT_PORT=str(free_port()),
-        RAY_ADDRESS=ray_head.address,
-        RAY_AUTH_TOKEN=ray_head.token or "",
-        PYTHONUNBUFFERED="1",
-    )
+    env = console_env(tmp_path, ray_head)
     label = re.escape(DEMO_LABEL.replace("_", "")[:40])
     console = ConsoleSession(tmp_path, env, "--demo")
     run_id = ""

@@ -266,6 +266,9 @@ def with_tools(reqs: Iterable[str]) -> list[str]:
     return out
 
 
+_MISSING = re.compile(r"No matching distribution found for (\S+)")  # pip's line naming what no index has
+
+
 def _pip(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.pop("PIP_NO_INDEX", None)
@@ -296,10 +299,13 @@ def collect_wheels(
             progress(f"wheels: fetching {len(reqs)} requirements with pip ({', '.join(reqs)})")
             done = _pip([*base, *(["--find-links", str(cache)] if cache is not None else [])])
             if done.returncode != 0:
-                tail = (done.stderr or done.stdout)[-2000:]
-                raise BadRequest(
-                    f"could not get wheels for the repository's requirements ({', '.join(reqs)}): pip said:\n{tail}\n"
-                    "Check that they exist on the package index (and that the index is reachable from this host)"
+                said = done.stderr or done.stdout
+                missing = _MISSING.findall(said)
+                what = f"no distribution of {', '.join(missing)} on the package index" if missing else "pip failed"
+                raise BadRequest(  # its last line is what a run's failure shows (training.failure_reason)
+                    f"could not get wheels for the repository's requirements ({', '.join(reqs)}): pip said:\n"
+                    f"{said[-2000:]}\n{what}: check that they exist on the package index (and that the index is "
+                    "reachable from this host)"
                 )
             if cache is not None:
                 for whl in wheels.glob("*.whl"):

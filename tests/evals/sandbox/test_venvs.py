@@ -4,6 +4,7 @@ venv built in a sandbox once per wheel set."""
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
 
 import pytest
 from gen_support import eval_cache, write_files
@@ -105,3 +106,17 @@ def test_the_venv_is_built_once_per_wheel_set_and_works_read_only(request, tmp_p
         assert not box.exec(["touch", "/venv/x"]).success
         listing = box.exec(["sh", "-c", "ls /venv/lib/python3*/site-packages/"]).stdout
         assert "__editable__" not in listing and ".egg-link" not in listing
+
+
+def test_a_requirement_no_index_has_is_named_on_the_errors_last_line(tmp_path, monkeypatch):
+    """The last line is what a failed generation run shows (training.failure_reason): it names what pip could not
+    find, not only pip's advice."""
+    said = (
+        "ERROR: Could not find a version that satisfies the requirement labbot-client==0.1.0 (from versions: none)\n"
+        "ERROR: No matching distribution found for labbot-client==0.1.0\n"
+    )
+    monkeypatch.setattr(venvs, "_pip", lambda args: subprocess.CompletedProcess(args, 1, "", said))
+    with pytest.raises(BadRequest) as refused:
+        venvs.collect_wheels(["labbot-client==0.1.0"], tmp_path / "wheels")
+    last = refused.value.message.splitlines()[-1]
+    assert last.startswith("no distribution of labbot-client==0.1.0 on the package index: check that"), last

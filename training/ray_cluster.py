@@ -8,7 +8,8 @@ recorded in ``LABBOT_HOME/ray/head.json`` so a restarted labbot reuses a head th
 running across a control-plane restart — and stops it on exit only if labbot started it. Ray's unix socket
 paths must stay under 107 bytes, so the head's ``--temp-dir`` is a short folder in /tmp, recorded in head.json. Ray
 makes its temp dir world-writable and writes each job's runtime env (telemetry token included) in logs there, so
-that folder sits inside a private (0700) one of labbot's.
+that folder sits inside a private (0700) one of labbot's. The head's log monitor lists its log folder once a second,
+not ten times (``LOG_MONITOR_ENV``): an idle head's CPU no longer grows with every job it has run.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 TEST_WORKERS ?= 3
 
-.PHONY: run demo test test-fast specs system lint bench fmt clean
+.PHONY: run demo cluster test test-fast specs system lint bench fmt clean
 
 $(STAMP): pyproject.toml client/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ run: $(STAMP) system
 demo: SYSTEM_FLAGS = --warn-unless-ci
 demo: $(STAMP) system
 	$(BIN)/labbot console --demo
+
+# a multi-node Ray cluster on this machine (a head and two workers, 1 CPU and accelerator=1 each, token auth): it
+# prints the RAY_ADDRESS / RAY_AUTH_TOKEN for `make run` in another shell; Ctrl-C stops it (docs/deploy.md)
+cluster: $(STAMP)
+	$(BIN)/python -m labbot.training.local_cluster
 
 # the vendor API specs the contract tests check against, pinned by commit and sha256, into .specs/ (git-ignored);
 # under `make test` missing ones only warn (those tests are skipped) unless CI=true

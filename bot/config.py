@@ -252,6 +252,11 @@ class Settings:
         return self.artifacts_url.rstrip("/") + "/runs"
 
     @property
+    def checkpoint_root_declared(self) -> bool:
+        """``[training] checkpoint_root`` is set: declared a folder every Ray node mounts (or an object store)."""
+        return bool((self.config.get("training") or {}).get("checkpoint_root"))
+
+    @property
     def checkpoint_remote(self) -> bool:
         return _local_root(self.checkpoint_url) is None
 

@@ -192,6 +192,8 @@ class ControlPlane:
             checkpoint_url=settings.checkpoint_url if settings.checkpoint_remote else None,
             job_env=settings.job_storage_env,
             local_checkpoint_jobs=EVAL_JOBS | {EVAL_GENERATE_JOB},  # their results are read from disk here
+            # [training] checkpoint_root names a folder every Ray node mounts; the default one is this machine's only
+            checkpoints_shared=settings.checkpoint_root_declared,
         )
         token = settings.admin_token(create=True)
         assert token is not None

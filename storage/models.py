@@ -115,6 +115,13 @@ class Run(Base):
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # the experiment this run is a trial of (one seed of one config), or None for a run launched alone
     experiment_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    # the Ray node the current attempt's entrypoint runs on (its id, and its name: an IP or a pod's name)
+    node_id: Mapped[str | None] = mapped_column(String(64))
+    node_name: Mapped[str | None] = mapped_column(String(200))
+    # attempts that ended because their node was lost: restarted without spending the job's max_restarts
+    node_losses: Mapped[int] = mapped_column(Integer, default=0)
+    # a queued run that waits for a node it fits (after a node loss), in words: admitted once one is alive
+    waiting_for: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_runs_status", "status"),

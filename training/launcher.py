@@ -54,6 +54,7 @@ class Submission:
     metadata: dict[str, str]
     num_gpus: float = 0
     num_cpus: float | None = None  # entrypoint_num_cpus; None: Ray's default (none reserved)
+    resources: dict[str, float] = field(default_factory=dict)  # entrypoint_resources: a node's custom resources
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,28 @@ class RayJob:
     metadata: dict[str, str] = field(default_factory=dict)
     start_time: float | None = None
     end_time: float | None = None
+    driver_node_id: str | None = None  # the node the entrypoint runs on (Ray's JobDetails), once it started
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """One node of the cluster as Ray's state API lists it."""
+
+    node_id: str
+    name: str  # Ray's node_name: the node's IP, or the pod's name on KubeRay
+    alive: bool
+    is_head: bool
+    resources: dict[str, float]
+    state_message: str = ""
+
+    def fits(self, need: dict[str, float]) -> bool:
+        """Whether this node has at least ``need`` of each resource (``CPU``, ``GPU``, custom ones) in total: it
+        could run the ask once what runs there ends."""
+        return self.alive and all(self.resources.get(k, 0.0) + 1e-9 >= v for k, v in need.items() if v > 0)
+
+    def words(self) -> str:
+        """``192.0.2.7 (node 3f2a9c1d)``: how a thread names a node."""
+        return f"{self.name} (node {self.node_id[:8]})"
 
 
 def _as_job(details: Any) -> RayJob:
@@ -79,6 +102,7 @@ def _as_job(details: Any) -> RayJob:
         metadata=dict(details.metadata or {}),
         start_time=details.start_time / 1000 if details.start_time else None,
         end_time=details.end_time / 1000 if details.end_time else None,
+        driver_node_id=getattr(details, "driver_node_id", None) or None,
     )
 
 
@@ -93,6 +117,7 @@ def _job_from_json(doc: dict[str, Any]) -> RayJob:
         metadata=dict(doc.get("metadata") or {}),
         start_time=start / 1000 if start else None,
         end_time=end / 1000 if end else None,
+        driver_node_id=str(doc.get("driver_node_id") or "") or None,
     )
 
 
@@ -163,6 +188,8 @@ class RayLauncher:
                 kwargs["entrypoint_num_gpus"] = sub.num_gpus
             if sub.num_cpus is not None:
                 kwargs["entrypoint_num_cpus"] = sub.num_cpus
+            if sub.resources:
+                kwargs["entrypoint_resources"] = dict(sub.resources)
             try:
                 return str(client.submit_job(**kwargs))
             except RuntimeError as e:
@@ -217,14 +244,19 @@ class RayLauncher:
     def cluster_resources(self) -> dict[str, float]:
         """The cluster's total resources as Ray counts them: the ``resources_total`` of every alive node, summed
         (``CPU``, ``GPU``, ...), from the dashboard's state API (``GET /api/v0/nodes``) with labbot's token."""
+        return sum_resources(self.nodes())
 
-        def go(client: Any) -> dict[str, float]:
+    def nodes(self) -> list[RayNode]:
+        """Every node Ray knows, alive or dead (a dead one stays listed a while, with Ray's reason), from the
+        dashboard's state API (``GET /api/v0/nodes``) with labbot's token."""
+
+        def go(client: Any) -> list[RayNode]:
             r = client._do_request("GET", "/api/v0/nodes?limit=10000&detail=false")
             if r.status_code != 200:
                 client._raise_error(r)
-            return resources_of_nodes(r.json())
+            return nodes_of(r.json())
 
-        return self._call("read the cluster's resources", go)
+        return self._call("read the cluster's nodes", go)
 
     def _redacted(self, job: RayJob) -> RayJob:
         """A failed job's message carries the tail of its logs: redacted like the logs."""
@@ -251,19 +283,42 @@ class RayLauncher:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def resources_of_nodes(doc: Any) -> dict[str, float]:
-    """The summed ``resources_total`` of the alive nodes in the state API's answer (``{"data": {"result": {"result":
-    [node, ...]}}}``); anything not of that shape counts as no resources."""
+def nodes_of(doc: Any) -> list[RayNode]:
+    """The nodes in the state API's answer (``{"data": {"result": {"result": [node, ...]}}}``); anything not of that
+    shape is no node, a resource that is not a number is left out."""
     data = doc.get("data") if isinstance(doc, dict) else None
     inner = data.get("result") if isinstance(data, dict) else None
-    nodes = inner.get("result") if isinstance(inner, dict) else None
-    out: dict[str, float] = {}
-    for node in nodes if isinstance(nodes, list) else []:
-        if not isinstance(node, dict) or node.get("state", "ALIVE") != "ALIVE":
+    raw = inner.get("result") if isinstance(inner, dict) else None
+    out = []
+    for node in raw if isinstance(raw, list) else []:
+        if not isinstance(node, dict):
             continue
-        for name, value in (node.get("resources_total") or {}).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                out[str(name)] = out.get(str(name), 0.0) + float(value)
+        total = node.get("resources_total")
+        resources = {
+            str(k): float(v)
+            for k, v in (total.items() if isinstance(total, dict) else ())
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        out.append(
+            RayNode(
+                node_id=str(node.get("node_id") or ""),
+                name=str(node.get("node_name") or node.get("node_ip") or "?"),
+                alive=node.get("state", "ALIVE") == "ALIVE",
+                is_head=bool(node.get("is_head_node")),
+                resources=resources,
+                state_message=str(node.get("state_message") or ""),
+            )
+        )
+    return out
+
+
+def sum_resources(nodes: list[RayNode]) -> dict[str, float]:
+    """The summed resources of the alive nodes (``CPU``, ``GPU``, custom ones)."""
+    out: dict[str, float] = {}
+    for node in nodes:
+        if node.alive:
+            for name, value in node.resources.items():
+                out[name] = out.get(name, 0.0) + value
     return out
 
 

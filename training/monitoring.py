@@ -316,11 +316,26 @@ def infra_finding(down_since: datetime | None, now: datetime, infra_after_s: flo
 def _failed(state: RunState) -> Finding | None:
     if state.ray_status != "FAILED":
         return None
+    detail: dict[str, Any] = {"error_type": state.ray_error_type, "message": state.ray_message[:MESSAGE_CHARS]}
+    lost = failure_reason.lost_node(state.ray_error_type, state.ray_message)
+    if lost is not None:  # not the job's failure: the watchdog restarts it elsewhere (lost_node_of)
+        detail["lost_node"] = {"node_id": lost.node_id, "ip": lost.ip, "why": lost.why}
     return Finding(
         kind=FAILED,
         severity=PAGE,
         summary=failure_reason.reason(state.ray_error_type, state.ray_message),  # the kind says it failed
-        detail={"error_type": state.ray_error_type, "message": state.ray_message[:MESSAGE_CHARS]},
+        detail=detail,
+    )
+
+
+def lost_node_of(finding: Finding) -> failure_reason.LostNode | None:
+    """The node a ``failed`` finding says the attempt lost (None: the attempt failed on its own)."""
+    raw = finding.detail.get("lost_node") if finding.kind == FAILED else None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("node_id"), str):
+        return None
+    ip, why = raw.get("ip"), raw.get("why")
+    return failure_reason.LostNode(
+        raw["node_id"], ip if isinstance(ip, str) else None, why if isinstance(why, str) else None
     )
 
 

@@ -63,4 +63,9 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         # when; None when it said nothing this attempt, or the run is not running
         "phase": phase.get("name") if isinstance(phase, dict) else None,
         "phase_since": phase.get("since") if isinstance(phase, dict) else None,
+        # the Ray node the current attempt's entrypoint runs on ({"id", "name"}: an IP or a pod's name); None before
+        # Ray placed it
+        "node": {"id": run.node_id, "name": run.node_name or run.node_id[:8]} if run.node_id else None,
+        "node_losses": run.node_losses or 0,  # attempts that lost their node (not counted against max_restarts)
+        "waiting_for": run.waiting_for,  # a queued run's reason: the node it waits for, in words
     }

@@ -51,8 +51,10 @@ from labbot.training.launcher import (
     RAY_SUCCEEDED,
     RayJob,
     RayLauncher,
+    RayNode,
     Submission,
     submission_id,
+    sum_resources,
 )
 from labbot.training.registry import JobRegistry
 from labbot.training.run_json import run_view
@@ -101,11 +103,15 @@ class RunService:
         checkpoint_url: str | None = None,
         job_env: Mapping[str, str] | None = None,
         local_checkpoint_jobs: frozenset[str] = frozenset(),
+        checkpoints_shared: bool = False,
     ) -> None:
         """``checkpoint_root`` is a local folder; ``checkpoint_url``, when given, an object store's URL where runs
         keep their checkpoints instead (``s3://bucket/prefix/runs``), and ``job_env`` what a job needs to reach it
         (the AWS variables). Jobs in ``local_checkpoint_jobs`` (the eval jobs, whose results the control plane reads
-        from disk) keep ``checkpoint_root`` whatever the URL."""
+        from disk) keep ``checkpoint_root`` whatever the URL. ``checkpoints_shared``: ``checkpoint_root`` was declared
+        a folder every Ray node mounts (``[training] checkpoint_root``); a default local folder is not, and a
+        checkpointing job is refused on a cluster of more than one node (a restart on another node would not find
+        its checkpoints)."""
         self.db = db
         self.registry = registry
         self.launcher = launcher
@@ -114,10 +120,11 @@ class RunService:
         self.checkpoint_url = checkpoint_url.rstrip("/") if checkpoint_url else None
         self.job_env = dict(job_env or {})
         self.local_checkpoint_jobs = local_checkpoint_jobs
+        self.checkpoints_shared = checkpoints_shared
         self.compute = compute or ComputePolicy()
         # admission decisions of this process one at a time (the admission_lock row does it across processes)
         self._admission = threading.Lock()
-        self._totals: tuple[float, Totals] | None = None  # (monotonic time read, totals)
+        self._nodes: tuple[float, list[RayNode]] | None = None  # (monotonic time read, the cluster's nodes)
         self.totals_ttl_s = TOTALS_TTL_S
 
     # -- launching -------------------------------------------------------------------------------------------
@@ -126,6 +133,7 @@ class RunService:
         """Launch a run (``experiment``: the experiment it is a trial of, set by the experiment controller only)."""
         spec = self.registry.get(req.job)
         cfg = resolve_launch(spec, req)  # every input check happens before anything is written
+        self._check_checkpoints_reach(req.job)
         if self.compute.enabled:
             why = never_fits(self.compute, ask_of("", req.owner, cfg.model_dump()))
             if why:
@@ -148,21 +156,43 @@ class RunService:
 
     # -- compute by purpose ----------------------------------------------------------------------------------
 
-    def cluster_totals(self) -> Totals:
-        """The cluster's CPUs and GPUs as Ray counts them, read at most every ``totals_ttl_s``; while Ray does not
-        answer, the last totals read (RayUnavailable if there are none yet)."""
+    def cluster_nodes(self) -> list[RayNode]:
+        """The cluster's nodes as Ray lists them (dead ones included, with Ray's reason), read at most every
+        ``totals_ttl_s``; while Ray does not answer, the last ones read (RayUnavailable if there are none yet)."""
         now = time.monotonic()
-        if self._totals is not None and now - self._totals[0] < self.totals_ttl_s:
-            return self._totals[1]
+        if self._nodes is not None and now - self._nodes[0] < self.totals_ttl_s:
+            return self._nodes[1]
         try:
-            resources = self.launcher.cluster_resources()
+            nodes = self.launcher.nodes()
         except RayUnavailable:
-            if self._totals is not None:
-                return self._totals[1]
+            if self._nodes is not None:
+                return self._nodes[1]
             raise
-        totals = Totals(cpus=resources.get("CPU", 0.0), gpus=resources.get("GPU", 0.0))
-        self._totals = (now, totals)
-        return totals
+        self._nodes = (now, nodes)
+        return nodes
+
+    def cluster_totals(self) -> Totals:
+        """The CPUs and GPUs of the cluster's alive nodes as Ray counts them: a lost node's leave the totals (and the
+        caps drawn from them) with it, a node that joins adds its own (read at most every ``totals_ttl_s``)."""
+        resources = sum_resources(self.cluster_nodes())
+        return Totals(cpus=resources.get("CPU", 0.0), gpus=resources.get("GPU", 0.0))
+
+    def _check_checkpoints_reach(self, job: str) -> None:
+        """A checkpointing job on a cluster of more than one node needs checkpoints every node reaches: refused
+        (nothing written) when they are in a local folder nobody declared shared."""
+        if self.checkpoint_url or self.checkpoints_shared or job in self.local_checkpoint_jobs:
+            return
+        try:
+            alive = [n for n in self.cluster_nodes() if n.alive]
+        except RayUnavailable:
+            return  # the submission says Ray is away
+        if len(alive) > 1:
+            raise BadRequest(
+                f"not launched: this Ray cluster has {len(alive)} nodes, and runs keep their checkpoints in "
+                f"{self.checkpoint_root}, a folder on labbot's machine: a run restarted on another node would not "
+                "find them. Set LABBOT_ARTIFACTS_URL=s3://BUCKET/PREFIX (checkpoints go under its runs/, which every "
+                'node reaches), or [training] checkpoint_root = "/a/folder/every/node/mounts" in labbot.toml'
+            )
 
     def _lock_admission(self, s: Session) -> None:
         """The database's side of the admission lock: the transaction's first statement writes the lock row, so
@@ -212,10 +242,11 @@ class RunService:
         tokens: dict[str, tuple[int, str]] = {}
         with self._admission, self.db.session() as s:
             self._lock_admission(s)
-            queue = self._queue(s)
+            queue = self._without_a_node(s, self._queue(s))
             ids = admissible(self.compute, totals, self._active(s), queue)
             for run in s.scalars(select(Run).where(Run.id.in_(ids), Run.status == RunStatus.QUEUED.value)):
                 token = secrets.token_urlsafe(32)
+                run.waiting_for = None
                 run.status = RunStatus.PENDING.value if run.attempt == 1 else RunStatus.RESTARTING.value
                 run.telemetry_token_hash = token_hash(token)
                 run.ray_submission_id = submission_id(run.id, run.attempt)
@@ -240,6 +271,20 @@ class RunService:
             admitted.append(run_id)
             log.info("run %s admitted from the queue", run_id, extra={"run_id": run_id})
         return admitted
+
+    def _without_a_node(self, s: Session, queue: list[Ask]) -> list[Ask]:
+        """``queue`` less the runs that wait for a node (after a node loss) that no alive node is yet: one fresh
+        read of Ray's nodes, only when such a run is queued."""
+        waiting: dict[str, Any] = dict(
+            s.execute(
+                select(Run.id, Run.config).where(Run.status == RunStatus.QUEUED.value, Run.waiting_for.is_not(None))
+            ).tuples()
+        )
+        if not waiting:
+            return queue
+        nodes = self.launcher.nodes()
+        unfit = {run_id for run_id, cfg in waiting.items() if not fits_a_node(nodes, node_need(cfg))}
+        return [a for a in queue if a.run_id not in unfit]
 
     def _unadmit(self, attempts: Mapping[str, int]) -> None:
         """Runs admitted (``pending``/``restarting``) but refused their submission because the lease was lost go back
@@ -289,7 +334,9 @@ class RunService:
     def capacity(self) -> dict[str, Any]:
         """Use against each purpose's cap, who uses it, what is queued (in order), and the cluster's totals."""
         error = None
+        nodes: list[RayNode] = []
         try:
+            nodes = [n for n in self.cluster_nodes() if n.alive]
             totals: Totals | None = self.cluster_totals()
         except RayUnavailable as e:
             totals, error = None, e.message
@@ -297,7 +344,19 @@ class RunService:
             active, queue = self._active(s), self._queue(s)
         return {
             "caps_set": self.compute.enabled,
-            "cluster": {"cpus": totals.cpus, "gpus": totals.gpus} if totals else None,
+            "cluster": (
+                {
+                    "cpus": totals.cpus,
+                    "gpus": totals.gpus,
+                    # the alive nodes, each with its own resources: an ask must fit one node, not the sum
+                    "nodes": [
+                        {"id": n.node_id, "name": n.name, "head": n.is_head, "resources": _shown(n.resources)}
+                        for n in nodes
+                    ],
+                }
+                if totals
+                else None
+            ),
             "cluster_error": error,
             "use": {"runs": len(active), "cpus": sum(a.cpus for a in active), "gpus": sum(a.gpus for a in active)},
             "purposes": report(self.compute, totals, active, queue),
@@ -412,6 +471,7 @@ class RunService:
                 },
                 num_gpus=cfg.gpus,
                 num_cpus=cfg.cpus,
+                resources=dict(cfg.resources),
             )
         with self.db.session() as s:
             s.get_one(Run, run_id).attempt_started_at = utcnow()  # the pending timer and stall baselines
@@ -587,6 +647,11 @@ class RunService:
         with self.db.session() as s:
             run = self._load(s, run_id)
             old_sid, was_terminal = run.ray_submission_id, RunStatus(run.status).is_terminal
+            if run.status == RunStatus.QUEUED.value and run.waiting_for:
+                raise Conflict(
+                    f"run {run_id} waits in the queue for {run.waiting_for}: it starts when such a node joins the "
+                    "cluster (`stop` drops it)"
+                )
             if run.status == RunStatus.QUEUED.value:
                 raise Conflict(
                     f"run {run_id} is queued for {run.purpose} and has not started: it starts when capacity frees "
@@ -638,6 +703,25 @@ class RunService:
 
     # -- reconciling with Ray --------------------------------------------------------------------------------
 
+    def _wait_for_a_node(self, run_id: str, config: Mapping[str, Any]) -> bool:
+        """After a node loss: True (the run is queued, ``waiting_for`` says for what) when no alive node could run
+        it now; the queue admits it once one joins (:meth:`admit_queued`). Ray unreadable: not queued (the
+        submission itself meets Ray's answer)."""
+        need = node_need(config)
+        try:
+            nodes = self.launcher.nodes()
+        except RayUnavailable:
+            return False
+        if fits_a_node(nodes, need):
+            return False
+        with self.db.session() as s:
+            run = self._load(s, run_id)
+            run.status, run.queued_at = RunStatus.QUEUED.value, utcnow()
+            run.waiting_for = need_words(need)
+            run.restart_at = None
+        log.warning("run %s: no alive node fits (%s): queued", run_id, need_words(need), extra={"run_id": run_id})
+        return True
+
     def resubmit(self, run_id: str) -> dict[str, Any]:
         """Submit the current attempt of a run whose automatic restart is due (the watchdog scheduled it).
 
@@ -647,8 +731,11 @@ class RunService:
         """
         with self.db.session() as s:
             run = self._load(s, run_id)
-            attempt, job_name = run.attempt, run.job
+            attempt, job_name, config = run.attempt, run.job, dict(run.config or {})
             remedy = remedy_of(run.config, attempt)
+            lost_a_node = (run.node_losses or 0) > 0
+        if lost_a_node and self._wait_for_a_node(run_id, config):
+            return self.get(run_id)
         if attempt > 1:
             previous = submission_id(run_id, attempt - 1)
             job = self.launcher.job(previous)
@@ -674,6 +761,39 @@ class RunService:
         with self.db.session() as s:
             self._load(s, run_id).restart_at = None
         return view
+
+
+def _shown(resources: Mapping[str, float]) -> dict[str, float]:
+    """A node's resources as a person reads them: CPUs, GPUs and custom ones, not Ray's bookkeeping (memory, object
+    store, ``node:IP`` markers)."""
+    hidden = ("memory", "object_store_memory")
+    return {k: v for k, v in resources.items() if k not in hidden and not k.startswith("node:")}
+
+
+def node_need(config: Mapping[str, Any] | None) -> dict[str, float]:
+    """What one node must have to run a run's entrypoint (from its stored config): its CPUs and GPUs when it
+    reserves any, and its custom resources."""
+    cfg = config or {}
+    need = {str(k): float(v) for k, v in (cfg.get("resources") or {}).items() if isinstance(v, int | float)}
+    if cfg.get("cpus"):
+        need["CPU"] = float(cfg["cpus"])
+    if cfg.get("gpus"):
+        need["GPU"] = float(cfg["gpus"])
+    return need
+
+
+def need_words(need: Mapping[str, float]) -> str:
+    """``a node with 1 CPU and accelerator=1``; ``any alive node`` when it needs nothing in particular."""
+    words = []
+    for name, amount in sorted(need.items(), key=lambda kv: (kv[0] not in ("CPU", "GPU"), kv[0])):
+        n = f"{amount:g}"
+        words.append(f"{n} {name}{'s' if name in ('CPU', 'GPU') and amount != 1 else ''}" if name in ("CPU", "GPU")
+                     else f"{name}={n}")  # fmt: skip
+    return f"a node with {' and '.join(words)}" if words else "any alive node"
+
+
+def fits_a_node(nodes: Sequence[RayNode], need: Mapping[str, float]) -> bool:
+    return any(n.fits(dict(need)) for n in nodes)
 
 
 def remedy_of(config: Mapping[str, Any] | None, attempt: int) -> Mapping[str, Any] | None:

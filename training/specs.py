@@ -8,6 +8,7 @@ is stored with the run, or raises ``BadRequest`` naming what was wrong and what 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
@@ -169,6 +170,9 @@ class JobSpec(BaseModel):
     # against its purpose's [compute] cap (the entrypoint's own process)
     cpus: float | None = Field(default=None, ge=0)
     purpose: Purpose = "training"
+    # custom node resources the entrypoint needs (entrypoint_resources): it runs only on a node that has them,
+    # e.g. {accelerator = 1} for a node started with --resources='{"accelerator": 1}'
+    resources: dict[str, float] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     params: dict[str, ParamValue] = Field(default_factory=dict)
     stall_after: float = DEFAULT_STALL_AFTER_S
@@ -193,6 +197,14 @@ class JobSpec(BaseModel):
     steps_param: str = "steps"
     # expected seconds per step on its resources, for an experiment's projected cost; None: learned from its runs
     step_seconds: float | None = Field(default=None, gt=0)
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, v: Any) -> dict[str, float]:
+        try:
+            return check_resources(v, "resources")
+        except BadRequest as e:
+            raise ValueError(e.message) from None
 
     @field_validator("reports")
     @classmethod
@@ -327,6 +339,8 @@ class LaunchRequest(BaseModel):
     params: dict[str, ParamValue] = Field(default_factory=dict)
     gpus: float | None = Field(default=None, ge=0)
     cpus: float | None = Field(default=None, ge=0)
+    # custom node resources over the job's ({"accelerator": 1}); a resource set to 0 drops the job's
+    resources: dict[str, float | str] = Field(default_factory=dict, max_length=16)
     purpose: str | None = Field(default=None, max_length=32)  # one of PURPOSES; None: the job's
     # over its purpose's cap: refused (409, with the numbers) instead of waiting in the queue
     no_queue: bool = False
@@ -353,6 +367,7 @@ class RunConfig(BaseModel):
     stall_after_s: float
     purpose: str = DEFAULT_PURPOSE  # a config stored before purposes existed: training
     cpus: float | None = None  # entrypoint_num_cpus; None: not reserved on Ray
+    resources: dict[str, float] = Field(default_factory=dict)  # entrypoint_resources: custom node resources
     max_restarts: int
     pending_after_s: float | None = None  # None: the watchdog's default
     restart_on: list[str] | None = None  # conditions restarted automatically; None: the watchdog's default
@@ -406,10 +421,12 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
     stall_after = _duration_or(req.stall_after, spec.stall_after)
     pending_after = _duration_or(req.pending_after, spec.pending_after)
     purpose = spec.purpose if req.purpose is None else check_purpose(req.purpose)
+    resources = {**spec.resources, **check_resources(req.resources, "--resources")}
     return RunConfig(
         params=params,
         gpus=spec.gpus if req.gpus is None else req.gpus,
         cpus=spec.cpus if req.cpus is None else req.cpus,
+        resources={k: v for k, v in resources.items() if v > 0},
         purpose=purpose,
         stall_after_s=stall_after,
         max_restarts=spec.max_restarts if req.max_restarts is None else req.max_restarts,
@@ -422,6 +439,39 @@ def resolve_launch(spec: JobSpec, req: LaunchRequest) -> RunConfig:
         headline=spec.headline_metric,
         given=sorted(req.params),
     )
+
+
+#: resources a launch names with their own flags (--cpus, --gpus) or that Ray keeps for itself
+_BUILTIN_RESOURCES = {"CPU": "cpus", "GPU": "gpus", "memory": None, "object_store_memory": None}
+RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-/]{0,62}$")
+
+
+def check_resources(value: Any, where: str) -> dict[str, float]:
+    """Custom node resources (``{"accelerator": 1}``; values may be numeric strings, from ``--resources
+    accelerator=1``): each a name Ray accepts and a finite number of at least 0; BadRequest names what is wrong."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BadRequest(f"{where} must be a table of resource = amount, e.g. {{accelerator = 1}}")
+    out: dict[str, float] = {}
+    for name, raw in value.items():
+        if not isinstance(name, str) or not RESOURCE_NAME.match(name):
+            raise BadRequest(
+                f"{where}: {str(name)[:40]!r} is not a resource name "
+                "(a letter, then letters, digits, '_', '-', '.', '/')"
+            )
+        if name in _BUILTIN_RESOURCES:
+            flag = _BUILTIN_RESOURCES[name]
+            instead = f"use {flag} / --{flag}" if flag else "Ray sets it for each node"
+            raise BadRequest(f"{where}: {name} is not a custom resource: {instead}")
+        try:
+            amount = float(raw) if not isinstance(raw, bool) else float("nan")
+        except (TypeError, ValueError):
+            amount = float("nan")
+        if not math.isfinite(amount) or amount < 0:
+            raise BadRequest(f"{where}: {name}={str(raw)[:20]!r} must be a number of at least 0, e.g. {name}=1")
+        out[name] = amount
+    return out
 
 
 def _duration_or(given: str | float | None, default: float | None) -> Any:

@@ -11,6 +11,7 @@ both tables are optional::
     startup_grace = "2m"      # before an attempt's first telemetry / first step, a stall needs at least this long
     restart_on = ["failed"]   # conditions restarted automatically from the checkpoint (add "hung", "silent")
     restart_backoff = "10s"   # before the first automatic restart; doubles for each next one (at most 5m)
+    max_node_losses = 5       # attempts restarted because their Ray node was lost (not the job's restarts); then a page
     # RL conditions, for jobs that report the metrics (a job's `watch = {...}` and a launch's --watch override):
     no_signal_frac = 0.95     # no_signal: frac_reward_zero_std at least this ...
     no_signal_points = 20     # ... for this many reports in a row (or the reward flat that long)
@@ -58,6 +59,13 @@ def _seconds(table: Mapping[str, Any], key: str, default: str, where: str, *, al
         raise BadRequest(f"labbot.toml: [{where}] {key}: {e.message}") from None
 
 
+def _count(table: Mapping[str, Any], key: str, default: int, where: str) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"labbot.toml: [{where}] {key} must be a whole number of at least 0, e.g. {default}")
+    return value
+
+
 def _watch(table: Mapping[str, Any]) -> dict[str, float]:
     try:
         return check_watch({k: v for k, v in table.items() if k in RL_THRESHOLDS}, "labbot.toml: [watchdog]")
@@ -81,6 +89,7 @@ class WatchdogPolicy:
     restart_on: tuple[str, ...] = ("failed",)
     restart_backoff_s: float = 10.0
     max_backoff_s: float = 300.0
+    max_node_losses: int = 5
     watch: tuple[tuple[str, float], ...] = ()  # RL thresholds set in [watchdog] (the rest: Thresholds' defaults)
 
     @property
@@ -105,6 +114,7 @@ class WatchdogPolicy:
             startup_grace_s=_seconds(t, "startup_grace", "2m", "watchdog", allow_zero=True),
             restart_on=tuple(restart_on),
             restart_backoff_s=_seconds(t, "restart_backoff", "10s", "watchdog"),
+            max_node_losses=_count(t, "max_node_losses", 5, "watchdog"),
             watch=tuple(sorted(_watch(t).items())),
         )
 

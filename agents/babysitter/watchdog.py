@@ -3,14 +3,15 @@ only when some runs need a change, one more query loading just those). While no 
 every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know that still none is.
 
 A tick brings each active run (and each run with an open page; never a ``queued`` one, which is not on Ray) in line
-with Ray
-(``labbot.training.service.reconcile_run``), judges it with the pure rules of ``labbot.training.monitoring``, schedules
-automatic restarts from the checkpoint (``restart_on``, up to ``max_restarts``, with backoff; each step told in the
-thread), and hands the rest to the pager — all in one transaction, so a finding and the pages it causes are committed
-together. Ray calls that act (stopping a PENDING job again, submitting a due restart) happen after the commit. When Ray
-does not answer, the runs are left alone (the job may be fine; the cluster is not) and, past ``infra_after``, that is
-itself a page. Last, capacity freed goes to the queue: queued runs that fit their purpose's cap now are submitted
-(``RunService.admit_queued``), so a run waits at most one tick after capacity frees.
+with Ray (``labbot.training.service.reconcile_run``) and notes the node its attempt runs on, judges it with the pure
+rules of ``labbot.training.monitoring``, schedules automatic restarts from the checkpoint (``restart_on``, up to
+``max_restarts``, with backoff; each step told in the thread), restarts at once an attempt whose Ray node was lost
+(not the job's failure: its own restarts are not spent, the thread names the node; when no alive node fits the run,
+it waits in the queue for one), and hands the rest to the pager — all in one transaction, so a finding and the pages
+it causes are committed together. Ray calls that act (stopping a PENDING job again, submitting a due restart) happen
+after the commit. When Ray does not answer, the runs are left alone (the job may be fine; the cluster is not) and,
+past ``infra_after``, that is itself a page. Last, capacity freed goes to the queue: queued runs that fit their
+purpose's cap now are submitted (``RunService.admit_queued``), so a run waits at most one tick after capacity frees.
 
 Runs on a worker thread (blocking DB and Ray calls); the server's scheduler calls :meth:`Watchdog.tick`, a singleton:
 its Ray calls that act are made only under the leader lease (the launcher checks it right before each), and a
@@ -64,6 +65,7 @@ from labbot.training.monitoring import (
     Thresholds,
     evaluate,
     infra_finding,
+    lost_node_of,
     missing_alert_metrics,
 )
 from labbot.training.service import LOST, RunService, reconcile_run
@@ -85,6 +87,7 @@ WATCHED = (
     Run.last_step_at,
     Run.vitals,
     Run.restart_at,
+    Run.node_id,
 )
 LOG_TAIL_LINES = 20
 
@@ -142,6 +145,7 @@ class Watchdog:
         self._told: set[tuple[str, str]] = set()  # (run, alert) whose missing metric was said in the thread
         self._last_ray_look: datetime | None = None  # when a tick last asked Ray for its jobs
         self._watching = False  # whether that look found runs to watch (then the next tick looks again)
+        self._node_names: dict[str, str] = {}  # Ray node id → its name (an IP, a pod), read when a new id is seen
         with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
             self._infra_open = s.scalar(self._infra_query()) is not None
 
@@ -256,6 +260,8 @@ class Watchdog:
             (RunStatus.PENDING.value, RAY_PENDING),
         ):
             return False
+        if job.driver_node_id and row.node_id != job.driver_node_id:
+            return False  # Ray placed the attempt: the node is noted on the run
         if any(i.condition_active or i.state != IncidentState.RESOLVED.value for i in incidents.values()):
             return False
         state = self._state(row, job)
@@ -281,6 +287,8 @@ class Watchdog:
             report.to_stop.append(stop_sid)
         if run.restart_at is not None and job is not None:
             run.restart_at = None  # the scheduled attempt is on Ray (labbot died between submitting and noting it)
+        if job is not None and job.driver_node_id and run.node_id != job.driver_node_id:
+            run.node_id, run.node_name = job.driver_node_id, self._node_name(job.driver_node_id)
         if run.status == RunStatus.RESTARTING.value and run.restart_at is not None:
             if job is None and run.restart_at <= now:
                 report.due.append(run.id)
@@ -479,10 +487,27 @@ class Watchdog:
 
     # -- automatic restarts ----------------------------------------------------------------------------------
 
+    def _node_name(self, node_id: str) -> str:
+        """A node's name as Ray lists it (its IP, or the pod's name on KubeRay); its short id if Ray does not say."""
+        if node_id not in self._node_names:
+            try:
+                self._node_names.update({n.node_id: n.name for n in self.launcher.nodes()})
+            except LabbotError as e:
+                log.warning("could not read the cluster's nodes: %s", e.message)
+        return self._node_names.get(node_id) or node_id[:8]
+
     def _maybe_restart(
         self, s: Session, run: Run, findings: list[Finding], now: datetime, report: TickReport, *, was_terminal: bool
     ) -> list[Finding]:
         cfg = run.config or {}
+        lost = next((f for f in findings if lost_node_of(f) is not None), None)
+        if lost is not None and not was_terminal and not run.stop_requested:
+            if run.node_losses < self.policy.max_node_losses:
+                return self._restart_on_another_node(s, run, lost, findings, now, report)
+            n = run.node_losses
+            summary = f"{lost.summary} (after {n} lost node{'s' if n != 1 else ''}: [watchdog] max_node_losses)"
+            findings = [dataclasses.replace(f, summary=summary) if f is lost else f for f in findings]
+            return findings  # nodes keep dying under it: a person looks
         if not was_terminal:  # it failed in this tick: the last lines of its log say why (one Ray call, once)
             findings = [self._with_log_tail(run, f) if f.kind == FAILED else f for f in findings]
         restart_on = cfg.get("restart_on") or list(self.policy.restart_on)
@@ -533,6 +558,46 @@ class Watchdog:
         )
         return [f for f in findings if f.kind not in RESTARTABLE]
 
+    def _restart_on_another_node(
+        self, s: Session, run: Run, cause: Finding, findings: list[Finding], now: datetime, report: TickReport
+    ) -> list[Finding]:
+        """The attempt's node was lost: the run restarts from its checkpoint at once (no backoff: nothing of the
+        job's to wait out), on a surviving node — Ray places it; :meth:`RunService.resubmit` queues it when no alive
+        node fits — and the job's own restarts (``max_restarts``) are not spent."""
+        lost = lost_node_of(cause)
+        assert lost is not None
+        name = self._node_names.get(lost.node_id) or run.node_name or lost.ip
+        where = f"{name} (node {lost.short_id})" if name else f"node {lost.short_id}"
+        old_attempt = run.attempt
+        run.node_losses = (run.node_losses or 0) + 1
+        run.attempt += 1
+        run.ray_submission_id = submission_id(run.id, run.attempt)
+        run.status = RunStatus.RESTARTING.value
+        run.ended_at = None
+        run.error = f"attempt {old_attempt} lost its node {where}" + (f": {lost.why}" if lost.why else "")
+        run.restart_at = now
+        run.last_step, run.last_step_at = run.checkpoint_step, None
+        run.node_id = run.node_name = None
+        report.restarts_scheduled += 1
+        limit = int((run.config or {}).get("max_restarts", 2))
+        why = f" ({lost.why})" if lost.why else ""
+        text = (
+            f":satellite_antenna: attempt {old_attempt} lost its node {where}{why}: the node, not the job. "
+            f"Restarting from checkpoint step {run.checkpoint_step or 0} on a surviving node, as attempt "
+            f"{run.attempt}; this does not count against the job's automatic restarts "
+            f"({run.auto_restarts} of {limit} used)."
+        )
+        self.pager.tell_thread(s, run, f"node-lost-{run.attempt}", text)
+        log.warning(
+            "run %s: attempt %d lost its node %s; restarting as attempt %d",
+            run.id,
+            old_attempt,
+            where,
+            run.attempt,
+            extra={"run_id": run.id},
+        )
+        return [f for f in findings if f is not cause]
+
     def _with_page_time_logs(
         self, run: Run, job: RayJob | None, incidents: Mapping[str, Incident], findings: list[Finding]
     ) -> list[Finding]:
@@ -562,6 +627,9 @@ class Watchdog:
     def _submit_restart(self, run_id: str) -> None:
         try:
             run = self.service.resubmit(run_id)
+            if run.get("status") == RunStatus.QUEUED.value and run.get("waiting_for"):
+                self._tell_waiting(run)
+                return
             log.info(
                 "run %s: attempt %d submitted (automatic restart)", run_id, run["attempt"], extra={"run_id": run_id}
             )
@@ -579,6 +647,20 @@ class Watchdog:
                 incidents = {i.kind: i for i in s.scalars(select(Incident).where(Incident.run_id == run_id))}
                 finding = Finding(FAILED, PAGE, f"the automatic restart could not be submitted: {e.message}", {})
                 self.pager.judge(s, row, incidents, [finding], now, kinds=[FAILED])
+
+    def _tell_waiting(self, view: Mapping[str, Any]) -> None:
+        """A restart after a node loss found no alive node that fits the run: it waits in the queue (admitted when
+        one joins), and its thread says for what."""
+        run_id = str(view["id"])
+        text = (
+            f":hourglass_flowing_sand: no alive node can run attempt {view['attempt']} now: it waits in the queue "
+            f"for {view['waiting_for']}, and starts when such a node joins the cluster."
+        )
+        with self.db.session() as s:
+            row = s.get(Run, run_id)
+            if row is not None:
+                self.pager.tell_thread(s, row, f"waiting-node-{view['attempt']}", text)
+        log.warning("run %s: attempt %d waits for %s", run_id, view["attempt"], view["waiting_for"])
 
     # -- the cluster itself ----------------------------------------------------------------------------------
 

@@ -158,6 +158,14 @@ def _launch_command(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     s.add_argument("--cpus", type=float, help="CPUs for the job's entrypoint (default: the job's)")
     s.add_argument(
+        "--resources",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a custom node resource the job needs, e.g. accelerator=1: it runs only on a node that has it "
+        "(repeatable, or ',' between two; over the job's [jobs.NAME] resources)",
+    )
+    s.add_argument(
         "--purpose",
         metavar="P",
         help="what the run is for: training, eval, data, research or serving (default: the job's); "
@@ -268,6 +276,8 @@ def _launch(api: ApiClient, a: argparse.Namespace) -> int:
             body[key] = getattr(a, key)
     if a.no_queue:
         body["no_queue"] = True
+    if a.resources:
+        body["resources"] = parse_assignments([p for r in a.resources for p in r.split(",") if p.strip()])
     if a.alert:
         body["alerts"] = list(a.alert)
     if a.watch:

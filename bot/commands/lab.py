@@ -39,6 +39,12 @@ LAUNCH = Command(
             metavar="WORDS",
         ),
         Option("--cpus", "float", "CPUs for the job's entrypoint (default: the job's)", minimum=0),
+        Option(
+            "--resources",
+            "str",
+            "custom node resources the job needs, e.g. 'accelerator=1' (',' between two; over the job's)",
+            metavar="K=V",
+        ),
         Option("--purpose", "str", f"what it is for: {'|'.join(PURPOSES)} (default: the job's)", metavar="P"),
         Option("--no-queue", "flag", "over its purpose's [compute] cap: refuse with the numbers instead of waiting"),
     ),
@@ -50,6 +56,7 @@ LAUNCH = Command(
         "launch tiny-rl algo=sdpo --alert 'pass_rate below 0.3 for 10m'",
         "launch tiny-rl --remedy 'entropy_collapse: temperature += 1.0; max 2'",
         "launch tiny-lm --purpose research --no-queue",
+        "launch tiny-lm --resources accelerator=1",
     ),
 )
 

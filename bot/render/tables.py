@@ -174,6 +174,12 @@ def capacity_text(doc: dict[str, Any]) -> str:
         + f"; labbot's runs on it: {counted(use.get('runs', 0), 'run')}, {_count(use.get('cpus', 0), 'CPU')}, "
         f"{_count(use.get('gpus', 0), 'GPU')}"
     ]
+    nodes = (cluster or {}).get("nodes") or []
+    if len(nodes) > 1:  # where a run can go: an ask must fit one node's resources
+        for node in nodes:
+            have = ", ".join(f"{k}={_num(v)}" for k, v in sorted((node.get("resources") or {}).items())) or "nothing"
+            head = ", head" if node.get("head") else ""
+            lines.append(f"  node {node.get('name')} ({str(node.get('id'))[:8]}{head}): {have}")
     if not doc.get("caps_set"):
         lines.append("no [compute] caps are set: every launch goes to Ray at once (labbot.toml [compute.PURPOSE])")
     purposes = doc.get("purposes") or []

@@ -64,7 +64,11 @@ def _ordinal(n: int) -> str:
 
 
 def queue_text(run: dict[str, Any]) -> str | None:
-    """A queued run's place: "2nd in line for training" (None when the run is not queued)."""
+    """A queued run's place: "2nd in line for training", or what it waits for ("waiting for a node with
+    accelerator=1"); None when the run is not queued."""
+    waiting = run.get("waiting_for")
+    if run.get("status") == "queued" and isinstance(waiting, str) and waiting:
+        return f"waiting for {escape(waiting)}"
     place = run.get("queue_position")
     if run.get("status") != "queued" or not isinstance(place, int) or isinstance(place, bool):
         return None
@@ -169,6 +173,15 @@ def eta_text(run: dict[str, Any], *, rate: float | None = None, now: datetime | 
     return "finishing" if eta < 1 else f"~{format_duration(eta)}"
 
 
+def attempt_text(run: dict[str, Any]) -> str:
+    """The attempt and the node it runs on: "2 · on 192.0.2.7 (3f2a9c1d)"."""
+    text = str(run.get("attempt", 1))
+    node = run.get("node")
+    if isinstance(node, dict) and node.get("id") and run.get("status") not in TERMINAL:
+        text += f" · on {escape(str(node.get('name') or ''))} ({escape(str(node['id'])[:8])})"
+    return text
+
+
 def headline_metric(run: dict[str, Any]) -> str:
     """The metric the run's card shows (``headline`` in the run JSON, from its job; loss by default)."""
     name = run.get("headline")
@@ -253,7 +266,7 @@ def run_card(
         (headline_label(run), number(metrics.get(headline_metric(run)))),
         ("Throughput", throughput(metrics.get("tokens_per_s"))),
         ("ETA", eta_text(run, rate=rate, now=now)),
-        ("Attempt", str(run.get("attempt", 1))),
+        ("Attempt", attempt_text(run)),
         ("Checkpoint", DASH if ckpt is None else f"step {ckpt}"),
     ]
     if is_eval(run):  # samples scored and the pass rate so far; an eval has no tokens/s and no checkpoints

@@ -37,6 +37,7 @@ async def launch(deps: SlackDeps, parsed: Parsed, who: Asker) -> None:
         watch=dict(parse_assignments((opts.get("watch") or "").replace(",", " ").split())),
         remedies=[part.strip() for part in (opts.get("remedy") or "").split("|") if part.strip()],
         cpus=opts.get("cpus"),
+        resources=dict(parse_assignments((opts.get("resources") or "").replace(",", " ").split())),
         purpose=opts.get("purpose"),
         no_queue=bool(opts.get("no_queue")),
         # the same slash command delivered twice (a retry) carries the same trigger id: one run

@@ -350,6 +350,7 @@ class ClusterProcess:
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = home / "cluster.log"
+        self.killed: set[str] = set()  # the workers killed from here (the cluster's own state still lists them)
 
     def start(self) -> RayConnection:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -374,7 +375,8 @@ class ClusterProcess:
 
     @property
     def workers(self) -> list[dict[str, Any]]:
-        return list(self.state().get("workers") or [])
+        """The worker nodes alive: started by the cluster, not killed from here."""
+        return [w for w in self.state().get("workers") or [] if w["node_id"] not in self.killed]
 
     def raylet_of(self, node_id: str) -> int:
         for w in self.workers:
@@ -384,12 +386,14 @@ class ClusterProcess:
 
     def kill_node(self, node_id: str) -> float:
         """``kill -9`` of the worker's raylet and of its processes; returns when (``time.monotonic()``)."""
-        return kill_node_processes(self.raylet_of(node_id))
+        killed_at = kill_node_processes(self.raylet_of(node_id))
+        self.killed.add(node_id)
+        return killed_at
 
     def add_worker(self) -> str:
         """A worker node joins; returns its node id."""
         assert self.proc is not None
-        before = {w["node_id"] for w in self.workers}
+        before = {w["node_id"] for w in self.state().get("workers") or []}
         os.kill(self.proc.pid, signal.SIGUSR1)
         st = self._await(lambda st: any(w["node_id"] not in before for w in st["workers"]), "to add a worker")
         return next(w["node_id"] for w in st["workers"] if w["node_id"] not in before)

@@ -275,11 +275,10 @@ class RunService:
     def _without_a_node(self, s: Session, queue: list[Ask]) -> list[Ask]:
         """``queue`` less the runs that wait for a node (after a node loss) that no alive node is yet: one fresh
         read of Ray's nodes, only when such a run is queued."""
-        waiting: dict[str, Any] = dict(
-            s.execute(
-                select(Run.id, Run.config).where(Run.status == RunStatus.QUEUED.value, Run.waiting_for.is_not(None))
-            ).tuples()
+        rows = s.execute(
+            select(Run.id, Run.config).where(Run.status == RunStatus.QUEUED.value, Run.waiting_for.is_not(None))
         )
+        waiting = {run_id: config for run_id, config in rows}
         if not waiting:
             return queue
         nodes = self.launcher.nodes()

@@ -1,0 +1,180 @@
+"""User stories on a real multi-node Ray cluster: a head (no CPU) and two worker nodes (1 CPU and ``accelerator=1``
+each) on this machine (``labbot.training.local_cluster``, Ray's own ``cluster_utils``), labbot connected to it as to
+any external cluster (``RAY_ADDRESS``, token auth), checkpoints in S3 (moto's server), Slack's fake.
+
+- tiny-lm on a worker, the node killed (``kill -9`` of its raylet and its processes): the run restarts from its
+  checkpoint on the other worker and finishes; the thread names the lost node; the job's own restarts are untouched
+  (``--max-restarts 0``).
+- Both workers lost: the run waits in the queue, the reason said, and starts when a node joins.
+- A checkpointing job on this cluster with only a local checkpoint folder: refused, saying what to set.
+
+The cluster declares a node dead after 3 missed health checks 1 s apart (``NODE_DEATH_ENV``), so each loss is seen
+within seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes.slack import SlackFake
+from s3_server import MotoS3
+from slack_driver import OWNER, SlackSide, slack_env
+from support import SMALL, Serve, make_service, wait_for
+
+from labbot.common.errors import BadRequest
+from labbot.training.local_cluster import ClusterProcess
+from labbot.training.specs import LaunchRequest
+
+pytestmark = pytest.mark.subprocess
+
+TOML = """
+[slack]
+card_every = "1s"
+progress_every = "1h"
+
+[watchdog]
+tick = "1s"
+restart_backoff = "1s"
+"""
+# slow enough to be killed mid-run, short enough to finish: ~0.25 s a step, a checkpoint every 4 steps
+RUN = f"launch tiny-lm steps=40 checkpoint_every=4 log_every=1 num_threads=1 min_step_s=0.25 {SMALL}"
+
+
+class Cluster(SlackSide):
+    def __init__(self, fake: SlackFake, serve: Serve, cluster: ClusterProcess) -> None:
+        super().__init__(fake, serve)
+        self.cluster = cluster
+
+    def thread_texts(self, run_id: str) -> list[str]:
+        return [m.text for m in self.thread(run_id)]
+
+    def on_a_worker(self, run_id: str) -> dict[str, object]:
+        """The run once it runs on a worker node, with a checkpoint written."""
+        workers = {w["node_id"] for w in self.cluster.workers}
+        return wait_for(
+            lambda: (
+                (r := self.run(run_id))["status"] == "running"
+                and (r.get("node") or {}).get("id") in workers
+                and (r.get("checkpoint_step") or 0) >= 4
+                and r
+            ),
+            timeout=90,
+            what=f"run {run_id} running on a worker with a checkpoint",
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
+    c = ClusterProcess(tmp_path_factory.mktemp("cluster"), workers=2)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, cluster: ClusterProcess, s3_server: MotoS3) -> Iterator[Cluster]:
+    home = tmp_path_factory.mktemp("multinode")
+    (home / "labbot.toml").write_text(TOML)
+    fake = SlackFake(channels={"C0LAB00001": "lab"}, users={OWNER: "alice"})
+    fake.start()
+    conn = cluster.connection
+    env = {
+        **slack_env(fake, home / "labbot.toml"),
+        **s3_server.env,
+        "LABBOT_ARTIFACTS_URL": f"s3://{s3_server.bucket()}/labbot",
+    }
+    serve = Serve(home / "state", ray_address=conn.address, ray_token=conn.token, extra_env=env).start()
+    try:
+        yield Cluster(fake, serve, cluster)
+    finally:
+        serve.stop()
+        fake.stop()
+
+
+def test_a_lost_worker_node_restarts_the_run_on_the_other_from_its_checkpoint(lab: Cluster) -> None:
+    run_id = lab.launched(f"{RUN} --resources accelerator=1 --max-restarts 0")
+    first = lab.on_a_worker(run_id)
+    node = first["node"]
+    assert isinstance(node, dict)
+    card = json.dumps(lab.card(run_id).blocks)
+    wait_for(lambda: node["id"][:8] in json.dumps(lab.card(run_id).blocks), timeout=15, what="the node on the card")
+
+    lab.cluster.kill_node(str(node["id"]))
+    moved = wait_for(
+        lambda: (
+            (r := lab.run(run_id))["attempt"] == 2
+            and r["status"] == "running"
+            and (r.get("node") or {}).get("id") not in (None, node["id"])
+            and r
+        ),
+        timeout=60,
+        what="attempt 2 running on the other worker",
+    )
+    assert moved["node_losses"] == 1
+    said = wait_for(
+        lambda: next((t for t in lab.thread_texts(run_id) if "lost its node" in t), None),
+        timeout=15,
+        what="the lost node in the thread",
+    )
+    assert node["id"][:8] in said and "does not count against the job's automatic restarts (0 of 0 used)" in said
+    done = wait_for(lambda: (r := lab.run(run_id))["status"] == "succeeded" and r, timeout=120, what="the run's end")
+    assert done["attempt"] == 2 and done["step"] == 40
+    logs = lab.serve.cli("logs", run_id, "--tail", "200").stdout
+    assert "resumed from checkpoint step" in logs, logs[-2000:]
+    assert card  # the card was drawn before the loss
+    lab.cluster.add_worker()  # back to two workers for the next story
+
+
+def test_with_every_worker_lost_the_run_waits_in_the_queue_until_a_node_joins(lab: Cluster) -> None:
+    run_id = lab.launched(f"{RUN} --resources accelerator=1")
+    first = lab.on_a_worker(run_id)
+    node = first["node"]
+    assert isinstance(node, dict)
+    others = [w["node_id"] for w in lab.cluster.workers if w["node_id"] != node["id"]]
+    for other in others:  # the idle worker first: the run's own node is the last to go
+        lab.cluster.kill_node(other)
+    lab.cluster.kill_node(str(node["id"]))
+    queued = wait_for(
+        lambda: (r := lab.run(run_id))["status"] == "queued" and r, timeout=60, what="the run queued for a node"
+    )
+    assert queued["waiting_for"] == "a node with accelerator=1"
+    wait_for(
+        lambda: any("waits in the queue for a node with accelerator=1" in t for t in lab.thread_texts(run_id)),
+        timeout=15,
+        what="the wait said in the thread",
+    )
+    capacity = lab.serve.cli("capacity")
+    assert capacity.returncode == 0 and "CPU" in capacity.stdout
+
+    joined = lab.cluster.add_worker()
+    back = wait_for(
+        lambda: (r := lab.run(run_id))["status"] == "running" and (r.get("node") or {}).get("id") == joined and r,
+        timeout=60,
+        what="the run started on the node that joined",
+    )
+    assert back["attempt"] == 2 and back["waiting_for"] is None
+    done = wait_for(lambda: (r := lab.run(run_id))["status"] == "succeeded" and r, timeout=120, what="the run's end")
+    assert done["step"] == 40
+    lab.cluster.add_worker()
+
+
+def test_a_checkpointing_job_is_refused_on_a_multinode_cluster_without_shared_checkpoints(
+    tmp_path: Path, cluster: ClusterProcess
+) -> None:
+    service = make_service(tmp_path, cluster.connection)  # checkpoints in a local folder nobody declared shared
+    try:
+        with pytest.raises(BadRequest) as refused:
+            service.launch(LaunchRequest(job="tiny-lm", owner="alice"))
+        assert "this Ray cluster has 3 nodes" in refused.value.message
+        assert "LABBOT_ARTIFACTS_URL=s3://" in refused.value.message
+        assert "[training] checkpoint_root" in refused.value.message
+        assert service.runs() == []  # nothing written
+        service.checkpoints_shared = True  # [training] checkpoint_root declares a folder every node mounts
+        assert service.cluster_totals().cpus == len(cluster.workers)
+    finally:
+        service.launcher.close()

@@ -19,6 +19,17 @@ from labbot.training.service import RunService
 SLOW = {"slow": {"entrypoint": "sleep 600", "description": "a stand-in job", "cpus": 2}}
 
 
+def node_died_message(node_id: str, ip: str) -> str:
+    """Ray 2.60's message for a job whose node died under it (as a real multi-node cluster reported it)."""
+    return (
+        "Job supervisor actor died: The actor died unexpectedly before finishing this task.\n\tclass_name: "
+        "JobSupervisor\n\tactor_id: c4070549c0601d4a49848d1801000000\n\tpid: 8841\n\tname: "
+        "_ray_internal_job_actor_labbot-r-1\n\tnamespace: SUPERVISOR_ACTOR_RAY_NAMESPACE\n\tip: "
+        f"{ip}\nThe actor died because its node has died. Node Id: {node_id}\n\tthe actor's node was terminated "
+        "unexpectedly: health check failed due to missing too many heartbeats"
+    )
+
+
 class _Response:
     def __init__(self, doc: Any, status: int = 200) -> None:
         self.status_code = status
@@ -37,6 +48,8 @@ class RecordingRay:
         self.stopped: list[str] = []
         self.nodes = [{"state": "ALIVE", "resources_total": {"CPU": cpus, "GPU": gpus, "memory": 1e9}}]
         self.node_reads = 0
+        self.messages: dict[str, tuple[str | None, str]] = {}  # a failed job's (error_type, message)
+        self.driver: dict[str, str] = {}  # the node each job's entrypoint runs on
         self._lock = threading.Lock()
 
     def submit_job(self, **kwargs: Any) -> str:
@@ -68,6 +81,14 @@ class RecordingRay:
     def finish(self, sid: str) -> None:
         self.status[sid] = "SUCCEEDED"
 
+    def lose_node(self, sid: str, node_id: str, ip: str = "10.0.0.7") -> None:
+        """The job's node dies under it: Ray's words for it (its supervisor actor died with the node)."""
+        self.status[sid] = "FAILED"
+        self.messages[sid] = ("JOB_SUPERVISOR_ACTOR_DIED", node_died_message(node_id, ip))
+        for node in self.nodes:
+            if node.get("node_id") == node_id:
+                node["state"] = "DEAD"
+
     def _do_request(self, method: str, path: str, **_: Any) -> _Response:
         if path.startswith("/api/v0/nodes"):
             self.node_reads += 1
@@ -75,7 +96,14 @@ class RecordingRay:
         if path.startswith("/api/jobs"):
             return _Response(
                 [
-                    {"submission_id": sid, "status": st, "message": "", "metadata": {}}
+                    {
+                        "submission_id": sid,
+                        "status": st,
+                        "message": self.messages.get(sid, (None, ""))[1],
+                        "error_type": self.messages.get(sid, (None, ""))[0],
+                        "metadata": {},
+                        "driver_node_id": self.driver.get(sid),
+                    }
                     for sid, st in list(self.status.items())
                 ]
             )

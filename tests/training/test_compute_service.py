@@ -201,13 +201,19 @@ def test_purpose_comes_from_the_job_or_the_launch_and_is_checked(
     assert service.registry.get("eval").purpose == "eval" and service.registry.get("eval-generate").purpose == "data"
 
 
-def test_without_compute_nothing_waits_and_ray_is_not_asked_for_totals(
+def test_without_compute_nothing_waits_and_ray_is_asked_for_its_nodes_once(
     tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service, ray = compute_service(tmp_path, monkeypatch, None, database_url=database_url)
     runs = _launch_at_once([service], 6)
     assert {r["status"] for r in runs} == {"pending"} and len(ray.submitted) == 6
-    assert ray.node_reads == 0 and service.admit_queued() == []
+    # no totals to decide from; the one read is whether the cluster has more than one node (checkpoints in a local
+    # folder), cached like the totals
+    assert ray.node_reads == 1 and service.admit_queued() == []
+    service.checkpoints_shared = True
+    service.totals_ttl_s = 0
+    _launch_at_once([service], 2)
+    assert ray.node_reads == 1  # checkpoints every node reaches: nothing to ask
 
 
 def test_priority_is_checked_and_a_restart_of_a_queued_run_is_refused(
@@ -232,7 +238,8 @@ def test_capacity_shows_use_against_each_cap_who_and_the_queue(
     first = service.launch(LaunchRequest(job="slow", owner="U1")).run
     second = service.launch(LaunchRequest(job="slow", owner="U2")).run
     doc = service.capacity()
-    assert doc["caps_set"] and doc["cluster"] == {"cpus": 16.0, "gpus": 4.0}
+    assert doc["caps_set"] and {k: doc["cluster"][k] for k in ("cpus", "gpus")} == {"cpus": 16.0, "gpus": 4.0}
+    assert [n["resources"] for n in doc["cluster"]["nodes"]] == [{"CPU": 16.0, "GPU": 4.0}]  # Ray's memory left out
     [training] = doc["purposes"]
     assert training["limits"]["cpus"] == 3 and training["use"] == {"runs": 1, "cpus": 2.0, "gpus": 0.0}
     assert [r["run_id"] for r in training["running"]] == [first["id"]] and training["owners"] == ["U1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from labbot.training import failure_reason
 from labbot.training.failure_reason import exception_line, reason
 
 ENVELOPE = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
@@ -65,3 +66,39 @@ def test_another_error_type_keeps_its_name() -> None:
 def test_one_short_line() -> None:
     got = reason("X", "Traceback (most recent call last):\nValueError: " + "y" * 1000 + "\nmore")
     assert "\n" not in got and len(got) <= 300
+
+
+# ---- a lost node -------------------------------------------------------------------------------------------------
+
+# what Ray 2.60 said when a job's node was killed under it on a real multi-node cluster (tests/e2e/test_multinode.py)
+NODE_DIED = (
+    "Job supervisor actor died: The actor died unexpectedly before finishing this task.\n\tclass_name: JobSupervisor\n"
+    "\tactor_id: c4070549c0601d4a49848d1801000000\n\tpid: 8841\n\tname: _ray_internal_job_actor_raysubmit_2sn6v\n"
+    "\tnamespace: SUPERVISOR_ACTOR_RAY_NAMESPACE\n\tip: 192.0.2.2\nThe actor died because its node has died. Node Id: "
+    "a95ab0918b0d2f86f98abac4dbc2813e0f686757f02aed9c8b3a7e35\n\tthe actor's node was terminated unexpectedly: "
+    "health check failed due to missing too many heartbeats"
+)
+
+
+def test_a_supervisor_that_died_with_its_node_is_a_lost_node() -> None:
+    lost = failure_reason.lost_node("JOB_SUPERVISOR_ACTOR_DIED", NODE_DIED)
+    assert lost == failure_reason.LostNode(
+        "a95ab0918b0d2f86f98abac4dbc2813e0f686757f02aed9c8b3a7e35",
+        "192.0.2.2",
+        "health check failed due to missing too many heartbeats",
+    )
+    assert lost.words() == "192.0.2.2 (node a95ab091)"
+    assert failure_reason.reason("JOB_SUPERVISOR_ACTOR_DIED", NODE_DIED) == (
+        "lost its node 192.0.2.2 (node a95ab091): health check failed due to missing too many heartbeats"
+    )
+
+
+def test_other_failures_are_not_a_lost_node() -> None:
+    assert failure_reason.lost_node("JOB_ENTRYPOINT_COMMAND_ERROR", NODE_DIED) is None  # the job's own exit
+    died_alone = NODE_DIED.split("\nThe actor died because")[0]  # a supervisor that died on a live node
+    assert failure_reason.lost_node("JOB_SUPERVISOR_ACTOR_DIED", died_alone) is None
+    assert failure_reason.lost_node(None, "ValueError: loss is nan") is None
+    assert failure_reason.lost_node("JOB_SUPERVISOR_ACTOR_DIED", None) is None
+    no_ip = NODE_DIED.replace("\tip: 192.0.2.2\n", "")
+    lost = failure_reason.lost_node("JOB_SUPERVISOR_ACTOR_DIED", no_ip)
+    assert lost is not None and lost.words() == "node a95ab091"

@@ -162,6 +162,7 @@ def test_launch_full() -> None:
         "watch": "kl_max=5",
         "remedy": "diverged: lr *= 0.5; max 2",
         "cpus": None,
+        "resources": None,
         "purpose": None,
         "no_queue": False,
     }
@@ -172,6 +173,7 @@ def test_launch_full() -> None:
 def test_launch_with_a_purpose_cpus_and_no_queue_and_the_compute_commands() -> None:
     p = ok("launch tiny-lm --purpose research --cpus 2 --no-queue")
     assert (p.options["purpose"], p.options["cpus"], p.options["no_queue"]) == ("research", 2.0, True)
+    assert ok("launch tiny-lm --resources accelerator=1,ssd=2").options["resources"] == "accelerator=1,ssd=2"
     assert ok("priority K3XQ7P 10").args == {"run_id": "k3xq7p", "priority": 10}
     assert ok("capacity").command.name == "capacity"
     assert "PRIORITY" in err("priority k3xq7p").message
@@ -189,6 +191,7 @@ def test_options_default_when_absent() -> None:
         "watch": None,
         "remedy": None,
         "cpus": None,
+        "resources": None,
         "purpose": None,
         "no_queue": False,
     }
@@ -358,7 +361,8 @@ def test_usage_error_carries_the_command_and_its_usage_line() -> None:
     assert e.command is not None and e.command.name == "launch"
     assert e.usage == (
         "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-        " [--alert WORDS] [--watch K=V] [--remedy WORDS] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
+        " [--alert WORDS] [--watch K=V] [--remedy WORDS] [--cpus N] [--resources K=V] [--purpose P] [--no-queue]"
+        " [KEY=VALUE ...]"
     )
     unknown = err("nope")
     assert unknown.command is None
@@ -476,6 +480,7 @@ def launches(draw: st.DrawFn) -> Parsed:
         "watch": draw(st.none() | safe_text),
         "remedy": draw(st.none() | safe_text),
         "cpus": draw(st.none() | st.floats(min_value=0, allow_infinity=False)),
+        "resources": draw(st.none() | safe_text),
         "purpose": draw(st.none() | st.sampled_from(["training", "eval", "data", "research", "serving"])),
         "no_queue": draw(st.booleans()),
     }

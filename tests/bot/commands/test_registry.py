@@ -171,7 +171,8 @@ def test_usage_lines() -> None:
     assert lines == {
         "launch": (
             "/lab launch JOB [--name N] [--gpus N] [--stall-after DUR] [--pending-after DUR] [--max-restarts N]"
-            " [--alert WORDS] [--watch K=V] [--remedy WORDS] [--cpus N] [--purpose P] [--no-queue] [KEY=VALUE ...]"
+            " [--alert WORDS] [--watch K=V] [--remedy WORDS] [--cpus N] [--resources K=V] [--purpose P] [--no-queue]"
+            " [KEY=VALUE ...]"
         ),
         "runs": "/lab runs [--status S] [--mine] [--limit N]",
         "status": "/lab status RUN_ID",

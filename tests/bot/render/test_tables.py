@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labbot.bot.render.tables import run_details, runs_table
+from labbot.bot.render.tables import capacity_text, run_details, runs_table
 
 
 def _run(run_id: str, job: str, metrics: dict[str, Any], **over: Any) -> dict[str, Any]:
@@ -47,3 +47,25 @@ def test_a_queued_runs_details_name_no_ray_job_until_it_is_admitted() -> None:
     assert "- (queued: not on Ray yet)" in text and "labbot-aaaaaa-1" not in text
     assert "1st in line for training" in text
     assert "labbot-aaaaaa-1" in run_details({**queued, "status": "pending", "queue_position": None})
+
+
+def test_capacity_lists_each_node_of_a_multinode_cluster() -> None:
+    doc = {
+        "caps_set": False,
+        "cluster": {
+            "cpus": 2.0,
+            "gpus": 0.0,
+            "nodes": [
+                {"id": "h" * 56, "name": "10.0.0.6", "head": True, "resources": {}},
+                {"id": "a" * 56, "name": "10.0.0.7", "head": False, "resources": {"CPU": 1.0, "accelerator": 1.0}},
+            ],
+        },
+        "use": {"runs": 1, "cpus": 1.0, "gpus": 0.0},
+        "purposes": [],
+    }
+    text = capacity_text(doc)
+    assert "cluster: 2 CPUs, 0 GPUs" in text
+    assert "node 10.0.0.6 (hhhhhhhh, head): nothing" in text
+    assert "node 10.0.0.7 (aaaaaaaa): CPU=1, accelerator=1" in text
+    one = {**doc, "cluster": {**doc["cluster"], "nodes": doc["cluster"]["nodes"][:1]}}
+    assert "node " not in capacity_text(one), "one node: the totals say it all"

@@ -409,3 +409,15 @@ def test_an_eval_runs_card_shows_samples_and_the_pass_rate_not_a_loss() -> None:
     assert f["*Samples*"] == "3 / 12" and f["*pass_rate*"] == "0.6667"
     assert not {"*Loss*", "*Throughput*", "*Checkpoint*", "*Step*"} & set(f)
     validate_message(text, blocks)
+
+
+def test_the_card_shows_the_node_a_run_is_on_and_what_a_queued_run_waits_for() -> None:
+    node = {"id": "a95ab0918b0d2f86f98abac4dbc2813e0f686757f02aed9c8b3a7e35", "name": "10.0.0.7"}
+    text, blocks = run_card(make_run("running", attempt=2, node=node), now=NOW)
+    assert fields_of(blocks)["*Attempt*"] == "2 · on 10.0.0.7 (a95ab091)"
+    validate_message(text, blocks)
+    ended = fields_of(run_card(make_run("succeeded", attempt=2, node=node), now=NOW)[1])
+    assert ended["*Attempt*"] == "2", "an ended run is on no node"
+    waiting = make_run("queued", step=None, queue_position=1, waiting_for="a node with accelerator=1", started_at=None)
+    status = fields_of(run_card(waiting, now=NOW)[1])["*Status*"]
+    assert "waiting for a node with accelerator=1" in status and "in line" not in status

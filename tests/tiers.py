@@ -55,6 +55,7 @@ LONGEST_FIRST = (
     "e2e/test_pager_resilience.py",
     "e2e/test_console.py",
     "e2e/test_console_demo.py",
+    "e2e/test_multinode.py",  # 65 s: a three-node cluster, two node losses, a node joining
     "evals/generation/test_generator_layouts.py",  # 65 s
 )
 

@@ -18,7 +18,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import ipaddress
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -178,6 +180,7 @@ def test_the_schema_check_has_teeth() -> None:
         kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
 
 
+@functools.cache  # a megabyte of YAML: parsed once
 def _crd_schema() -> dict[str, Any]:
     crd = yaml.safe_load(spec_path("kuberay-rayclusters-crd.yaml").read_text())
     (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
@@ -187,7 +190,14 @@ def _crd_schema() -> dict[str, Any]:
 def _crd_problems(value: Any, schema: dict[str, Any], where: str = "") -> Iterator[str]:
     """What the API server would refuse (a wrong type or enum) or silently drop (a field the schema does not know):
     jsonschema alone lets an unknown field through, since a CRD's schema never says additionalProperties: false."""
-    if schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-int-or-string"):
+    if schema.get("x-kubernetes-int-or-string"):
+        pattern = schema.get("pattern")
+        if isinstance(value, str) and pattern and not re.match(pattern, value):
+            yield f"{where}: {value!r} is not a quantity the API server accepts"  # "4 GB", "2 cores"
+        elif not isinstance(value, str | int) or isinstance(value, bool):
+            yield f"{where}: {value!r} is neither an integer nor a string"
+        return
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
         return
     kind = schema.get("type")
     if kind == "object" and isinstance(value, dict):
@@ -216,6 +226,58 @@ def _crd_problems(value: Any, schema: dict[str, Any], where: str = "") -> Iterat
         yield f"{where}: {value!r} is not a boolean"
     if "enum" in schema and value not in schema["enum"]:
         yield f"{where}: {value!r} is not one of {schema['enum']}"
+
+
+def _quantity_pattern() -> str:
+    """Kubernetes' resource.Quantity syntax, as the pinned KubeRay CRD states it (a container's resources): the
+    Kubernetes schemas kubernetes-validate holds give a quantity as "a string or a number" and nothing more, so a
+    "2 cores" passes them, which the API server refuses."""
+    limits = _crd_schema()["properties"]["spec"]["properties"]["headGroupSpec"]["properties"]["template"]
+    container = limits["properties"]["spec"]["properties"]["containers"]["items"]
+    quantity = container["properties"]["resources"]["properties"]["limits"]["additionalProperties"]
+    assert quantity.get("x-kubernetes-int-or-string"), quantity
+    return str(quantity["pattern"])
+
+
+def _quantity_problems(doc: dict[str, Any]) -> list[str]:
+    """Every container resource (requests, limits) in ``doc``'s pod templates that is not a valid quantity."""
+    pattern = re.compile(_quantity_pattern())
+    out = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "resources" and isinstance(item, dict) and {"limits", "requests"} & set(item):
+                    for kind in ("limits", "requests"):
+                        for name, amount in (item.get(kind) or {}).items():
+                            text = str(amount) if isinstance(amount, int | float) else amount
+                            if not isinstance(text, str) or isinstance(amount, bool) or not pattern.match(text):
+                                out.append(f"{where}.{key}.{kind}.{name}: {amount!r} is not a quantity")
+                else:
+                    walk(item, f"{where}.{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+
+    walk(doc, f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}")
+    return out
+
+
+def test_every_resource_quantity_is_one_the_api_server_accepts() -> None:
+    assert [p for _, d in DOCS for p in _quantity_problems(d)] == []
+    assert any(_quantity_problems(d) == [] and "resources" in json.dumps(d) for _, d in DOCS)
+    # with teeth: a quantity in words, in a Deployment (which kubernetes-validate lets through) and in the RayCluster
+    deployment = yaml.safe_load(yaml.safe_dump(_one("Deployment", "labbot")))
+    deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "2 cores"
+    kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)  # the Kubernetes schemas do not see it
+    assert _quantity_problems(deployment) == [
+        "Deployment/labbot.spec.template.spec.containers[0].resources.limits.cpu: '2 cores' is not a quantity"
+    ]
+    (ray,) = _objects("RayCluster")
+    broken = yaml.safe_load(yaml.safe_dump(ray))
+    broken["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "4 GB"
+    problems = list(_crd_problems(broken, _crd_schema()))
+    assert any("limits.memory: '4 GB' is not a quantity" in p for p in problems), problems
 
 
 def test_the_raycluster_is_valid_against_kuberays_crd() -> None:

@@ -47,6 +47,7 @@ SCRIPTS = [
     "experiment_search.py",
     "research_approvals.py",
     "research_eval.py",
+    "node_recovery.py",
 ]
 
 

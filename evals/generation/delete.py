@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from labbot.common.errors import BadRequest
+from labbot.common.python_ast import parse_python
 
 Deletion = Literal["body", "function"]
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -70,7 +71,7 @@ def _lines(text: str) -> list[str]:
 
 def _parse(source: str, what: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        return parse_python(source)
     except (SyntaxError, ValueError) as exc:
         raise BadRequest(
             f"{what} is not valid Python ({exc}): only files that parse can have a feature deleted"
@@ -238,7 +239,7 @@ def symbols(source: str, what: str = "the file") -> list[Symbol]:
 
 def _checked(new: str, what: str, symbol: str) -> str:
     try:
-        ast.parse(new)
+        parse_python(new)
     except (SyntaxError, ValueError) as exc:
         raise BadRequest(f"deleting {symbol!r} from {what} would leave a file that does not parse ({exc})") from exc
     return new
@@ -261,7 +262,7 @@ def delete_body(source: str, symbol: str, what: str = "the file") -> str:
         replaced = [region.indent + placeholder(symbol) + region.newline]
     new = "".join(lines[: region.start - 1] + replaced + lines[region.end :])
     new = _checked(new, what, symbol)
-    after = [f for f in _walk(ast.parse(new)) if f.qualname == symbol]
+    after = [f for f in _walk(parse_python(new)) if f.qualname == symbol]
     if len(after) != 1 or signature(after[0].node) != signature(found.node) or len(_rest(after[0].node)) != 1:
         raise BadRequest(f"deleting the body of {symbol!r} in {what} did not leave its signature intact")
     return new
@@ -280,7 +281,7 @@ def delete_function(source: str, symbol: str, what: str = "the file") -> str:
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     new = "".join(lines[: start - 1] + lines[region.end :])
     new = _checked(new, what, symbol)
-    if any(f.qualname == symbol for f in _walk(ast.parse(new))):
+    if any(f.qualname == symbol for f in _walk(parse_python(new))):
         raise BadRequest(f"{symbol!r} is still defined in {what} after its removal")
     return new
 
@@ -310,6 +311,6 @@ def plant_canary(source: str, symbol: str, canary: str, what: str = "the file") 
         first = _rest(found.node)[0]
         lines.insert(first.lineno - 1, f"{region.indent}# {canary}{region.newline}")
     new = "".join(lines)
-    if ast.dump(_parse(new, what)) != ast.dump(ast.parse(source)):
+    if ast.dump(_parse(new, what)) != ast.dump(parse_python(source)):
         raise BadRequest(f"planting a canary in {symbol!r} in {what} changed the program")
     return new

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from labbot.common.errors import BadRequest
+from labbot.common.python_ast import parse_python
 from labbot.evals.sandbox.bwrap import VENV, Limits, Sandbox, SandboxSpec
 from labbot.evals.suite import TOOLCHAIN_IMPORTS
 
@@ -108,7 +109,7 @@ def _setup_py_keywords(tree: Path) -> dict[str, object]:
     if not path.is_file():
         return {}
     try:
-        module = ast.parse(path.read_text())
+        module = parse_python(path.read_text())
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return {}
     for node in ast.walk(module):
@@ -240,7 +241,7 @@ def toolchain_needed(tree: Path) -> list[str]:
         if ".git" in path.relative_to(tree).parts or path.is_symlink() or not path.is_file():
             continue
         try:
-            parsed = ast.parse(path.read_bytes())
+            parsed = parse_python(path.read_bytes())
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(parsed):

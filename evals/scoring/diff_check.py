@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from labbot.common.python_ast import parse_python
+
 NATIVE_SUFFIXES = (".so", ".pyd", ".dylib")
 # labbot's scoring plugin and channel, by the names a rewrite would look for
 LABBOT_NAMES = ("labbot_outcomes", "labbot-report", "outcomes.sock", "labbot-pytest")
@@ -204,7 +206,7 @@ class _Visitor(ast.NodeVisitor):
 
 def _raw(source: str, *, library: bool) -> Iterator[tuple[int, str]]:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return
     visitor = _Visitor(library)

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from labbot.common.errors import BadRequest
+from labbot.common.python_ast import parse_python
 from labbot.evals.sandbox.bwrap import Limits, SandboxSpec
 from labbot.evals.scoring.diff_check import Finding, check_file, check_name
 from labbot.evals.scoring.testrun import Outcome, TestRun, run_tests
@@ -299,7 +300,7 @@ def kill_leftovers(folder: Path) -> list[int]:
 
 def _test_names(text: str) -> list[str]:
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError):
         return []
     return [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from labbot.common.errors import BadRequest
+from labbot.common.python_ast import parse_python
 from labbot.evals.sandbox.bwrap import WORKDIR, Sandbox, SandboxSpec
 from labbot.evals.seal import contamination_walk
 from labbot.evals.seal.leak_probes import MIN_NEEDLE, needles, sandbox_python
@@ -96,7 +97,7 @@ class Scan:
 def definitions(source: str, symbols: Sequence[str], what: str = "the file") -> list[str]:
     """The source of each of ``symbols`` (qualified: ``func``, ``Class.method``) in ``source``, dedented."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         raise BadRequest(f"{what} does not parse ({e}): the deleted code is read from it") from e
     out = []
@@ -135,7 +136,7 @@ def distinctive_strings(sources: Sequence[str], corpus: str) -> list[str]:
     task tree (``corpus``) does not hold, the longest :data:`MAX_STRINGS`."""
     found: set[str] = set()
     for source in sources:
-        tree = ast.parse(source)
+        tree = parse_python(source)
         docstrings = {
             id(getattr(n.body[0], "value", None))
             for n in ast.walk(tree)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from labbot.common.errors import BadRequest
+from labbot.common.python_ast import parse_python
 from labbot.evals.sandbox.bwrap import VENV, ExecResult, Sandbox, SandboxSpec, interpreter_prefixes
 from labbot.evals.sandbox.proxy import PORT as PROXY_PORT
 from labbot.evals.sandbox.proxy import AllowList
@@ -112,7 +113,7 @@ def deleted_source(original: Path, task: EvalTask) -> str:
     path = original / task.path
     try:
         source = path.read_text()
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (OSError, SyntaxError) as e:
         raise BadRequest(f"cannot read {task.path} of the suite's original for task {task.id}: {e}") from e
     parts = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes.slack import SlackFake
@@ -47,6 +48,10 @@ class Cluster(SlackSide):
     def __init__(self, fake: SlackFake, serve: Serve, cluster: ClusterProcess) -> None:
         super().__init__(fake, serve)
         self.cluster = cluster
+
+    def capacity(self) -> dict[str, Any]:
+        with self.serve.client() as api:
+            return dict(api.get("/capacity").json())
 
     def thread_texts(self, run_id: str) -> list[str]:
         return [m.text for m in self.thread(run_id)]
@@ -148,8 +153,8 @@ def test_with_every_worker_lost_the_run_waits_in_the_queue_until_a_node_joins(la
         timeout=15,
         what="the wait said in the thread",
     )
-    capacity = lab.serve.cli("capacity")
-    assert capacity.returncode == 0 and "CPU" in capacity.stdout
+    # capacity shrinks with the lost nodes (Ray's alive nodes, read at most every 10 s) and grows back below
+    wait_for(lambda: lab.capacity()["cluster"]["cpus"] == 0, timeout=30, what="capacity without the workers")
 
     joined = lab.cluster.add_worker()
     back = wait_for(
@@ -158,6 +163,9 @@ def test_with_every_worker_lost_the_run_waits_in_the_queue_until_a_node_joins(la
         what="the run started on the node that joined",
     )
     assert back["attempt"] == 2 and back["waiting_for"] is None
+    wait_for(lambda: lab.capacity()["cluster"]["cpus"] == 1, timeout=30, what="capacity with the node that joined")
+    shown = lab.serve.cli("capacity").stdout
+    assert f"({joined[:8]}): CPU=1, accelerator=1" in shown and "head): nothing" in shown, shown
     done = wait_for(lambda: (r := lab.run(run_id))["status"] == "succeeded" and r, timeout=120, what="the run's end")
     assert done["step"] == 40
     lab.cluster.add_worker()

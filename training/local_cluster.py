@@ -174,12 +174,6 @@ class LocalCluster:
         self.workers.append(worker)
         return worker
 
-    def worker(self, node_id: str) -> WorkerNode:
-        for w in self.workers:
-            if w.node_id == node_id:
-                return w
-        raise KeyError(f"no worker node {node_id[:8]} in this cluster")
-
     def kill_node(self, worker: WorkerNode) -> float:
         """What a lost machine does: ``kill -9`` of the node's raylet, then of every process it started (Ray's
         workers there, and the jobs' drivers they started). Returns the time of the raylet's kill
@@ -203,13 +197,6 @@ class LocalCluster:
                 self._cluster.shutdown()
             self._cluster = None
         shutil.rmtree(self.private_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the nodes' environment ------------------------------------------------------------------------------
 

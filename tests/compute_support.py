@@ -50,6 +50,9 @@ class RecordingRay:
         self.node_reads = 0
         self.messages: dict[str, tuple[str | None, str]] = {}  # a failed job's (error_type, message)
         self.driver: dict[str, str] = {}  # the node each job's entrypoint runs on
+        self.job_ids: dict[str, str] = {}  # each job's Ray job id (hex), as the Jobs API gives it once it started
+        self.actors: list[dict[str, Any]] = []  # what the state API lists: {actor_id, class_name, state, job_id, node_id}
+        self.actor_reads: list[str] = []  # the node each actors read asked about
         self._lock = threading.Lock()
 
     def submit_job(self, **kwargs: Any) -> str:
@@ -89,7 +92,21 @@ class RecordingRay:
             if node.get("node_id") == node_id:
                 node["state"] = "DEAD"
 
+    def lose_worker_node(self, node_id: str) -> None:
+        """A node dies under a job's actors, not under its driver: the job goes on (Ray Train restarts them)."""
+        for node in self.nodes:
+            if node.get("node_id") == node_id:
+                node["state"] = "DEAD"
+        for actor in self.actors:
+            if actor["node_id"] == node_id:
+                actor["state"] = "DEAD"
+
     def _do_request(self, method: str, path: str, **_: Any) -> _Response:
+        if path.startswith("/api/v0/actors"):
+            node = path.split("filter_values=")[1].split("&")[0]
+            self.actor_reads.append(node)
+            found = [a for a in self.actors if a["node_id"] == node]
+            return _Response({"result": True, "data": {"result": {"result": found, "total": len(found)}}})
         if path.startswith("/api/v0/nodes"):
             self.node_reads += 1
             return _Response({"result": True, "data": {"result": {"result": self.nodes, "total": len(self.nodes)}}})
@@ -103,6 +120,7 @@ class RecordingRay:
                         "error_type": self.messages.get(sid, (None, ""))[0],
                         "metadata": {},
                         "driver_node_id": self.driver.get(sid),
+                        "job_id": self.job_ids.get(sid),
                     }
                     for sid, st in list(self.status.items())
                 ]

@@ -69,6 +69,7 @@ class RayJob:
     start_time: float | None = None
     end_time: float | None = None
     driver_node_id: str | None = None  # the node the entrypoint runs on (Ray's JobDetails), once it started
+    job_id: str | None = None  # Ray's id of the driver's job (hex), once it started: what its actors carry
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,17 @@ class RayNode:
         return f"{self.name} (node {self.node_id[:8]})"
 
 
+@dataclass(frozen=True)
+class RayActor:
+    """One actor as Ray's state API lists it (a dead one stays listed, with the node it ran on)."""
+
+    actor_id: str
+    class_name: str  # ``RayTrainWorker`` for Ray Train's workers
+    state: str  # ALIVE, DEAD, RESTARTING, PENDING_CREATION, ...
+    job_id: str
+    node_id: str
+
+
 def _as_job(details: Any) -> RayJob:
     status = details.status
     return RayJob(
@@ -103,6 +115,7 @@ def _as_job(details: Any) -> RayJob:
         start_time=details.start_time / 1000 if details.start_time else None,
         end_time=details.end_time / 1000 if details.end_time else None,
         driver_node_id=getattr(details, "driver_node_id", None) or None,
+        job_id=getattr(details, "job_id", None) or None,
     )
 
 
@@ -118,6 +131,7 @@ def _job_from_json(doc: dict[str, Any]) -> RayJob:
         start_time=start / 1000 if start else None,
         end_time=end / 1000 if end else None,
         driver_node_id=str(doc.get("driver_node_id") or "") or None,
+        job_id=str(doc.get("job_id") or "") or None,
     )
 
 
@@ -258,6 +272,19 @@ class RayLauncher:
 
         return self._call("read the cluster's nodes", go)
 
+    def actors_on(self, node_id: str) -> list[RayActor]:
+        """Every actor Ray placed on ``node_id`` (alive or dead, any job's), from the dashboard's state API (``GET
+        /api/v0/actors`` filtered by node) with labbot's token: after a node is lost, whose actors died with it."""
+
+        def go(client: Any) -> list[RayActor]:
+            query = f"limit=10000&detail=false&filter_keys=node_id&filter_predicates=%3D&filter_values={node_id}"
+            r = client._do_request("GET", f"/api/v0/actors?{query}")
+            if r.status_code != 200:
+                client._raise_error(r)
+            return actors_of(r.json())
+
+        return self._call(f"read the actors of node {node_id[:8]}", go)
+
     def _redacted(self, job: RayJob) -> RayJob:
         """A failed job's message carries the tail of its logs: redacted like the logs."""
         message = self.redact(job.message)
@@ -310,6 +337,24 @@ def nodes_of(doc: Any) -> list[RayNode]:
             )
         )
     return out
+
+
+def actors_of(doc: Any) -> list[RayActor]:
+    """The actors in the state API's answer (the shape of :func:`nodes_of`'s); anything else is no actor."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    inner = data.get("result") if isinstance(data, dict) else None
+    raw = inner.get("result") if isinstance(inner, dict) else None
+    return [
+        RayActor(
+            actor_id=str(a.get("actor_id") or ""),
+            class_name=str(a.get("class_name") or ""),
+            state=str(a.get("state") or ""),
+            job_id=str(a.get("job_id") or ""),
+            node_id=str(a.get("node_id") or ""),
+        )
+        for a in (raw if isinstance(raw, list) else [])
+        if isinstance(a, dict)
+    ]
 
 
 def sum_resources(nodes: list[RayNode]) -> dict[str, float]:

@@ -66,6 +66,8 @@ def run_view(run: Run, *, queue_position: int | None = None) -> dict[str, Any]:
         # the Ray node the current attempt's entrypoint runs on ({"id", "name"}: an IP or a pod's name); None before
         # Ray placed it
         "node": {"id": run.node_id, "name": run.node_name or run.node_id[:8]} if run.node_id else None,
-        "node_losses": run.node_losses or 0,  # attempts that lost their node (not counted against max_restarts)
+        # nodes lost under the run: its driver's (labbot restarted the attempt) or its actors' (Ray Train restarted its
+        # workers inside the attempt); never counted against max_restarts
+        "node_losses": run.node_losses or 0,
         "waiting_for": run.waiting_for,  # a queued run's reason: the node it waits for, in words
     }

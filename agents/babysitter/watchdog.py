@@ -71,6 +71,7 @@ from labbot.training.monitoring import (
 from labbot.training.service import LOST, RunService, reconcile_run
 
 log = logging.getLogger(__name__)
+RAY_TRAIN_WORKERS = ("RayTrainWorker",)  # the class Ray Train's workers are (v1 and v2)
 
 RESTARTABLE = (FAILED, HUNG, SILENT)
 WATCHED = (
@@ -146,6 +147,7 @@ class Watchdog:
         self._last_ray_look: datetime | None = None  # when a tick last asked Ray for its jobs
         self._watching = False  # whether that look found runs to watch (then the next tick looks again)
         self._node_names: dict[str, str] = {}  # Ray node id → its name (an IP, a pod), read when a new id is seen
+        self._alive_nodes: set[str] | None = None  # the alive nodes at the last look while runs ran (None: no look)
         with db.session() as s:  # a cluster page left open by a previous labbot is picked up again
             self._infra_open = s.scalar(self._infra_query()) is not None
 
@@ -188,6 +190,7 @@ class Watchdog:
                     self._reconcile_and_judge(
                         s, run, needs_work[run.id], jobs.get(run.ray_submission_id or ""), now, report
                     )
+            self._nodes_lost_under_runs(s, watched, jobs)
         for sid in report.to_stop:
             try:
                 self.launcher.stop(sid)
@@ -496,6 +499,71 @@ class Watchdog:
                 log.warning("could not read the cluster's nodes: %s", e.message)
         return self._node_names.get(node_id) or node_id[:8]
 
+    def _nodes_lost_under_runs(self, s: Session, watched: list[tuple[Any, dict[str, Incident]]], jobs: Mapping[str, RayJob]) -> None:
+        """A node lost under a running job's actors but not under its driver (Ray Train's workers on two nodes, one
+        lost): the job goes on — Ray Train's own failure handling (``FailureConfig``) restarts its workers from the
+        checkpoint within the attempt — and labbot says so in the thread, naming the node, counts it in the run's
+        ``node_losses``, and spends none of the job's restarts. A lost driver's node fails the job instead (that is
+        :meth:`_restart_on_another_node`'s). The nodes come from the service's cached read (one per ``totals_ttl_s``),
+        and Ray's actors are read only for a node that was alive at the last look and is not now."""
+        running = [
+            (row, job)
+            for row, _ in watched
+            if row.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.STALLED.value)
+            and (job := jobs.get(row.ray_submission_id or "")) is not None
+            and job.status == RAY_RUNNING
+            and job.job_id
+        ]
+        if not running:
+            self._alive_nodes = None  # a node lost while nothing ran is nobody's
+            return
+        try:
+            nodes = self.service.cluster_nodes()
+        except LabbotError as e:
+            log.warning("could not read the cluster's nodes: %s", e.message)
+            return
+        for node in nodes:
+            self._node_names.setdefault(node.node_id, node.name)
+        alive = {n.node_id for n in nodes if n.alive}
+        before, self._alive_nodes = self._alive_nodes, alive
+        for node_id in sorted((before or set()) - alive):
+            try:
+                actors = self.launcher.actors_on(node_id)
+            except LabbotError as e:
+                log.warning("could not read the actors of lost node %s: %s", node_id[:8], e.message)
+                continue
+            for row, job in running:
+                lost = [a.class_name for a in actors if a.job_id == job.job_id]
+                if lost and job.driver_node_id != node_id:
+                    self._tell_lost_under(s, row.id, node_id, lost)
+
+    def _tell_lost_under(self, s: Session, run_id: str, node_id: str, classes: list[str]) -> None:
+        run = s.get(Run, run_id)
+        if run is None:
+            return
+        run.node_losses = (run.node_losses or 0) + 1
+        where = f"{self._node_names.get(node_id) or node_id[:8]} (node {node_id[:8]})"
+        text = (
+            f":satellite_antenna: node {where} was lost under attempt {run.attempt}: {actors_words(classes)} died "
+            "with it — the node, not the job. "
+            + (
+                f"Ray Train's own failure handling (its FailureConfig) restarts the workers from the last checkpoint "
+                f"(step {run.checkpoint_step or 0}) within this attempt, on the nodes that fit; "
+                if any(c in RAY_TRAIN_WORKERS for c in classes)
+                else "The job's driver, on another node, decides what follows; "
+            )
+            + "the job's own restarts are not spent."
+        )
+        self.pager.tell_thread(s, run, f"node-lost-{run.attempt}-{node_id[:8]}", text)
+        log.warning(
+            "run %s: node %s lost under attempt %d's actors (%s)",
+            run.id,
+            where,
+            run.attempt,
+            ", ".join(sorted(set(classes))),
+            extra={"run_id": run.id},
+        )
+
     def _maybe_restart(
         self, s: Session, run: Run, findings: list[Finding], now: datetime, report: TickReport, *, was_terminal: bool
     ) -> list[Finding]:
@@ -686,6 +754,15 @@ class Watchdog:
         incidents: dict[str, Incident] = {INFRA: existing} if isinstance(existing, Incident) else {}
         self.pager.judge(s, None, incidents, [finding] if finding else [], now, kinds=[INFRA])
         self._infra_open = finding is not None
+
+
+def actors_words(classes: list[str]) -> str:
+    """``2 of its Ray actors (RayTrainWorker ×2)``: what a thread says died on a lost node."""
+    counts: dict[str, int] = {}
+    for c in classes:
+        counts[c or "an actor"] = counts.get(c or "an actor", 0) + 1
+    kinds = ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(counts.items()))
+    return f"{len(classes)} of its Ray actors ({kinds})"
 
 
 def _from(step: Any) -> str:

@@ -7,6 +7,10 @@ any external cluster (``RAY_ADDRESS``, token auth), checkpoints in S3 (moto's se
   (``--max-restarts 0``).
 - Both workers lost: the run waits in the queue, the reason said, and starts when a node joins.
 - A checkpointing job on this cluster with only a local checkpoint folder: refused, saying what to set.
+- tiny-lm through Ray Train, ``num_workers=2`` spread over the two workers (1 CPU each, the driver on the head), one
+  worker's node killed mid-run and a node joining (as KubeRay replaces a pod): Ray Train's own failure handling
+  restarts its workers from the checkpoint inside the attempt, the run finishes as attempt 1, the thread names the
+  lost node, the run counts it (``node_losses``), every rank of the run carries its run id.
 
 The cluster declares a node dead after 3 missed health checks 1 s apart (``NODE_DEATH_ENV``), so each loss is seen
 within seconds.
@@ -186,3 +190,33 @@ def test_a_checkpointing_job_is_refused_on_a_multinode_cluster_without_shared_ch
         assert service.cluster_totals().cpus == len(cluster.workers)
     finally:
         service.launcher.close()
+
+
+def test_ray_train_on_two_nodes_loses_one_resumes_from_its_checkpoint_and_finishes(lab: Cluster) -> None:
+    workers = [w["node_id"] for w in lab.cluster.workers]
+    assert len(workers) == 2, workers  # each 1 CPU: Ray Train's two workers (1 CPU each) land one on each
+    run_id = lab.launched(f"{RUN} num_workers=2 --max-restarts 0")
+    wait_for(
+        lambda: (r := lab.run(run_id))["status"] == "running" and (r.get("checkpoint_step") or 0) >= 4 and r,
+        timeout=120,
+        what="Ray Train running with a checkpoint",
+    )
+    lost = workers[0]
+    lab.cluster.kill_node(lost)
+    lab.cluster.add_worker()  # the pod replaced: Ray Train's restart needs two 1-CPU nodes again
+    said = wait_for(
+        lambda: next((t for t in lab.thread_texts(run_id) if "was lost under attempt 1" in t), None),
+        timeout=60,
+        what="the lost node in the thread",
+    )
+    assert f"(node {lost[:8]})" in said and "RayTrainWorker" in said and "Ray Train's own failure handling" in said
+    done = wait_for(
+        lambda: (r := lab.run(run_id))["status"] in ("succeeded", "failed") and r, timeout=180, what="the run's end"
+    )
+    logs = lab.serve.cli("logs", run_id, "--tail", "400").stdout
+    assert done["status"] == "succeeded", logs[-3000:]
+    assert (done["attempt"], done["node_losses"]) == (1, 1)  # Ray Train's restart, not labbot's
+    assert done["step"] == 40 and done["checkpoint_step"] == 40
+    assert "Ray Train with 2 workers" in logs and "resumed from checkpoint step" in logs, logs[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}/2: LABBOT_RUN_ID={run_id}" in logs, logs[-3000:]

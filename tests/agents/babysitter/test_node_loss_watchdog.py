@@ -134,3 +134,57 @@ def test_max_node_losses_is_read_from_labbot_toml_and_checked() -> None:
     for bad in (-1, "3", 2.5, True):
         with pytest.raises(BadRequest, match=r"\[watchdog\] max_node_losses must be a whole number"):
             WatchdogPolicy.from_config({"watchdog": {"max_node_losses": bad}})
+
+
+def _train_actor(node_id: str, job_id: str, n: int) -> dict[str, Any]:
+    return {"actor_id": f"{job_id}{node_id[:6]}{n}", "class_name": "RayTrainWorker", "state": "ALIVE",
+            "job_id": job_id, "node_id": node_id}  # fmt: skip
+
+
+def test_a_node_lost_under_ray_trains_workers_is_told_and_counted_and_the_job_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, ray, dog, run_id = _setup(tmp_path, monkeypatch)
+    service.totals_ttl_s = 0.0  # every tick reads the nodes (the service caches them 10 s)
+    sid = submission_id(run_id, 1)
+    ray.driver[sid] = "h" * 56  # the driver on the head, its two Ray Train workers on A and B
+    ray.job_ids[sid] = "02000000"
+    ray.actors = [_train_actor(NODE_A, "02000000", 0), _train_actor(NODE_B, "02000000", 1)]
+    ray.actors.append({**_train_actor(NODE_A, "03000000", 2), "class_name": "SomeoneElses"})
+    dog.tick()
+    assert ray.actor_reads == []  # no node lost: Ray's actors are not read
+
+    ray.lose_worker_node(NODE_B)
+    report = dog.tick()
+    assert ray.actor_reads == [NODE_B]
+    assert report.restarts_scheduled == 0 and ray.submitted_ids == [sid]  # Ray Train restarts its workers, not labbot
+    with service.db.session() as s:
+        row = s.get_one(Run, run_id)
+        assert (row.status, row.attempt, row.auto_restarts, row.node_losses) == ("running", 1, 0, 1)
+    [note] = [n for n in _notes(service, run_id) if "was lost under" in n]
+    assert "node 10.0.0.8 (node 719aab1c) was lost under attempt 1: 1 of its Ray actors (RayTrainWorker)" in note
+    assert "Ray Train's own failure handling" in note and "restarts are not spent" in note
+    assert service.get(run_id)["node_losses"] == 1
+
+    dog.tick()  # told once; the lost node is not looked at again
+    assert ray.actor_reads == [NODE_B] and len([n for n in _notes(service, run_id) if "was lost under" in n]) == 1
+
+    ray.lose_worker_node(NODE_A)  # a node with another job's actor and this run's other worker
+    dog.tick()
+    [note_a] = [n for n in _notes(service, run_id) if "node a95ab091" in n]
+    assert "1 of its Ray actors (RayTrainWorker)" in note_a  # the other job's actor is not this run's
+    assert not [i for i in _incidents(service) if i.run_id == run_id]
+
+
+def test_a_node_lost_with_none_of_the_runs_actors_says_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, ray, dog, run_id = _setup(tmp_path, monkeypatch)
+    service.totals_ttl_s = 0.0
+    sid = submission_id(run_id, 1)
+    ray.driver[sid], ray.job_ids[sid] = "h" * 56, "02000000"
+    ray.actors = [_train_actor(NODE_B, "05000000", 0)]  # another job's
+    dog.tick()
+    ray.lose_worker_node(NODE_B)
+    dog.tick()
+    assert ray.actor_reads == [NODE_B]
+    assert not [n for n in _notes(service, run_id) if "was lost under" in n]
+    assert service.get(run_id)["node_losses"] == 0

@@ -51,7 +51,9 @@ class RecordingRay:
         self.messages: dict[str, tuple[str | None, str]] = {}  # a failed job's (error_type, message)
         self.driver: dict[str, str] = {}  # the node each job's entrypoint runs on
         self.job_ids: dict[str, str] = {}  # each job's Ray job id (hex), as the Jobs API gives it once it started
-        self.actors: list[dict[str, Any]] = []  # what the state API lists: {actor_id, class_name, state, job_id, node_id}
+        self.actors: list[
+            dict[str, Any]
+        ] = []  # what the state API lists: {actor_id, class_name, state, job_id, node_id}
         self.actor_reads: list[str] = []  # the node each actors read asked about
         self._lock = threading.Lock()
 

@@ -499,7 +499,9 @@ class Watchdog:
                 log.warning("could not read the cluster's nodes: %s", e.message)
         return self._node_names.get(node_id) or node_id[:8]
 
-    def _nodes_lost_under_runs(self, s: Session, watched: list[tuple[Any, dict[str, Incident]]], jobs: Mapping[str, RayJob]) -> None:
+    def _nodes_lost_under_runs(
+        self, s: Session, watched: list[tuple[Any, dict[str, Incident]]], jobs: Mapping[str, RayJob]
+    ) -> None:
         """A node lost under a running job's actors but not under its driver (Ray Train's workers on two nodes, one
         lost): the job goes on — Ray Train's own failure handling (``FailureConfig``) restarts its workers from the
         checkpoint within the attempt — and labbot says so in the thread, naming the node, counts it in the run's

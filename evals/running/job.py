@@ -4,6 +4,7 @@
         [--model M] [--timeout SECONDS] [--memory-mb N] [--test-timeout SECONDS] [--tasks ID,ID] [--tamper true|false]
         [--battery alongside|first]
         [--solver-dir NAME] [--allow-hosts HOST,HOST] [--solver-env NAME,NAME --solver-env-file ID]
+        [--fan-out auto|on|off]
 
 It runs :func:`labbot.evals.running.runner.run_suite` (the isolation probes alongside the samples through inspect) and
 leaves in ``--out``: ``results.json`` and the ``.eval`` log. Exit status: 0 when every sample ran to a verdict (whatever
@@ -31,6 +32,11 @@ Environment (all optional, so the job also runs by hand):
   launch kept under ``$LABBOT_EVAL_SUITES/.solver-env/`` (read once, deleted, given to the command solver only):
   :mod:`labbot.evals.running.solver_access`.
 
+In a Ray cluster of two or more nodes with CPUs (the job's driver: ``RAY_ADDRESS``), the samples run as Ray tasks
+across the nodes, each sandboxed on the node that runs it and each node building the suite's venv once
+(:mod:`labbot.evals.running.fan_out`), into the same ``results.json`` and ``.eval`` log; ``--fan-out off`` keeps them
+on the driver's node, ``on`` insists. A command solver's folder or variables keep them there (they never travel).
+
 Alongside the samples, the isolation battery (``labbot.evals.seal.battery``) runs in a fresh sandbox of the first task,
 and the reward-tampering probes unless ``--tamper false`` (or ``--no-tamper``) leaves them out, for a quick look only
 (its isolation report then lacks them).
@@ -49,6 +55,7 @@ from pathlib import Path
 from labbot.common.durations import format_duration
 from labbot.common.errors import BadRequest
 from labbot.evals.generation.generator import default_cache
+from labbot.evals.running.fan_out import fan_out_refusal, in_a_cluster, sample_nodes
 from labbot.evals.running.runner import SAMPLE_LIMITS, Probes, run_suite
 from labbot.evals.running.solver_access import job_solver_dir, read_secrets
 from labbot.evals.running.solvers import parse_solver
@@ -65,6 +72,7 @@ ENV_MODEL = "LABBOT_EVAL_MODEL"
 ENV_SUITES = "LABBOT_EVAL_SUITES"
 ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
 ENV_SEAL_CACHE = "LABBOT_EVAL_SEAL_CACHE"
+FAN_OUT = ("auto", "on", "off")
 
 
 def _bool(text: str) -> bool:
@@ -110,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-hosts", "--allow_hosts", default="", help="the run's own hosts, comma-separated")
     p.add_argument("--solver-env", "--solver_env", default="", help="the names of the solver's variables")
     p.add_argument("--solver-env-file", "--solver_env_file", default="", help="the id of the file that holds them")
+    p.add_argument(
+        "--fan-out",
+        "--fan_out",
+        choices=FAN_OUT,
+        default="auto",
+        help="samples as Ray tasks across the cluster's nodes: auto (when it has two or more with CPUs), on, off",
+    )
     return p
 
 
@@ -157,6 +172,28 @@ def sandbox_battery(
     return lambda: battery(suite_dir, suite.tasks[0], venv, allow_hosts=allow_hosts, solver_dir=solver_dir, cache=cache)
 
 
+def fan_out_choice(given: str, solver_dir: Path | None, env: dict[str, str]) -> tuple[bool, str]:
+    """Whether the samples fan out over the cluster (``--fan-out``), and what to print about it. ``auto`` fans out
+    inside a Ray cluster of two or more nodes with CPUs, unless the run has what must not travel (then it says why);
+    ``on`` insists (a clear refusal where it cannot); ``off`` keeps every sample on this node."""
+    if given == "off":
+        return False, ""
+    why = fan_out_refusal(None, solver_dir, env)
+    if not in_a_cluster():
+        if given == "on":
+            raise BadRequest("--fan-out on needs a Ray cluster: run it as a Ray job (RAY_ADDRESS names the cluster)")
+        return False, ""
+    if why:
+        if given == "on":
+            raise BadRequest(f"--fan-out on: the samples cannot leave this node: {why}")
+        return False, f"samples on this node: {why}"
+    nodes = sample_nodes()
+    if given == "auto" and len(nodes) < 2:
+        return False, ""
+    names = ", ".join(str(n.get("NodeName") or n.get("NodeManagerAddress")) for n in nodes)
+    return True, f"samples fan out as Ray tasks over {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({names})"
+
+
 def run_hosts(given: str) -> tuple[str, ...]:
     """``LABBOT_EVAL_ALLOW_HOSTS`` (every run's) and the run's own ``--allow-hosts``."""
     own = [h.strip() for h in given.split(",") if h.strip()]
@@ -194,11 +231,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         probes = sandbox_battery(args.suite, suite, venv, allow_hosts=hosts, solver_dir=solver_dir)
         if args.timeout <= 0 or args.test_timeout <= 0 or args.memory_mb <= 0:
             raise BadRequest("--timeout, --test-timeout and --memory-mb must be positive")
+        fan_out, said = fan_out_choice(args.fan_out, solver_dir, env)
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)
         return 2
 
     telemetry.init()
+    if said:
+        print(said, flush=True)
 
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -245,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             solver_env=env,
             battery=args.battery,
             seal_cache=seal_cache(),
+            fan_out=fan_out,
+            node_venv=Path(args.venv) if args.venv else None,
         )
     except BadRequest as e:
         print(f"labbot eval: {e.message}", file=sys.stderr)
@@ -260,6 +302,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         timing = f"isolation battery {battery_s:.1f} s alongside the samples, samples {total:.1f} s"
     print(f"timing: {timing} ({len(r['samples'])} samples, {args.max_samples} at once)", flush=True)
+    where: dict[str, int] = {}
+    for sample in r["samples"]:
+        if sample.get("node"):
+            where[sample["node"]] = where.get(sample["node"], 0) + 1
+    if where:
+        print("samples by node: " + ", ".join(f"{node} {n}" for node, n in sorted(where.items())), flush=True)
     print(
         f"{r['suite']} with {r['solver']}: {r['status']}, pass rate {r['pass_rate']:.1%} "
         f"({passed}/{len(r['samples'])}){' UNTRUSTED (seal failed)' if r['untrusted'] else ''}; "

@@ -42,6 +42,7 @@ from inspect_ai.model import Model
 from inspect_ai.scorer import CORRECT
 
 from labbot.common.errors import BadRequest
+from labbot.evals.running.fan_out import SampleWork, fan_out_refusal, run_samples
 from labbot.evals.running.solvers import SolverSpec, drop_secrets, parse_solver, register_secrets
 from labbot.evals.running.task import SCORER, SampleDone, suite_task
 from labbot.evals.sandbox.bwrap import Limits
@@ -184,6 +185,8 @@ def run_suite(
     solver_env: Mapping[str, str] | None = None,
     battery: BatteryWhen = "alongside",
     seal_cache: SealCache | None = None,
+    fan_out: bool = False,
+    node_venv: Path | None = None,
 ) -> RunOutcome:
     """Run ``solver`` over the suite in ``suite_dir`` (see the module docstring); ``model`` is the agent's when the
     solver names none (a model name, or an inspect ``Model`` such as ``mockllm/model`` with scripted outputs).
@@ -194,7 +197,9 @@ def run_suite(
     ``battery``: ``"alongside"`` (the default) runs the probes and the tampering probes in a thread while the
     samples run, ``"first"`` before them (the way runs were before; the fixed-cost benchmark measures both).
     ``seal_cache``: the tampering probes' passing verdicts of this suite reused (and kept) there
-    (:func:`labbot.evals.seal.cache.tamper_key`)."""
+    (:func:`labbot.evals.seal.cache.tamper_key`). ``fan_out``: the samples run as Ray tasks across the cluster's nodes
+    (:mod:`labbot.evals.running.fan_out`; ``max_samples`` of them in flight, each node building the suite's venv, or
+    using ``node_venv`` where every node has one), the same log and results; each sample's ``node`` says where."""
     if battery not in ("alongside", "first"):
         raise BadRequest(f"battery must be 'alongside' or 'first', got {battery!r}")
     spec = parse_solver(solver) if isinstance(solver, str) else solver
@@ -210,8 +215,9 @@ def run_suite(
     out_dir.mkdir(parents=True, exist_ok=True)
     scoring = Limits(timeout_s=test_timeout_s, memory_mb=limits.memory_mb, file_mb=limits.file_mb)
     seal: _Alongside | None = None
+    isolation_now: IsolationReport | None = None
     if battery == "first":
-        isolation = _probe_report(probes, suite_dir, venv, tamper, scoring, BEFORE, seal_cache)
+        isolation = isolation_now = _probe_report(probes, suite_dir, venv, tamper, scoring, BEFORE, seal_cache)
         if on_isolation is not None:
             on_isolation(isolation)
     else:
@@ -235,6 +241,29 @@ def run_suite(
     use_model: str | Model = (spec.model or model or NO_MODEL) if spec.kind == "agent" else NO_MODEL
     # a backstop over the solver's own limit: scoring runs after it, bounded by the test run's timeout
     backstop = int(limits.timeout_s + 2 * test_timeout_s + 120)
+    nodes: dict[str, str] = {}
+    if fan_out:
+        why = fan_out_refusal(model, solver_dir, solver_env)
+        if why:
+            raise BadRequest(f"the samples cannot fan out over the cluster: {why}")
+        done = _Counted(on_sample, len(task.dataset))
+        spread = run_samples(
+            suite_dir,
+            [str(s.id) for s in task.dataset],
+            SampleWork(
+                solver=spec,
+                model=str(use_model),
+                limits=limits,
+                test_timeout_s=test_timeout_s,
+                time_limit_s=backstop,
+                allow_hosts=tuple(allow_hosts),
+                venv=str(node_venv) if node_venv is not None else None,
+            ),
+            out_dir,
+            in_flight=max_samples,
+            on_done=done.record,
+        )
+        return _finish(suite.id, spec, spread.log, out_dir, seal, isolation_now, spread.nodes)
     if key is not None and solver_env:
         register_secrets(key, solver_env)
     try:
@@ -254,11 +283,43 @@ def run_suite(
     finally:
         if key is not None:
             drop_secrets(key)
-    if seal is not None:  # the results wait for the battery (a run stopped meanwhile does not: no results then)
+    return _finish(suite.id, spec, Path(log.location), out_dir, seal, isolation_now, nodes)
+
+
+def _finish(
+    suite_id: str,
+    spec: SolverSpec,
+    log_path: Path,
+    out_dir: Path,
+    seal: _Alongside | None,
+    isolation: IsolationReport | None,
+    nodes: Mapping[str, str],
+) -> RunOutcome:
+    """``results.json`` from the run's log, once the seal is measured (the results wait for the battery running
+    alongside; a run stopped meanwhile does not: no results then); ``nodes``: where each sample ran, when fanned out."""
+    if seal is not None:
         isolation = seal.result()
-    log = read_eval_log(log.location)
+    assert isolation is not None
+    log = read_eval_log(str(log_path))
     results = results_from_log(log, spec.label, isolation)
-    results["suite"] = suite.id
+    results["suite"] = suite_id
+    for sample in results["samples"]:
+        if sample["task"] in nodes:
+            sample["node"] = nodes[sample["task"]]
     path = out_dir / RESULTS_FILE
     path.write_text(json.dumps(results, indent=2) + "\n")
-    return RunOutcome(results, Path(log.location), path)
+    return RunOutcome(results, log_path, path)
+
+
+class _Counted:
+    """A fanned-out run's samples counted as they come back, for the progress callback (as the scorer does)."""
+
+    def __init__(self, callback: Callable[[SampleDone], None] | None, total: int) -> None:
+        self.callback, self.total, self.done, self.passed = callback, total, 0, 0
+
+    def record(self, task_id: str, sample: EvalSample) -> None:
+        passed = bool(_sample_result(sample)["passed"])
+        self.done += 1
+        self.passed += passed
+        if self.callback is not None:
+            self.callback(SampleDone(task_id, passed, self.done, self.total, self.passed))

@@ -48,6 +48,7 @@ SCRIPTS = [
     "research_approvals.py",
     "research_eval.py",
     "node_recovery.py",
+    "eval_fan_out.py",
 ]
 
 

@@ -1,13 +1,17 @@
 """The watchdog: every tick, one Ray ``list_jobs`` call and one indexed query, whatever the number of runs (plus,
-only when some runs need a change, one more query loading just those). While no run is watched, a tick asks Ray only
-every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know that still none is.
+only when some runs need a change, one more query loading just those; while runs run, the cluster's nodes, read at
+most every ``RunService.totals_ttl_s``, and Ray's actors of a node only when it was just lost). While no run is
+watched, a tick asks Ray only every ``idle_look_s`` (for the infra page) and otherwise makes one small query to know
+that still none is.
 
 A tick brings each active run (and each run with an open page; never a ``queued`` one, which is not on Ray) in line
 with Ray (``labbot.training.service.reconcile_run``) and notes the node its attempt runs on, judges it with the pure
 rules of ``labbot.training.monitoring``, schedules automatic restarts from the checkpoint (``restart_on``, up to
 ``max_restarts``, with backoff; each step told in the thread), restarts at once an attempt whose Ray node was lost
 (not the job's failure: its own restarts are not spent, the thread names the node; when no alive node fits the run,
-it waits in the queue for one), and hands the rest to the pager — all in one transaction, so a finding and the pages
+it waits in the queue for one), says when a node was lost under a running job's actors but not its driver (Ray
+Train's workers: Ray Train restarts them from the checkpoint inside the attempt; the run counts the node), and hands
+the rest to the pager — all in one transaction, so a finding and the pages
 it causes are committed together. Ray calls that act (stopping a PENDING job again, submitting a due restart) happen
 after the commit. When Ray does not answer, the runs are left alone (the job may be fine; the cluster is not) and,
 past ``infra_after``, that is itself a page. Last, capacity freed goes to the queue: queued runs that fit their

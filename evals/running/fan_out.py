@@ -16,7 +16,9 @@ model name travels), a command solver's folder (``/solver``) or its variables (:
 shipped through the object store). The isolation battery runs once, on the driver's node, alongside (the runner's).
 A node lost mid-sample is Ray's to handle: the task is retried on another node (Ray's default for system failures).
 
-The node's cache: ``$LABBOT_EVAL_NODE_CACHE`` (default: the temp dir's ``labbot-eval-node``), one folder per node id
+Which nodes: every alive node with a CPU, or only those with the custom resources ``$LABBOT_EVAL_SAMPLE_RESOURCES``
+names (a JSON object, ``{"eval_sandbox": 1}``) where only some may start a sandbox. The node's cache:
+``$LABBOT_EVAL_NODE_CACHE`` (default: the temp dir's ``labbot-eval-node``), one folder per node id
 (several nodes may share a machine, as the tests' local cluster does; each still builds its own). Sandboxes never see
 it (they get a fresh ``/tmp`` and only the workspace and the venv).
 """
@@ -27,6 +29,7 @@ import contextlib
 import fcntl
 import hashlib
 import io
+import json
 import logging
 import os
 import shutil
@@ -48,6 +51,7 @@ from labbot.evals.sandbox.venvs import MARKER, ensure_venv, wheel_set_hash
 from labbot.evals.suite import wheels_dir
 
 ENV_NODE_CACHE = "LABBOT_EVAL_NODE_CACHE"
+ENV_SAMPLE_RESOURCES = "LABBOT_EVAL_SAMPLE_RESOURCES"  # JSON: the custom resources a sample's node must have
 NODE_KEY = "ray_node"  # the sample metadata naming the node that ran it: "NAME (node 1a2b3c4d)"
 SUITE_FILE = "suite.json"
 
@@ -90,12 +94,36 @@ def in_a_cluster() -> bool:
     return bool(os.environ.get("RAY_ADDRESS"))
 
 
+def sample_resources() -> dict[str, float]:
+    """``$LABBOT_EVAL_SAMPLE_RESOURCES`` (``{"eval_sandbox": 1}``): what a node must have to run samples, for clusters
+    where only some nodes may start a sandbox (bubblewrap needs user namespaces); each sample asks for a thousandth of
+    each, so they never limit how many run at once. Empty by default: every node with a CPU."""
+    raw = os.environ.get(ENV_SAMPLE_RESOURCES) or "{}"
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for k, v in doc.items()
+    ):
+        raise BadRequest(
+            f"${ENV_SAMPLE_RESOURCES} must be a JSON object of resource names and positive numbers, like "
+            f'{{"eval_sandbox": 1}}, got {raw[:80]!r}'
+        )
+    return {str(k): float(v) for k, v in doc.items()}
+
+
 def sample_nodes() -> list[dict[str, Any]]:
-    """The alive nodes of the cluster that can run a sample (at least one CPU), from Ray (connecting if need be)."""
+    """The alive nodes of the cluster that can run a sample (a CPU, and ``sample_resources()``), from Ray."""
+    need = {"CPU": 1.0, **sample_resources()}
     _connect()
     import ray
 
-    return [n for n in ray.nodes() if n.get("Alive") and float((n.get("Resources") or {}).get("CPU", 0)) >= 1]
+    return [
+        n
+        for n in ray.nodes()
+        if n.get("Alive") and all(float((n.get("Resources") or {}).get(k, 0)) >= v for k, v in need.items())
+    ]
 
 
 def _connect() -> None:
@@ -215,7 +243,8 @@ def run_samples(
     archive = suite_archive(suite_dir)
     digest = hashlib.sha256(archive).hexdigest()
     ref = ray.put(archive)
-    remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(run_one_sample)
+    custom = {name: 0.001 for name in sample_resources()}
+    remote = ray.remote(num_cpus=1, resources=custom, scheduling_strategy="SPREAD")(run_one_sample)
     waiting = list(task_ids)
     pending: dict[Any, str] = {}
     got: dict[str, NodeSample] = {}

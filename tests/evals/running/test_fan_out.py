@@ -180,3 +180,16 @@ def test_an_eval_of_12_tasks_fans_out_over_three_nodes_with_the_results_of_one(
     built = sorted(p.parent.parent.name for p in (tmp_path / "nodes").glob("*/venvs/venv-*"))
     assert len(built) == len(set(built)) == len(nodes), built
     assert "samples by node: " in logs
+
+
+def test_the_nodes_that_may_run_samples_are_named_by_a_resource_or_refused_clearly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(fan_out.ENV_SAMPLE_RESOURCES, raising=False)
+    assert fan_out.sample_resources() == {}
+    monkeypatch.setenv(fan_out.ENV_SAMPLE_RESOURCES, '{"eval_sandbox": 1}')
+    assert fan_out.sample_resources() == {"eval_sandbox": 1.0}
+    for bad in ("eval_sandbox", '{"eval_sandbox": 0}', '{"eval_sandbox": true}', "[1]"):
+        monkeypatch.setenv(fan_out.ENV_SAMPLE_RESOURCES, bad)
+        with pytest.raises(BadRequest, match=r'a JSON object of resource names and positive numbers, like \{"eval'):
+            fan_out.sample_resources()

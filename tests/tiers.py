@@ -55,7 +55,8 @@ LONGEST_FIRST = (
     "e2e/test_pager_resilience.py",
     "e2e/test_console.py",
     "e2e/test_console_demo.py",
-    "e2e/test_multinode.py",  # 65 s: a three-node cluster, two node losses, a node joining
+    "e2e/test_multinode.py",  # 110 s: a three-node cluster, three node losses (one under Ray Train), nodes joining
+    "evals/running/test_fan_out.py",  # 55 s: a four-node cluster, 12 samples fanned out and the same 12 on one node
     "evals/generation/test_generator_layouts.py",  # 65 s
 )
 

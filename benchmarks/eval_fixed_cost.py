@@ -11,7 +11,7 @@ both modes).
 
 Before: ``--battery first`` with ``LABBOT_EVAL_SEAL_CACHE=0``. After: the default (``--battery alongside``, the
 seal's cache in a temporary ``XDG_CACHE_HOME``, warmed by one untimed run). The modes alternate over ``--rounds``
-rounds (after one untimed run of each); medians with min–max. The suite: ``tests/evals/run_fixtures.make_suite``
+rounds (after one untimed run of each); medians with min–max. The suite: ``tests/run_fixtures.make_suite``
 (the ``mul`` task, ``--tasks`` copies), gold solver, ``--max-samples`` at once, in a venv with pytest. Bare: each
 task's tests on the original tree, one after another, outside any sandbox (as ``eval_throughput.bare``); the ratio
 is bare / samples phase (the samples phase of a tiny suite is mostly sandboxes and scoring's own start, so it is

@@ -7,7 +7,7 @@ labbot's scoring before the outcome channel, less the restoring of tests). Seale
 :func:`labbot.evals.scoring.score.score_sample` on the same workspace (tests restored, the outcome channel, sentinel and
 hidden tests, the static check), with ``pass_to_pass`` run too. Each row says what kept the sealed sample from passing
 (``caught_by``: every layer that fired, so a cheat two layers catch shows both). The suite is the tests' ``mul`` suite
-(``tests/evals/run_fixtures.py``: two failing tests, one of them hidden from the statement); the daemon cheat runs as a
+(``tests/run_fixtures.py``: two failing tests, one of them hidden from the statement); the daemon cheat runs as a
 real solver command in a sandbox over the workspace. Every cell is a real run.
 
     .venv/bin/python benchmarks/tamper_table.py

@@ -50,13 +50,12 @@ LONGEST_FIRST = (
     "evals/generation/test_generator_seed.py",  # 191 s: three suites generated
     "evals/generation/test_generator.py",  # 173 s: a ten-task suite generated and validated, then the refusals
     "evals/generation/test_generator_harder.py",  # 162 s
+    "e2e/test_multinode.py",  # 146 s: three node losses (one under Ray Train), nodes joining, an eval on three nodes
     "e2e/test_evals.py",
     "e2e/test_eval_agent.py",
     "e2e/test_pager_resilience.py",
     "e2e/test_console.py",
     "e2e/test_console_demo.py",
-    "e2e/test_multinode.py",  # 110 s: a three-node cluster, three node losses (one under Ray Train), nodes joining
-    "evals/running/test_fan_out.py",  # 55 s: a four-node cluster, 12 samples fanned out and the same 12 on one node
     "evals/generation/test_generator_layouts.py",  # 65 s
 )
 

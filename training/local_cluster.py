@@ -130,6 +130,9 @@ class LocalCluster:
                     "include_dashboard": True,
                     "dashboard_host": "127.0.0.1",
                     "dashboard_port": self.dashboard_port,
+                    # Ray's fixed default (52365) would collide with another cluster's head on this machine (two
+                    # test modules, a benchmark, `make cluster`): its agent would never register
+                    "dashboard_agent_listen_port": _free_port(),
                     "temp_dir": str(self.temp_dir),
                 },
             )

@@ -13,8 +13,11 @@ runner writes ``results.json`` as it always did; each sample's ``metadata.ray_no
 
 What does not fan out (the runner keeps it on the driver's node and says why): an inspect ``Model`` object (only a
 model name travels), a command solver's folder (``/solver``) or its variables (:mod:`~.solver_access`: they are never
-shipped through the object store). The isolation battery runs once, on the driver's node, alongside (the runner's).
-A node lost mid-sample is Ray's to handle: the task is retried on another node (Ray's default for system failures).
+shipped through the object store). The seal is measured where the samples ran: the runner's battery on the driver's
+node, alongside, and the run's first sample on each node runs the battery (:func:`~labbot.evals.seal.battery.battery`)
+there too, after its sample; a probe failed on any node is an open way of the run's (:func:`with_nodes`), named with
+the node, and ``results.json``'s ``isolation.nodes`` has each node's verdict. A node lost mid-sample is Ray's to
+handle: the task is retried on another node (Ray's default for system failures).
 
 Which nodes: every alive node with a CPU, or only those with the custom resources ``$LABBOT_EVAL_SAMPLE_RESOURCES``
 names (a JSON object, ``{"eval_sandbox": 1}``) where only some may start a sandbox. The node's cache:
@@ -36,7 +39,7 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,10 @@ from labbot.evals.running.solvers import SolverSpec
 from labbot.evals.running.task import suite_task
 from labbot.evals.sandbox.bwrap import Limits
 from labbot.evals.sandbox.venvs import MARKER, ensure_venv, wheel_set_hash
-from labbot.evals.suite import wheels_dir
+from labbot.evals.seal.battery import battery
+from labbot.evals.seal.cache import seal_cache
+from labbot.evals.seal.report import ALONGSIDE, IsolationReport
+from labbot.evals.suite import load, wheels_dir
 
 ENV_NODE_CACHE = "LABBOT_EVAL_NODE_CACHE"
 ENV_SAMPLE_RESOURCES = "LABBOT_EVAL_SAMPLE_RESOURCES"  # JSON: the custom resources a sample's node must have
@@ -67,6 +73,7 @@ class SampleWork:
     time_limit_s: int
     allow_hosts: tuple[str, ...]
     venv: str | None  # a venv path every node has (``--venv``); None: each node builds the suite's own
+    run_token: str  # this run's own: a node's first sample of the run is the one that measures the node's seal
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class NodeSample:
     node: str  # "NAME (node 1a2b3c4d)"
     built_venv: bool  # this task built the node's venv (the node's first sample)
     log: EvalLog  # a one-sample inspect log
+    isolation: IsolationReport | None = None  # the node's battery, run by the run's first sample there
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class FanOut:
     log: Path
     nodes: dict[str, str]  # task id -> "NAME (node 1a2b3c4d)"
     venv_builds: dict[str, int]  # node -> venvs built there by this run (0 or 1)
+    isolation: dict[str, IsolationReport]  # node -> its isolation battery (every node that ran a sample)
 
 
 def in_a_cluster() -> bool:
@@ -163,10 +172,22 @@ def _node_lock(root: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def prepare_node(root: Path, archive: bytes, digest: str, venv: str | None) -> tuple[Path, Path, bool]:
-    """The suite unpacked under ``root`` and its venv, each made once per node (under the node's lock): the suite
-    folder, the venv, and whether this call built the venv."""
+@dataclass(frozen=True)
+class PreparedNode:
+    suite_dir: Path
+    venv: Path
+    built_venv: bool  # this call built the venv
+    first_of_run: bool  # this call is the run's first on the node (it measures the node's seal)
+
+
+def prepare_node(root: Path, archive: bytes, digest: str, venv: str | None, run_token: str) -> PreparedNode:
+    """The suite unpacked under ``root`` and its venv, each made once per node (under the node's lock), and whether
+    this is the run's first sample on the node."""
     with _node_lock(root):
+        marker = root / "runs" / run_token
+        first = not marker.exists()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
         suite_dir = root / "suites" / digest
         if not (suite_dir / SUITE_FILE).is_file():
             tmp = Path(tempfile.mkdtemp(prefix=f".unpack-{digest[:12]}-", dir=root))
@@ -179,10 +200,10 @@ def prepare_node(root: Path, archive: bytes, digest: str, venv: str | None) -> t
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         if venv is not None:
-            return suite_dir, Path(venv), False
+            return PreparedNode(suite_dir, Path(venv), False, first)
         venvs = root / "venvs"
         built = not (venvs / f"venv-{wheel_set_hash(wheels_dir(suite_dir))}" / MARKER).is_file()
-        return suite_dir, ensure_venv(wheels_dir(suite_dir), venvs), built
+        return PreparedNode(suite_dir, ensure_venv(wheels_dir(suite_dir), venvs), built, first)
 
 
 def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) -> NodeSample:
@@ -194,12 +215,12 @@ def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) 
     here = [n for n in ray.nodes() if n.get("NodeID") == node_id]
     name = str(here[0].get("NodeName") or here[0].get("NodeManagerAddress")) if here else "?"
     where = f"{name} (node {node_id[:8]})"
-    suite_dir, venv, built = prepare_node(node_cache(node_id), archive, digest, work.venv)
+    node = prepare_node(node_cache(node_id), archive, digest, work.venv, work.run_token)
     with tempfile.TemporaryDirectory(prefix="labbot-sample-log-") as logs:
         task = suite_task(
-            suite_dir,
+            node.suite_dir,
             work.solver,
-            venv=venv,
+            venv=node.venv,
             limits=work.limits,
             test_timeout_s=work.test_timeout_s,
             task_ids=[task_id],
@@ -221,7 +242,11 @@ def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) 
         log = read_eval_log(done.location)
     for sample in log.samples or []:
         sample.metadata = {**(sample.metadata or {}), NODE_KEY: where}
-    return NodeSample(task_id, node_id, where, built, log)
+    isolation = None
+    if node.first_of_run:  # the run's first sample here measures this node's sandbox, as the driver does its own
+        first_task = load(node.suite_dir).tasks[0]
+        isolation = battery(node.suite_dir, first_task, node.venv, allow_hosts=work.allow_hosts, cache=seal_cache())
+    return NodeSample(task_id, node_id, where, node.built_venv, log, isolation)
 
 
 def run_samples(
@@ -267,7 +292,20 @@ def run_samples(
     builds: dict[str, int] = {}
     for r in ordered:
         builds[r.node] = builds.get(r.node, 0) + r.built_venv
-    return FanOut(location, {r.task_id: r.node for r in ordered}, builds)
+    seals = {r.node: r.isolation for r in ordered if r.isolation is not None}
+    return FanOut(location, {r.task_id: r.node for r in ordered}, builds, seals)
+
+
+def with_nodes(isolation: IsolationReport, nodes: dict[str, IsolationReport]) -> IsolationReport:
+    """The run's seal with the nodes' batteries: a probe failed on any node that ran samples is an open way of the
+    run's (named with the node: ``"git log --all on 10.0.0.7 (node 1a2b3c4d)"``), so the run is untrusted; the
+    passing ones are the driver's already."""
+    failed = [
+        replace(p, name=f"{p.name} on {node}", ran=ALONGSIDE)
+        for node, report in sorted(nodes.items())
+        for p in report.failed()
+    ]
+    return IsolationReport([*isolation.probes, *failed])
 
 
 def merge_logs(logs: Sequence[EvalLog]) -> EvalLog:

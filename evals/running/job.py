@@ -63,7 +63,7 @@ from labbot.evals.running.task import SampleDone
 from labbot.evals.sandbox.bwrap import Limits
 from labbot.evals.sandbox.venvs import ensure_venv
 from labbot.evals.seal.battery import allow_hosts_from_env, battery
-from labbot.evals.seal.cache import SealCache
+from labbot.evals.seal.cache import seal_cache
 from labbot.evals.seal.report import IsolationReport
 from labbot.evals.suite import SUITE_ID, Suite, load, wheels_dir
 from labbot_client import telemetry
@@ -71,7 +71,6 @@ from labbot_client import telemetry
 ENV_MODEL = "LABBOT_EVAL_MODEL"
 ENV_SUITES = "LABBOT_EVAL_SUITES"
 ENV_VENV_CACHE = "LABBOT_EVAL_VENV_CACHE"
-ENV_SEAL_CACHE = "LABBOT_EVAL_SEAL_CACHE"
 FAN_OUT = ("auto", "on", "off")
 
 
@@ -154,11 +153,6 @@ def resolve_venv(suite_dir: Path, given: Path | None) -> Path:
         return given
     cache = Path(os.environ[ENV_VENV_CACHE]) if os.environ.get(ENV_VENV_CACHE) else default_cache()
     return ensure_venv(wheels_dir(suite_dir), cache)
-
-
-def seal_cache() -> SealCache | None:
-    """The seal's cache (``evals.seal.cache``), or None with ``LABBOT_EVAL_SEAL_CACHE=0``."""
-    return SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None
 
 
 def sandbox_battery(

@@ -42,7 +42,7 @@ from inspect_ai.model import Model
 from inspect_ai.scorer import CORRECT
 
 from labbot.common.errors import BadRequest
-from labbot.evals.running.fan_out import SampleWork, fan_out_refusal, run_samples
+from labbot.evals.running.fan_out import SampleWork, fan_out_refusal, run_samples, with_nodes
 from labbot.evals.running.solvers import SolverSpec, drop_secrets, parse_solver, register_secrets
 from labbot.evals.running.task import SCORER, SampleDone, suite_task
 from labbot.evals.sandbox.bwrap import Limits
@@ -258,12 +258,13 @@ def run_suite(
                 time_limit_s=backstop,
                 allow_hosts=tuple(allow_hosts),
                 venv=str(node_venv) if node_venv is not None else None,
+                run_token=tokens.token_hex(8),
             ),
             out_dir,
             in_flight=max_samples,
             on_done=done.record,
         )
-        return _finish(suite.id, spec, spread.log, out_dir, seal, isolation_now, spread.nodes)
+        return _finish(suite.id, spec, spread.log, out_dir, seal, isolation_now, spread.nodes, spread.isolation)
     if key is not None and solver_env:
         register_secrets(key, solver_env)
     try:
@@ -294,15 +295,24 @@ def _finish(
     seal: _Alongside | None,
     isolation: IsolationReport | None,
     nodes: Mapping[str, str],
+    node_seals: Mapping[str, IsolationReport] | None = None,
 ) -> RunOutcome:
     """``results.json`` from the run's log, once the seal is measured (the results wait for the battery running
-    alongside; a run stopped meanwhile does not: no results then); ``nodes``: where each sample ran, when fanned out."""
+    alongside; a run stopped meanwhile does not: no results then); ``nodes``: where each sample ran, when fanned out,
+    and ``node_seals`` the battery of each node that ran samples (a probe failed there is the run's)."""
     if seal is not None:
         isolation = seal.result()
     assert isolation is not None
+    if node_seals:
+        isolation = with_nodes(isolation, dict(node_seals))
     log = read_eval_log(str(log_path))
     results = results_from_log(log, spec.label, isolation)
     results["suite"] = suite_id
+    if node_seals:
+        results["isolation"]["nodes"] = {
+            node: {"score": round(r.score, 4), "sealed": r.sealed, "failed": [p.name for p in r.failed()]}
+            for node, r in sorted(node_seals.items())
+        }
     for sample in results["samples"]:
         if sample["task"] in nodes:
             sample["node"] = nodes[sample["task"]]

@@ -235,3 +235,11 @@ class SealCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+ENV_SEAL_CACHE = "LABBOT_EVAL_SEAL_CACHE"
+
+
+def seal_cache() -> SealCache | None:
+    """The seal's cache in its default folder, or None with ``LABBOT_EVAL_SEAL_CACHE=0`` (every probe runs)."""
+    return SealCache() if os.environ.get(ENV_SEAL_CACHE, "1") != "0" else None

@@ -11,6 +11,10 @@ any external cluster (``RAY_ADDRESS``, token auth), checkpoints in S3 (moto's se
   worker's node killed mid-run and a node joining (as KubeRay replaces a pod): Ray Train's own failure handling
   restarts its workers from the checkpoint inside the attempt, the run finishes as attempt 1, the thread names the
   lost node, the run counts it (``node_losses``), every rank of the run carries its run id.
+- An eval of 12 tasks on three worker nodes, the eval job submitted as labbot submits it (the driver on the head):
+  the samples run on more than one node, each node builds the suite's venv once and measures its own sandbox (the
+  isolation battery), and ``results.json`` says what a one-node run of the same suite says (``--fan-out off``), with
+  one ``.eval`` log of the 12 in the suite's order.
 
 The cluster declares a node dead after 3 missed health checks 1 s apart (``NODE_DEATH_ENV``), so each loss is seen
 within seconds.
@@ -19,17 +23,26 @@ within seconds.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.slack import SlackFake
+from inspect_ai.log import read_eval_log
+from run_fixtures import make_suite
 from s3_server import MotoS3
 from slack_driver import OWNER, SlackSide, slack_env
 from support import SMALL, Serve, make_service, wait_for
 
 from labbot.common.errors import BadRequest
+from labbot.evals.running import fan_out
+from labbot.evals.running.runner import RESULTS_FILE
+from labbot.evals.sandbox.venvs import collect_wheels, with_tools
+from labbot.training.launcher import RayLauncher, Submission
 from labbot.training.local_cluster import ClusterProcess
 from labbot.training.specs import LaunchRequest
 
@@ -220,3 +233,78 @@ def test_ray_train_on_two_nodes_loses_one_resumes_from_its_checkpoint_and_finish
     assert "Ray Train with 2 workers" in logs and "resumed from checkpoint step" in logs, logs[-3000:]
     for rank in (0, 1):
         assert f"rank {rank}/2: LABBOT_RUN_ID={run_id}" in logs, logs[-3000:]
+
+
+VERDICT = ("task", "passed", "verdict", "tampered", "suspect")
+
+
+def _eval_job(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "labbot.evals.running.job", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
+
+
+def test_an_eval_of_12_tasks_fans_out_over_three_nodes_with_the_results_of_one(
+    cluster: ClusterProcess, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    make_suite(suite, tasks=12)
+    cache = request.config.cache  # pytest's cache folder keeps pytest's and coverage's wheels between sessions
+    collect_wheels(with_tools([]), suite / "wheels", cache=Path(cache.mkdir("labbot-evals-generate")) / "wheels")
+    while len(cluster.workers) < 3:
+        cluster.add_worker()
+    env = {"LABBOT_EVAL_VENV_CACHE": str(tmp_path / "venvs"), "LABBOT_EVAL_NODE_CACHE": str(tmp_path / "nodes")}
+    run = ["--suite", str(suite), "--solver", "gold", "--tamper", "false"]  # the tampering probes: not this story's
+    launcher = RayLauncher(cluster.connection)
+    try:
+        sid = launcher.submit(
+            Submission(
+                submission_id="labbot-fan-out-1",
+                entrypoint=" ".join(["python -m labbot.evals.running.job", *run, "--out", str(tmp_path / "three")]),
+                runtime_env={"env_vars": env},
+                metadata={},
+            )
+        )
+        # meanwhile, the same suite on one node (this machine, outside the cluster): the baseline
+        one = _eval_job(*run, "--out", str(tmp_path / "one"), "--fan-out", "off", env={**env, "RAY_ADDRESS": ""})
+        assert one.returncode == 0, one.stderr[-3000:]
+        job = wait_for(
+            lambda: (j := launcher.job(sid)) is not None and j.status in ("SUCCEEDED", "FAILED", "STOPPED") and j,
+            timeout=400,
+            interval=1.0,
+            what="the fanned-out eval job's end",
+        )
+        logs = launcher.logs(sid)
+        assert job.status == "SUCCEEDED", logs[-4000:]
+    finally:
+        launcher.close()
+    assert "samples fan out as Ray tasks over 3 nodes" in logs and "samples by node: " in logs, logs[-3000:]
+
+    three = json.loads((tmp_path / "three" / RESULTS_FILE).read_text())
+    baseline = json.loads((tmp_path / "one" / RESULTS_FILE).read_text())
+    for key in ("suite", "solver", "status", "pass_rate", "tampered", "suspect", "untrusted"):
+        assert three[key] == baseline[key], key
+    assert three["pass_rate"] == 1.0 and not three["untrusted"]
+    seals = three["isolation"]["nodes"]  # each node that ran samples measured its own sandbox
+    assert set(seals) == {s["node"] for s in three["samples"]} and all(v["sealed"] for v in seals.values()), seals
+    assert [{k: s[k] for k in VERDICT} for s in three["samples"]] == [
+        {k: s[k] for k in VERDICT} for s in baseline["samples"]
+    ]
+    nodes = {s["node"] for s in three["samples"]}
+    assert len(nodes) > 1, nodes  # samples on more than one node
+    assert all("node" not in s for s in baseline["samples"])
+
+    log = read_eval_log(str(tmp_path / "three" / three["log"]))  # one log, every sample, in the suite's order
+    assert log.status == "success" and [s.id for s in log.samples or []] == [s["task"] for s in baseline["samples"]]
+    assert log.eval.dataset.samples == 12 and log.results is not None and log.results.total_samples == 12
+    assert log.results.scores[0].metrics["accuracy"].value == 1.0
+    assert {(s.metadata or {})[fan_out.NODE_KEY] for s in log.samples or []} == nodes
+
+    # each node that ran samples built the suite's venv once, in its own cache
+    built = sorted(p.parent.parent.name for p in (tmp_path / "nodes").glob("*/venvs/venv-*"))
+    assert len(built) == len(set(built)) == len(nodes), built

@@ -136,6 +136,12 @@ class LocalCluster:
                     "temp_dir": str(self.temp_dir),
                 },
             )
+            # Ray's job supervisor gives each driver RAY_ADDRESS from the address file in the node's temp dir itself
+            # (``ray_current_cluster`` there), while the test cluster writes it one level down (``ray/``); without
+            # it the supervisor falls back to any GCS it finds on this machine — another cluster's, on a busy one
+            from ray._private.utils import write_ray_address
+
+            write_ray_address(self._cluster.gcs_address, str(self.temp_dir))
             self._await_job_agent()
             for _ in range(self.workers_at_start):
                 self.add_worker()
@@ -220,6 +226,8 @@ class LocalCluster:
         """Where the cluster is and which workers run, for ``ClusterProcess`` (written whole, then renamed)."""
         state = {
             "address": self.connection.address,
+            "gcs_address": self._cluster.gcs_address,
+            "temp_dir": str(self.temp_dir),
             "token_file": str(self.token_file.resolve()),
             "pid": os.getpid(),
             "private_dir": str(self.private_dir),

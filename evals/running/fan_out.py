@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import hashlib
 import io
 import json
@@ -150,10 +151,10 @@ def suite_archive(suite_dir: Path) -> bytes:
         return info
 
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+    with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in sorted(suite_dir.rglob("*")):
             tar.add(path, arcname=str(path.relative_to(suite_dir)), recursive=False, filter=clean)
-    return buf.getvalue()
+    return gzip.compress(buf.getvalue(), compresslevel=6, mtime=0)  # gzip's header time zeroed too
 
 
 def node_cache(node_id: str) -> Path:

@@ -201,6 +201,10 @@ def test_a_checkpointing_job_is_refused_on_a_multinode_cluster_without_shared_ch
         assert service.runs() == []  # nothing written
         service.checkpoints_shared = True  # [training] checkpoint_root declares a folder every node mounts
         assert service.cluster_totals().cpus == len(cluster.workers)
+        # the address a job's driver is given (Ray's supervisor reads it in the node's temp dir; without it, it took
+        # any GCS on this machine, another cluster's on a busy one)
+        st = cluster.state()
+        assert Path(st["temp_dir"], "ray_current_cluster").read_text().strip() == st["gcs_address"]
     finally:
         service.launcher.close()
 

@@ -324,6 +324,9 @@ class EvalService:
             raise BadRequest("--solver-dir, --allow-host and --solver-env are for a command solver of a code suite")
         if max_samples is not None and job == EVAL_JOB:
             params["max_samples"] = max_samples
+        if job == EVAL_JOB:
+            nodes = self.runs.nodes_with_cpus()
+            params["fan_out"] = "off" if nodes is not None and nodes < 2 else "auto"
         env = check_secret_env(solver_env or {})
         ident = None
         if env:

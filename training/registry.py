@@ -184,6 +184,9 @@ EVAL = JobSpec(
         "allow_hosts": "",
         "solver_env": "",
         "solver_env_file": "",
+        # the samples as Ray tasks over the cluster's nodes (evals.running.fan_out): labbot sets off on a cluster of
+        # one node with CPUs (the job then never connects to Ray), auto on more (the job fans out, or says why not)
+        "fan_out": "auto",
     },
     # a sample may take its whole time limit without finishing another: a stall is longer than that
     stall_after=1800,

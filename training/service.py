@@ -171,6 +171,15 @@ class RunService:
         self._nodes = (now, nodes)
         return nodes
 
+    def nodes_with_cpus(self) -> int | None:
+        """How many alive nodes have a CPU to run work on (an eval's samples fan out over two or more); None while
+        Ray does not answer and no nodes were read yet."""
+        try:
+            nodes = self.cluster_nodes()
+        except RayUnavailable:
+            return None
+        return sum(1 for n in nodes if n.alive and n.resources.get("CPU", 0.0) >= 1)
+
     def cluster_totals(self) -> Totals:
         """The CPUs and GPUs of the cluster's alive nodes as Ray counts them: a lost node's leave the totals (and the
         caps drawn from them) with it, a node that joins adds its own (read at most every ``totals_ttl_s``)."""

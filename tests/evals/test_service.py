@@ -87,6 +87,21 @@ def test_an_edited_suite_is_refused(evals: EvalService, tmp_path: Path) -> None:
         evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
 
 
+@pytest.mark.parametrize(("nodes", "fan_out"), [(1, "off"), (3, "auto"), (None, "auto")])
+def test_an_eval_run_fans_out_only_where_the_cluster_has_nodes_to_fan_out_over(
+    evals: EvalService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: int | None, fan_out: str
+) -> None:
+    """One node with CPUs: the job is told off, and never connects to Ray to look; more, or Ray not answering: auto,
+    the job looks itself (and fans out, or says why not)."""
+    suite = make_suite(tmp_path / "made")
+    evals.add_suite(io.BytesIO(pack(tmp_path / "made")))
+    monkeypatch.setattr(evals.runs, "nodes_with_cpus", lambda: nodes)
+    run = evals.launch(suite.id, solver="gold", owner="alice")
+    assert run["params"]["fan_out"] == fan_out
+    [sub] = evals.submitted  # type: ignore[attr-defined]
+    assert f"--fan_out {fan_out}" in sub.entrypoint
+
+
 def test_an_eval_run_is_a_labbot_run_of_the_eval_job(evals: EvalService, tmp_path: Path) -> None:
     suite = make_suite(tmp_path / "made")
     evals.add_suite(io.BytesIO(pack(tmp_path / "made")))

@@ -317,3 +317,14 @@ def test_runs_admitted_by_a_leader_superseded_before_submitting_them_go_back_to_
     with fenced(taken[0]):
         assert service.admit_queued() == queued  # the new leader admits them, in their order
     assert ray.submitted_ids[-2:] == [service.get(r)["ray_submission_id"] for r in queued]
+
+
+def test_the_nodes_with_cpus_are_counted_alive_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, ray = compute_service(tmp_path, monkeypatch, None)
+    service.totals_ttl_s = 0.0
+    assert service.nodes_with_cpus() == 1
+    ray.nodes.append({"state": "ALIVE", "is_head_node": True, "resources_total": {"CPU": 0.0, "memory": 1e9}})
+    ray.nodes.append({"state": "DEAD", "resources_total": {"CPU": 4.0}})
+    assert service.nodes_with_cpus() == 1  # a head with no CPU and a dead node run nothing
+    ray.nodes.append({"state": "ALIVE", "resources_total": {"CPU": 1.0}})
+    assert service.nodes_with_cpus() == 2

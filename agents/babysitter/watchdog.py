@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -764,9 +765,7 @@ class Watchdog:
 
 def actors_words(classes: list[str]) -> str:
     """``2 of its Ray actors (RayTrainWorker ×2)``: what a thread says died on a lost node."""
-    counts: dict[str, int] = {}
-    for c in classes:
-        counts[c or "an actor"] = counts.get(c or "an actor", 0) + 1
+    counts = Counter(c or "an actor" for c in classes)
     kinds = ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(counts.items()))
     return f"{len(classes)} of its Ray actors ({kinds})"
 

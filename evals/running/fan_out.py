@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gzip
 import hashlib
 import io
@@ -51,7 +52,7 @@ from labbot.common.errors import BadRequest
 from labbot.evals.running.solvers import SolverSpec
 from labbot.evals.running.task import suite_task
 from labbot.evals.sandbox.bwrap import Limits
-from labbot.evals.sandbox.venvs import MARKER, ensure_venv, wheel_set_hash
+from labbot.evals.sandbox.venvs import ensure_venv
 from labbot.evals.seal.battery import battery
 from labbot.evals.seal.cache import seal_cache
 from labbot.evals.seal.report import ALONGSIDE, IsolationReport
@@ -84,7 +85,6 @@ class NodeSample:
     task_id: str
     node_id: str
     node: str  # "NAME (node 1a2b3c4d)"
-    built_venv: bool  # this task built the node's venv (the node's first sample)
     log: EvalLog  # a one-sample inspect log
     isolation: IsolationReport | None = None  # the node's battery, run by the run's first sample there
 
@@ -95,7 +95,6 @@ class FanOut:
 
     log: Path
     nodes: dict[str, str]  # task id -> "NAME (node 1a2b3c4d)"
-    venv_builds: dict[str, int]  # node -> venvs built there by this run (0 or 1)
     isolation: dict[str, IsolationReport]  # node -> its isolation battery (every node that ran a sample)
 
 
@@ -177,7 +176,6 @@ def _node_lock(root: Path) -> Iterator[None]:
 class PreparedNode:
     suite_dir: Path
     venv: Path
-    built_venv: bool  # this call built the venv
     first_of_run: bool  # this call is the run's first on the node (it measures the node's seal)
 
 
@@ -200,11 +198,17 @@ def prepare_node(root: Path, archive: bytes, digest: str, venv: str | None, run_
                 tmp.rename(suite_dir)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        if venv is not None:
-            return PreparedNode(suite_dir, Path(venv), False, first)
-        venvs = root / "venvs"
-        built = not (venvs / f"venv-{wheel_set_hash(wheels_dir(suite_dir))}" / MARKER).is_file()
-        return PreparedNode(suite_dir, ensure_venv(wheels_dir(suite_dir), venvs), built, first)
+        made = Path(venv) if venv is not None else ensure_venv(wheels_dir(suite_dir), root / "venvs")
+        return PreparedNode(suite_dir, made, first)
+
+
+@functools.cache
+def _node_name(node_id: str) -> str:
+    """This node's name as Ray lists it (its IP, or the pod's name), read once per worker process."""
+    import ray
+
+    here = [n for n in ray.nodes() if n.get("NodeID") == node_id]
+    return str(here[0].get("NodeName") or here[0].get("NodeManagerAddress")) if here else "?"
 
 
 def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) -> NodeSample:
@@ -213,9 +217,7 @@ def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) 
 
     ctx = ray.get_runtime_context()
     node_id = ctx.get_node_id()
-    here = [n for n in ray.nodes() if n.get("NodeID") == node_id]
-    name = str(here[0].get("NodeName") or here[0].get("NodeManagerAddress")) if here else "?"
-    where = f"{name} (node {node_id[:8]})"
+    where = f"{_node_name(node_id)} (node {node_id[:8]})"
     node = prepare_node(node_cache(node_id), archive, digest, work.venv, work.run_token)
     with tempfile.TemporaryDirectory(prefix="labbot-sample-log-") as logs:
         task = suite_task(
@@ -247,7 +249,7 @@ def run_one_sample(archive: bytes, digest: str, work: SampleWork, task_id: str) 
     if node.first_of_run:  # the run's first sample here measures this node's sandbox, as the driver does its own
         first_task = load(node.suite_dir).tasks[0]
         isolation = battery(node.suite_dir, first_task, node.venv, allow_hosts=work.allow_hosts, cache=seal_cache())
-    return NodeSample(task_id, node_id, where, node.built_venv, log, isolation)
+    return NodeSample(task_id, node_id, where, log, isolation)
 
 
 def run_samples(
@@ -290,11 +292,8 @@ def run_samples(
     location = out_dir / Path(ordered[0].log.location).name
     merged.location = str(location)
     write_eval_log(merged, str(location))
-    builds: dict[str, int] = {}
-    for r in ordered:
-        builds[r.node] = builds.get(r.node, 0) + r.built_venv
     seals = {r.node: r.isolation for r in ordered if r.isolation is not None}
-    return FanOut(location, {r.task_id: r.node for r in ordered}, builds, seals)
+    return FanOut(location, {r.task_id: r.node for r in ordered}, seals)
 
 
 def with_nodes(isolation: IsolationReport, nodes: dict[str, IsolationReport]) -> IsolationReport:
